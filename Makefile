@@ -1,0 +1,33 @@
+# make demo: set up and run the demo; make test: set up and run the whole suite (what CI runs).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup test test-full demo bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q -n 2 tests
+
+test-full: setup
+	BEAM_BPE_FULL=1 $(PY) -m pytest -q -n 2 tests
+
+demo: setup
+	$(VENV)/bin/beam-bpe demo
+
+bench: setup
+	$(PY) benchmarks/bench_core.py
+
+lint: setup
+	$(VENV)/bin/ruff check bpe_core pipeline tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

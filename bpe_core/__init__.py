@@ -1,0 +1,30 @@
+"""bpe_core: exact byte-level BPE (pre-tokenize, train, encode, decode, stream). Never imports Apache Beam.
+
+>>> import bpe_core
+>>> tok = bpe_core.train(bpe_core.count_chunks(["hello world"] * 3, "cl100k"), 262)
+>>> tok.decode(tok.encode("hello world"))
+'hello world'
+"""
+
+from bpe_core._versions import BEAM_BPE_VERSION as __version__
+from bpe_core.errors import TokenizerFileError
+from bpe_core.presets import preset_names
+from bpe_core.pretokenize import PreTokenizer
+from bpe_core.stream import StreamingDecoder
+from bpe_core.tokenizer import Tokenizer
+from bpe_core.train import TIE_BREAKS, ChunkCounts, count_chunks, train
+from bpe_core.vocab import VocabularyError
+
+__all__ = [
+    "TIE_BREAKS",
+    "ChunkCounts",
+    "PreTokenizer",
+    "StreamingDecoder",
+    "Tokenizer",
+    "TokenizerFileError",
+    "VocabularyError",
+    "__version__",
+    "count_chunks",
+    "preset_names",
+    "train",
+]

@@ -1,0 +1,34 @@
+"""Small file helpers: fsspec URLs everywhere, atomic replacement for local files."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import fsspec
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """Whole file as bytes; ``path`` may be a local path or any fsspec URL (``gs://``, ``s3://``, ``memory://``)."""
+    with fsspec.open(os.fspath(path), "rb") as f:
+        return f.read()
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` so that readers see the old file or the whole new one, never half of it."""
+    path = os.fspath(path)
+    if "://" in path and not path.startswith("file://"):
+        with fsspec.open(path, "wb") as f:  # object stores publish an object only once it is complete
+            f.write(data)
+        return
+    local = path[len("file://") :] if path.startswith("file://") else path
+    directory = os.path.dirname(os.path.abspath(local))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, local)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,214 @@
+"""The project's own tokenizer artifact (``tokenizer.bpe``): versioned, text-first, hashed, never pickled.
+
+Layout (UTF-8, one record per line, values that are strings or lists written as JSON)::
+
+    beam-bpe-tokenizer
+    format_version 1
+    name "my-tokenizer"
+    kind merges                      # or "ranks" (rank-only, as tiktoken files)
+    normalizer null                  # or "NFC", "NFKC"
+    pretokenizer ["regex 1", ...]    # applied in order
+    pretokenizer_name "cl100k"
+    ignore_merges false
+    beam_bpe_version "0.1.0"
+    regex_version "2026.11.19"
+    regex_unicode_version "17.0"
+    vocab 300                        # then one line per token: id, base64 of its bytes
+    0 AA==
+    merges 44                        # kind merges only: left id, right id, in rank order
+    32 116
+    special_tokens 1                 # id, JSON string
+    300 "<|endoftext|>"
+    added_tokens 0
+    sha256 <hex digest of every byte above this line>
+
+Nothing in it depends on paths, times or the machine beyond the library versions, so the same training gives a
+byte-identical file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+from bpe_core._io import read_bytes, write_bytes_atomic
+from bpe_core._versions import BEAM_BPE_VERSION, regex_unicode_version, regex_version
+from bpe_core.errors import TokenizerFileError
+from bpe_core.vocab import VocabularyError
+
+if TYPE_CHECKING:
+    from bpe_core.tokenizer import Tokenizer
+
+MAGIC = "beam-bpe-tokenizer"
+FORMAT_VERSION = 1
+
+
+def dumps_artifact(tok: Tokenizer) -> bytes:
+    pre = tok.pretokenizer
+    lines = [
+        MAGIC,
+        f"format_version {FORMAT_VERSION}",
+        f"name {json.dumps(tok.name)}",
+        f"kind {tok.kind}",
+        f"normalizer {json.dumps(pre.normalizer if pre else None)}",
+        f"pretokenizer {json.dumps(list(pre.patterns) if pre else None)}",
+        f"pretokenizer_name {json.dumps(pre.name if pre else None)}",
+        f"ignore_merges {json.dumps(tok.ignore_merges)}",
+        f"beam_bpe_version {json.dumps(BEAM_BPE_VERSION)}",
+        f"regex_version {json.dumps(regex_version())}",
+        f"regex_unicode_version {json.dumps(regex_unicode_version())}",
+    ]
+    vocab = tok.vocab
+    lines.append(f"vocab {len(vocab)}")
+    lines += [f"{tid} {base64.b64encode(vocab[tid]).decode('ascii')}" for tid in sorted(vocab)]
+    if tok.kind == "merges":
+        merges = tok.merge_ids
+        lines.append(f"merges {len(merges)}")
+        lines += [f"{a} {b}" for a, b in merges]
+    for section, table in (("special_tokens", tok.special_tokens), ("added_tokens", tok.added_tokens)):
+        lines.append(f"{section} {len(table)}")
+        lines += [f"{tid} {json.dumps(text)}" for text, tid in sorted(table.items(), key=lambda kv: kv[1])]
+    body = ("\n".join(lines) + "\n").encode("utf-8")
+    return body + f"sha256 {hashlib.sha256(body).hexdigest()}\n".encode("ascii")
+
+
+def save_artifact(tok: Tokenizer, path: str) -> None:
+    write_bytes_atomic(path, dumps_artifact(tok))
+
+
+def load_artifact(path: str) -> Tokenizer:
+    return loads_artifact(read_bytes(path), path)
+
+
+def loads_artifact(data: bytes, path: str = "<bytes>") -> Tokenizer:
+    """Parse and verify an artifact; raises TokenizerFileError naming the file and line of any problem."""
+    from bpe_core.tokenizer import Tokenizer
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TokenizerFileError(path, f"not UTF-8 at byte {exc.start}: not a beam-bpe tokenizer file") from None
+    lines = text.split("\n")
+    if lines[0] != MAGIC:
+        raise TokenizerFileError(path, f"first line is not {MAGIC!r}: not a beam-bpe tokenizer file", line=1)
+    reader = _Reader(path, lines)
+    version = reader.field("format_version", int)
+    if version != FORMAT_VERSION:
+        raise TokenizerFileError(
+            path, f"format version {version} is not supported (this beam-bpe {BEAM_BPE_VERSION} reads {FORMAT_VERSION})",
+            line=2,
+        )
+    _verify_hash(path, data, lines)
+    name = reader.field("name", json.loads)
+    kind = reader.field("kind", str)
+    if kind not in ("merges", "ranks"):
+        raise TokenizerFileError(path, f"kind {kind!r} is not 'merges' or 'ranks'", line=reader.pos)
+    normalizer = reader.field("normalizer", json.loads)
+    patterns = reader.field("pretokenizer", json.loads)
+    pre_name = reader.field("pretokenizer_name", json.loads)
+    ignore_merges = reader.field("ignore_merges", json.loads)
+    for key in ("beam_bpe_version", "regex_version", "regex_unicode_version"):
+        reader.field(key, json.loads)
+    vocab = dict(reader.section("vocab", _parse_vocab_line))
+    if len(vocab) != reader.last_count:
+        raise TokenizerFileError(path, "duplicate token id in the vocab section", line=reader.pos)
+    merges = reader.section("merges", _parse_merge_line) if kind == "merges" else None
+    specials = reader.section("special_tokens", _parse_named_line)
+    added = reader.section("added_tokens", _parse_named_line)
+    pretokenizer = _pretokenizer(path, patterns, normalizer, pre_name)
+    try:
+        return Tokenizer(
+            vocab,
+            merges=merges,
+            pretokenizer=pretokenizer,
+            special_tokens={t: i for i, t in specials},
+            added_tokens={t: i for i, t in added},
+            ignore_merges=bool(ignore_merges),
+            name=name,
+        )
+    except VocabularyError as exc:
+        raise TokenizerFileError(path, str(exc)) from None
+
+
+def _verify_hash(path: str, data: bytes, lines: list[str]) -> None:
+    while lines and lines[-1] == "":
+        lines.pop()
+    last = lines[-1] if lines else ""
+    if not last.startswith("sha256 "):
+        raise TokenizerFileError(path, "no final 'sha256' line: the file is truncated", line=len(lines))
+    body = data[: data.rfind(b"sha256 ")]
+    if hashlib.sha256(body).hexdigest() != last[len("sha256 ") :].strip():
+        raise TokenizerFileError(path, "sha256 does not match the content: the file was changed or damaged",
+                                 line=len(lines))
+    lines.pop()  # the reader must not see the hash line as content
+
+
+def _pretokenizer(path: str, patterns, normalizer, name):
+    from bpe_core.pretokenize import PreTokenizer
+
+    if patterns is None:
+        return None
+    try:
+        return PreTokenizer(patterns, normalizer=normalizer, name=name)
+    except (ValueError, TypeError) as exc:
+        raise TokenizerFileError(path, f"bad pre-tokenizer: {exc}") from None
+
+
+def _parse_vocab_line(parts: list[str]) -> tuple[int, bytes]:
+    tid, b64 = parts
+    return int(tid), base64.b64decode(b64, validate=True)
+
+
+def _parse_merge_line(parts: list[str]) -> tuple[int, int]:
+    left, right = parts
+    return int(left), int(right)
+
+
+def _parse_named_line(parts: list[str]) -> tuple[int, str]:
+    tid, text = parts
+    value = json.loads(text)
+    if not isinstance(value, str):
+        raise ValueError("token text is not a JSON string")
+    return int(tid), value
+
+
+class _Reader:
+    """Reads ``key value`` lines and counted sections, raising with the line number of any problem."""
+
+    def __init__(self, path: str, lines: list[str]) -> None:
+        self.path, self.lines, self.pos, self.last_count = path, lines, 1, 0
+
+    def _next(self, what: str) -> str:
+        if self.pos >= len(self.lines):
+            raise TokenizerFileError(self.path, f"file ends before {what}: it is truncated", line=self.pos)
+        line = self.lines[self.pos]
+        self.pos += 1
+        return line
+
+    def field(self, key: str, parse):
+        line = self._next(f"the {key!r} line")
+        found, _, value = line.partition(" ")
+        if found != key:
+            raise TokenizerFileError(self.path, f"expected {key!r}, found {line[:60]!r}", line=self.pos)
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise TokenizerFileError(self.path, f"bad value for {key!r}: {exc}", line=self.pos) from None
+
+    def section(self, key: str, parse) -> list:
+        count = self.field(key, int)
+        if count < 0 or count > len(self.lines) - self.pos:
+            raise TokenizerFileError(self.path, f"{key} declares {count} entries but the file has fewer lines",
+                                     line=self.pos)
+        self.last_count = count
+        out = []
+        for _ in range(count):
+            line = self._next(f"the end of the {key} section")
+            try:
+                out.append(parse(line.split(" ", 1)))
+            except (ValueError, binascii.Error) as exc:
+                raise TokenizerFileError(self.path, f"bad {key} entry {line[:60]!r}: {exc}", line=self.pos) from None
+        return out

@@ -1,0 +1,137 @@
+"""Pre-tokenizers: an optional Unicode normalizer, then an ordered list of regexes (module ``regex``).
+
+Each regex splits every piece left by the previous one; the matches and the text between them both become pieces,
+so no character is ever dropped. This is the model of tiktoken (one regex), of Hugging Face ``Split`` with the
+``Isolated`` behaviour and of llama.cpp (several regexes in turn).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import Union
+
+import regex
+
+from bpe_core.presets import Preset, lookup_preset, preset_names
+
+NORMALIZERS = ("NFC", "NFKC")
+
+
+class PreTokenizer:
+    """Normalize, then split text into pieces with an ordered list of regexes.
+
+    >>> PreTokenizer.from_spec("cl100k").split("Hello world!")
+    ['Hello', ' world', '!']
+    """
+
+    def __init__(
+        self,
+        patterns: Sequence[str],
+        *,
+        normalizer: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(patterns, str):
+            patterns = (patterns,)
+        if not patterns:
+            raise ValueError("a pre-tokenizer needs at least one regex; pass e.g. 'cl100k' or r'\\S+|\\s+'")
+        if normalizer is not None and normalizer not in NORMALIZERS:
+            raise ValueError(f"unknown normalizer {normalizer!r}: use one of {NORMALIZERS} or None")
+        self.patterns: tuple[str, ...] = tuple(patterns)
+        self.normalizer = normalizer
+        self.name = name
+        self._compiled = [_compile(p) for p in self.patterns]
+
+    @classmethod
+    def from_spec(cls, spec: PreTokenizerSpec, *, normalizer: str | None = None) -> PreTokenizer:
+        """Build from a preset name, a regex, a list of regexes, or return a PreTokenizer unchanged."""
+        if isinstance(spec, PreTokenizer):
+            if normalizer is not None and normalizer != spec.normalizer:
+                return spec.with_normalizer(normalizer)
+            return spec
+        if isinstance(spec, str):
+            preset = lookup_preset(spec)
+            if preset is not None:
+                return cls.from_preset(preset, normalizer=normalizer)
+            return cls((spec,), normalizer=normalizer)
+        if isinstance(spec, (list, tuple)) and all(isinstance(p, str) for p in spec):
+            return cls(tuple(spec), normalizer=normalizer)
+        raise TypeError(
+            f"pretokenizer must be a preset name ({', '.join(preset_names()[:7])}, ...), a regex, a list of "
+            f"regexes or a PreTokenizer, not {type(spec).__name__}"
+        )
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, normalizer: str | None = None) -> PreTokenizer:
+        return cls(preset.patterns, normalizer=normalizer, name=preset.name)
+
+    def with_normalizer(self, normalizer: str | None) -> PreTokenizer:
+        return PreTokenizer(self.patterns, normalizer=normalizer, name=self.name)
+
+    def normalize(self, text: str) -> str:
+        return unicodedata.normalize(self.normalizer, text) if self.normalizer else text
+
+    def split(self, text: str) -> list[str]:
+        """The pieces of ``text`` (normalized first); their concatenation is the normalized text."""
+        pieces = [self.normalize(text)] if text else []
+        for pattern in self._compiled:
+            pieces = [p for piece in pieces for p in _split_one(pattern, piece)]
+        return pieces
+
+    def describe(self) -> str:
+        norm = f"{self.normalizer} + " if self.normalizer else ""
+        if self.name:
+            return f"{norm}{self.name}"
+        return norm + " then ".join(repr(p) for p in self.patterns)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PreTokenizer) and (self.patterns, self.normalizer) == (
+            other.patterns,
+            other.normalizer,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.patterns, self.normalizer))
+
+    def __repr__(self) -> str:
+        return f"PreTokenizer({self.describe()})"
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_compiled"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._compiled = [_compile(p) for p in self.patterns]
+
+
+PreTokenizerSpec = Union[str, Sequence[str], PreTokenizer]
+
+
+def _compile(pattern: str) -> regex.Pattern:
+    try:
+        return regex.compile(pattern)
+    except regex.error as exc:
+        raise ValueError(f"invalid pre-tokenizer regex {pattern!r}: {exc}") from None
+
+
+def _split_one(pattern: regex.Pattern, text: str) -> list[str]:
+    """Matches of ``pattern`` in ``text`` and the text between them, in order."""
+    pieces = pattern.findall(text) if pattern.groups == 0 else None
+    if pieces is not None and sum(map(len, pieces)) == len(text):
+        # The common case: the matches tile the whole text (every tiktoken pattern does).
+        return [p for p in pieces if p] if "" in pieces else pieces
+    out: list[str] = []
+    pos = 0
+    for match in pattern.finditer(text):
+        start, end = match.span()
+        if start > pos:
+            out.append(text[pos:start])
+        if end > start:
+            out.append(text[start:end])
+        pos = end
+    if pos < len(text):
+        out.append(text[pos:])
+    return out

@@ -1,0 +1,374 @@
+"""The Tokenizer: a byte-level BPE vocabulary, its pre-tokenizer and its special tokens, with encode and decode.
+
+Two kinds of vocabulary share one encoder: a merge list (Hugging Face, llama.cpp, our trainer), where a pair
+merges if it is in the list, by list order; and a rank-only vocabulary (tiktoken files), where a pair merges if the
+concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` for the merge kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import AbstractSet, Literal, Union
+
+import regex
+
+from bpe_core.bpe import ID_MASK, MergeTable, RankTable, merge_ids
+from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
+
+Text = Union[str, bytes]
+SpecialSet = Union[Literal["all"], AbstractSet[str], Collection[str]]
+CHUNK_CACHE_LIMIT = 1 << 18
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer.
+
+    Build one with :func:`bpe_core.train`, :meth:`load`, :meth:`from_tiktoken` or :meth:`from_file`.
+
+    >>> tok = Tokenizer.from_file("tokenizer.bpe")  # doctest: +SKIP
+    >>> tok.decode(tok.encode("hello world"))  # doctest: +SKIP
+    'hello world'
+    """
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        *,
+        merges: Sequence[tuple[int, int]] | None,
+        pretokenizer: PreTokenizerSpec | None,
+        special_tokens: Mapping[str, int] | None = None,
+        added_tokens: Mapping[str, int] | None = None,
+        ignore_merges: bool = False,
+        name: str | None = None,
+    ) -> None:
+        self.name = name
+        self.pretokenizer = None if pretokenizer is None else PreTokenizer.from_spec(pretokenizer)
+        self.ignore_merges = bool(ignore_merges or merges is None)  # rank-only vocabularies: whole-piece lookup
+        self._vocab = dict(vocab)
+        self._merge_ids = None if merges is None else [(int(a), int(b)) for a, b in merges]
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        self.added_tokens: dict[str, int] = dict(added_tokens or {})
+        self._build()
+
+    # ----------------------------------------------------------------- construction
+    def _build(self) -> None:
+        from bpe_core.vocab import build_tables
+
+        tables = build_tables(self._vocab, self._merge_ids, self.special_tokens, self.added_tokens)
+        self._bytes_to_id = tables.bytes_to_id
+        self._id_to_bytes = tables.id_to_bytes
+        self._byte_ids = tables.byte_ids
+        if self._merge_ids is None:
+            self._pairs: dict[int, int] = RankTable(self._id_to_bytes, self._bytes_to_id)
+        else:
+            self._pairs = MergeTable(tables.merge_values)
+        self._special_ids = frozenset(self.special_tokens.values())
+        self._chunk_cache: dict[str, list[int]] = {}
+        self._matchers: dict[frozenset[str], regex.Pattern | None] = {}
+        self._derived_merges: list[tuple[int, int]] | None = None
+
+    def __getstate__(self) -> dict:
+        keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens")
+        return {k: self.__dict__[k] for k in keep}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._build()
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def kind(self) -> str:
+        """``"merges"`` (an explicit merge list) or ``"ranks"`` (rank-only, as tiktoken files)."""
+        return "ranks" if self._merge_ids is None else "merges"
+
+    @property
+    def vocab(self) -> dict[int, bytes]:
+        """The BPE vocabulary (special and added tokens excluded): id -> token bytes."""
+        return dict(self._vocab)
+
+    @property
+    def merge_ids(self) -> list[tuple[int, int]]:
+        """Merged pairs as (left id, right id) in rank order (derived from ranks for rank-only vocabularies)."""
+        if self._merge_ids is not None:
+            return list(self._merge_ids)
+        if self._derived_merges is None:
+            from bpe_core.vocab import merges_from_ranks
+
+            self._derived_merges = merges_from_ranks(self._vocab, self._bytes_to_id, self._pairs)
+        return list(self._derived_merges)
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """Merged pairs as (left bytes, right bytes) in rank order."""
+        tb = self._id_to_bytes
+        return [(tb[a], tb[b]) for a, b in self.merge_ids]  # type: ignore[misc]
+
+    @property
+    def n_vocab(self) -> int:
+        """One more than the largest id (tiktoken's ``n_vocab``; gaps count)."""
+        return len(self._id_to_bytes)
+
+    vocab_size = n_vocab
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        return set(self.special_tokens)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token (special and added tokens give their UTF-8 text)."""
+        if isinstance(token_id, int) and 0 <= token_id < len(self._id_to_bytes):
+            data = self._id_to_bytes[token_id]
+            if data is not None:
+                return data
+        raise ValueError(f"token id {token_id!r} is not in this vocabulary (ids run from 0 to {self.n_vocab - 1})")
+
+    def token_id(self, token: bytes | str) -> int | None:
+        """The id of a token given as bytes (BPE vocabulary) or str (special or added token), else None."""
+        if isinstance(token, str):
+            found = self.special_tokens.get(token, self.added_tokens.get(token))
+            return found if found is not None else self._bytes_to_id.get(token.encode())
+        return self._bytes_to_id.get(token)
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._special_ids
+
+    # ----------------------------------------------------------------- encoding
+    def encode(
+        self,
+        text: Text,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[int]:
+        """Encode text, with tiktoken's rules for special tokens.
+
+        Special-token text listed in ``allowed_special`` becomes its id; any other special-token text raises
+        ValueError (it is ``disallowed_special="all"`` by default), so that user text cannot inject a control
+        token by accident. ``disallowed_special=()`` encodes such text as ordinary text.
+
+        >>> tok.encode("hello <|endoftext|>", allowed_special={"<|endoftext|>"})  # doctest: +SKIP
+        """
+        allowed = self._resolve_allowed(allowed_special)
+        text = _as_str(text)
+        disallowed = self._resolve_disallowed(disallowed_special, allowed)
+        if disallowed:
+            matcher = self._matcher(frozenset(disallowed), with_added=False)
+            found = matcher.search(text) if matcher is not None else None
+            if found is not None:
+                raise_disallowed(found.group())
+        return self._encode_text(text, allowed)
+
+    def encode_ordinary(self, text: Text) -> list[int]:
+        """Encode text treating special-token text as plain text (added non-special tokens still match).
+
+        >>> tok.encode_ordinary("<|endoftext|>")  # several ordinary tokens  # doctest: +SKIP
+        """
+        return self._encode_text(_as_str(text), frozenset())
+
+    def encode_batch(
+        self,
+        texts: Iterable[Text],
+        *,
+        num_threads: int | None = None,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[list[int]]:
+        """One list of ids per text, in order. ``num_threads`` is accepted for the native backend's sake."""
+        del num_threads  # the pure-Python reference runs on the calling thread
+        return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
+
+    def encode_ordinary_batch(self, texts: Iterable[Text], *, num_threads: int | None = None) -> list[list[int]]:
+        del num_threads
+        return [self.encode_ordinary(t) for t in texts]
+
+    def _resolve_allowed(self, allowed_special: SpecialSet) -> frozenset[str]:
+        if allowed_special == "all":
+            return frozenset(self.special_tokens)
+        allowed = frozenset(allowed_special)
+        unknown = allowed - self.special_tokens.keys()
+        if unknown:
+            raise ValueError(
+                f"allowed_special names tokens that are not special tokens of this vocabulary: {sorted(unknown)}; "
+                f"its special tokens are {sorted(self.special_tokens)}"
+            )
+        return allowed
+
+    def _resolve_disallowed(self, disallowed_special: SpecialSet, allowed: frozenset[str]) -> frozenset[str]:
+        if disallowed_special == "all":
+            return frozenset(self.special_tokens) - allowed
+        return frozenset(disallowed_special)
+
+    def _matcher(self, specials: frozenset[str], *, with_added: bool = True) -> regex.Pattern | None:
+        """A regex matching the given special tokens (and the added tokens), leftmost and then longest."""
+        key = specials | {"\x00added"} if with_added else specials
+        if key not in self._matchers:
+            strings = set(specials) | (set(self.added_tokens) if with_added else set())
+            strings.discard("")
+            if not strings:
+                self._matchers[key] = None
+            else:
+                ordered = sorted(strings, key=lambda s: (-len(s), s))
+                self._matchers[key] = regex.compile("|".join(regex.escape(s) for s in ordered))
+        return self._matchers[key]
+
+    def _encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
+        matcher = self._matcher(allowed)
+        if matcher is None:
+            return self._encode_segment(text)
+        out: list[int] = []
+        pos = 0
+        for found in matcher.finditer(text):
+            start, end = found.span()
+            if start > pos:
+                out += self._encode_segment(text[pos:start])
+            token = found.group()
+            out.append(self.special_tokens[token] if token in allowed else self.added_tokens[token])
+            pos = end
+        if pos < len(text):
+            out += self._encode_segment(text[pos:])
+        return out
+
+    def _encode_segment(self, text: str) -> list[int]:
+        """Ordinary text: normalize, pre-tokenize, then BPE each piece (with the chunk cache)."""
+        if self.pretokenizer is None:
+            raise ValueError(
+                "this tokenizer has no pre-tokenizer: give the one its counts were made with, e.g. "
+                "train(counts, vocab_size, pretokenizer='cl100k'), or Tokenizer.from_tiktoken(path, pretokenizer=...)"
+            )
+        cache = self._chunk_cache
+        out: list[int] = []
+        for piece in self.pretokenizer.split(text):
+            ids = cache.get(piece)
+            if ids is None:
+                ids = self._encode_piece(piece)
+                if len(cache) >= CHUNK_CACHE_LIMIT:
+                    cache.clear()
+                cache[piece] = ids
+            out += ids
+        return out
+
+    def _encode_piece(self, piece: str) -> list[int]:
+        data = piece.encode("utf-8", "surrogateescape")
+        if self.ignore_merges:
+            whole = self._bytes_to_id.get(data)
+            if whole is not None:
+                return [whole]
+        byte_ids = self._byte_ids
+        ids = [byte_ids[b] for b in data]
+        if min(ids) < 0:
+            missing = sorted({b for b in data if byte_ids[b] < 0})
+            raise ValueError(f"this vocabulary has no token for the byte(s) {[hex(b) for b in missing]}")
+        return merge_ids(ids, self._pairs.__getitem__)
+
+    def encode_piece_bytes(self, data: bytes, *, stats: list[int] | None = None) -> list[int]:
+        """BPE of one pre-token given as bytes, without the cache (for tests and the trainer's checks)."""
+        ids = [self._byte_ids[b] for b in data]
+        return merge_ids(ids, self._pairs.__getitem__, stats)
+
+    # ----------------------------------------------------------------- decoding
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """Concatenated token bytes; unknown ids raise a ValueError naming them."""
+        ids = list(ids)
+        table = self._id_to_bytes
+        try:
+            if ids and min(ids) < 0:
+                raise IndexError
+            return b"".join([table[i] for i in ids])  # type: ignore[misc]
+        except (IndexError, TypeError):
+            bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(table) and table[i] is not None)]
+            raise ValueError(
+                f"token ids not in this vocabulary: {bad[:10]}{' ...' if len(bad) > 10 else ''} "
+                f"(ids run from 0 to {len(table) - 1})"
+            ) from None
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``)."""
+        return self.decode_bytes(ids).decode("utf-8", errors)
+
+    # ----------------------------------------------------------------- files
+    def save(self, path: str) -> None:
+        """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
+        from bpe_core.formats.artifact import save_artifact
+
+        save_artifact(self, path)
+
+    @classmethod
+    def load(cls, path: str) -> Tokenizer:
+        """Read the project's own artifact; an unknown version or a wrong hash raises TokenizerFileError."""
+        from bpe_core.formats.artifact import load_artifact
+
+        return load_artifact(path)
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        path: str,
+        *,
+        pretokenizer: PreTokenizerSpec,
+        special_tokens: Mapping[str, int] | None = None,
+    ) -> Tokenizer:
+        """An OpenAI ``.tiktoken`` rank file with the pre-tokenizer (and special tokens) it is used with."""
+        from bpe_core.formats.tiktoken_file import load_tiktoken
+
+        return load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens or {})
+
+    def to_tiktoken(self, path: str) -> None:
+        """Write the BPE vocabulary as a ``.tiktoken`` rank file (pre-tokenizer and special tokens are not kept)."""
+        from bpe_core.formats.tiktoken_file import save_tiktoken
+
+        save_tiktoken(self, path)
+
+    @classmethod
+    def from_file(cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tokenizer:
+        """Load any supported tokenizer file, recognised by its content."""
+        from bpe_core.formats.detect import load_any
+
+        return load_any(path, pretokenizer=pretokenizer)
+
+    def describe(self) -> dict:
+        """What `beam-bpe info` prints."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "normalizer": self.pretokenizer.normalizer if self.pretokenizer else None,
+            "pretokenizer": self.pretokenizer.describe() if self.pretokenizer else None,
+            "patterns": list(self.pretokenizer.patterns) if self.pretokenizer else None,
+            "ignore_merges": self.ignore_merges,
+            "n_vocab": self.n_vocab,
+            "bpe_tokens": len(self._vocab),
+            "merges": len(self._merge_ids) if self._merge_ids is not None else None,
+            "special_tokens": dict(sorted(self.special_tokens.items(), key=lambda kv: kv[1])),
+            "added_tokens": dict(sorted(self.added_tokens.items(), key=lambda kv: kv[1])),
+        }
+
+    def __repr__(self) -> str:
+        pre = self.pretokenizer.describe() if self.pretokenizer else "no pre-tokenizer"
+        return f"<Tokenizer {self.name or ''} {self.kind}, n_vocab={self.n_vocab}, {pre}>"
+
+
+def _as_str(text: Text) -> str:
+    """Text as str. Bytes are decoded with surrogateescape (invalid UTF-8 round-trips byte-exactly);
+    lone surrogates in a str are replaced by U+FFFD, as tiktoken does."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text).decode("utf-8", "surrogateescape")
+    if not isinstance(text, str):
+        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def raise_disallowed(token: str) -> None:
+    raise ValueError(
+        f"Encountered text corresponding to disallowed special token {token!r}.\n"
+        f"If you want this text to be encoded as a special token, pass it to `allowed_special`, "
+        f"e.g. `allowed_special={{{token!r}, ...}}`.\n"
+        f"If you want this text to be encoded as normal text, disable the check for this token by passing "
+        f"`disallowed_special=(tok.special_tokens_set - {{{token!r}}})`.\n"
+        f"To disable this check for all special tokens, pass `disallowed_special=()`.\n"
+    )
+
+
+__all__ = ["Tokenizer", "ID_MASK"]

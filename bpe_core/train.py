@@ -1,0 +1,235 @@
+"""BPE training on weighted chunk counts: the incremental merge loop (pure-Python reference).
+
+Input is what the distributed count produces: pre-token bytes -> count. Each step merges the most frequent
+adjacent pair; ties are broken by an explicit rule (``tie_break``), so the merges never depend on the order in
+which counts arrive, on dict order or on the machine. The loop keeps pair counts, a pair -> words index and a heap
+with lazy invalidation, so a step costs the words that contain the pair, never a recount of the corpus.
+
+Ids: bytes 0-255, then one id per new token in merge order, then the special tokens in the order given. A merge
+whose bytes are already a token reuses that token's id (as Hugging Face's BpeTrainer does), so token bytes stay
+unique and the vocabulary exports to tiktoken files.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from bpe_core.bytelevel import huggingface_base_order
+from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
+from bpe_core.tokenizer import Text, Tokenizer, _as_str
+
+TIE_BREAKS = ("ids", "huggingface", "bytes")
+
+
+class ChunkCounts(dict):
+    """``dict[bytes, int]`` of pre-token counts that remembers the pre-tokenizer that made it."""
+
+    def __init__(self, *args, pretokenizer: PreTokenizer | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.pretokenizer = pretokenizer
+
+    def __reduce__(self):
+        return (_rebuild_counts, (dict(self), self.pretokenizer))
+
+
+def _rebuild_counts(data: dict, pretokenizer: PreTokenizer | None) -> ChunkCounts:
+    return ChunkCounts(data, pretokenizer=pretokenizer)
+
+
+def count_chunks(texts: Iterable[Text], pretokenizer: PreTokenizerSpec) -> ChunkCounts:
+    """Pre-tokenize texts in-process and count each distinct piece (as UTF-8 bytes).
+
+    >>> count_chunks(["hi hi"], "cl100k") == {b"hi": 1, b" hi": 1}
+    True
+    """
+    pre = PreTokenizer.from_spec(pretokenizer)
+    pieces: Counter[str] = Counter()
+    for text in texts:
+        pieces.update(pre.split(_as_str(text)))
+    counts = ChunkCounts(pretokenizer=pre)
+    for piece, n in pieces.items():
+        counts[piece.encode("utf-8", "surrogateescape")] = n
+    return counts
+
+
+def train(
+    chunk_counts: Mapping[bytes, int],
+    vocab_size: int,
+    *,
+    special_tokens: Sequence[str] = (),
+    min_frequency: int = 2,
+    tie_break: str = "ids",
+    pretokenizer: PreTokenizerSpec | None = None,
+    name: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Tokenizer:
+    """Learn merges from weighted chunk counts until the vocabulary reaches ``vocab_size``.
+
+    ``vocab_size`` counts the 256 bytes, the merged tokens and the special tokens. Training stops early when no
+    pair occurs at least ``min_frequency`` times. ``tie_break`` orders pairs of equal count: ``"ids"`` (smallest
+    (left id, right id), ids in creation order: rustbpe's rule), ``"huggingface"`` (as BpeTrainer, whose base ids
+    follow the code points of GPT-2's byte-to-unicode characters) or ``"bytes"`` (lexicographic on token bytes).
+    ``pretokenizer`` defaults to the one remembered by :func:`count_chunks`.
+
+    >>> tok = train(count_chunks(["low lower lowest"] * 5, "cl100k"), 260)
+    >>> tok.merges[0]
+    (b'l', b'o')
+    """
+    pre = _resolve_pretokenizer(chunk_counts, pretokenizer)
+    specials = _check_arguments(vocab_size, special_tokens, min_frequency, tie_break)
+    words, counts = _words(chunk_counts)
+    loop = _MergeLoop(words, counts, tie_break)
+    budget = vocab_size - 256 - len(specials)
+    loop.run(budget, max(1, min_frequency), progress)
+    vocab = dict(enumerate(loop.token_bytes))
+    next_id = len(vocab)
+    special_ids = {text: next_id + i for i, text in enumerate(specials)}
+    return Tokenizer(vocab, merges=loop.merges, pretokenizer=pre, special_tokens=special_ids, name=name)
+
+
+def _resolve_pretokenizer(chunk_counts: Mapping[bytes, int], spec: PreTokenizerSpec | None) -> PreTokenizer | None:
+    remembered = getattr(chunk_counts, "pretokenizer", None)
+    if spec is None:
+        return remembered
+    pre = PreTokenizer.from_spec(spec)
+    if remembered is not None and remembered != pre:
+        raise ValueError(
+            f"the counts were made with pre-tokenizer {remembered.describe()} but train() was given "
+            f"{pre.describe()}: a vocabulary must be applied with the pre-tokenizer it was trained on"
+        )
+    return pre
+
+
+def _check_arguments(vocab_size: int, special_tokens: Sequence[str], min_frequency: int, tie_break: str) -> list[str]:
+    if isinstance(special_tokens, str):
+        raise TypeError(f"special_tokens must be a list of strings, e.g. [{special_tokens!r}], not a string")
+    specials = list(special_tokens)
+    if len(set(specials)) != len(specials) or any(not isinstance(s, str) or not s for s in specials):
+        raise ValueError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    if not isinstance(vocab_size, int) or vocab_size < 256 + len(specials):
+        raise ValueError(
+            f"vocab_size must be an integer of at least 256 + {len(specials)} special tokens, got {vocab_size!r}"
+        )
+    if not isinstance(min_frequency, int) or min_frequency < 0:
+        raise ValueError(f"min_frequency must be a non-negative integer, got {min_frequency!r}")
+    return specials
+
+
+def _words(chunk_counts: Mapping[bytes, int]) -> tuple[list[list[int]], list[int]]:
+    """Chunks with a positive count, sorted by bytes so that nothing depends on the mapping's order."""
+    words, counts = [], []
+    for chunk in sorted(chunk_counts):
+        if not isinstance(chunk, (bytes, bytearray)):
+            raise TypeError(f"chunk_counts keys must be bytes, got {type(chunk).__name__} {chunk!r}")
+        n = chunk_counts[chunk]
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"chunk count must be a non-negative integer, got {n!r} for {chunk!r}")
+        if n and len(chunk) >= 2:  # single bytes have no pairs
+            words.append(list(chunk))
+            counts.append(n)
+    return words, counts
+
+
+class _MergeLoop:
+    """Pair counts, pair -> word index and a heap with lazy invalidation. Pair keys are ``left << 32 | right``."""
+
+    def __init__(self, words: list[list[int]], counts: list[int], tie_break: str) -> None:
+        self.words, self.counts = words, counts
+        self.token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
+        self.bytes_to_id = {t: i for i, t in enumerate(self.token_bytes)}
+        self.merges: list[tuple[int, int]] = []
+        self.tie_break = tie_break
+        self.hf_base = {b: i for i, b in enumerate(huggingface_base_order())}
+        self.pair_counts: dict[int, int] = {}
+        self.where: dict[int, set[int]] = {}
+        for wi, word in enumerate(words):
+            count = counts[wi]
+            for key in _pair_keys(word):
+                self.pair_counts[key] = self.pair_counts.get(key, 0) + count
+                self.where.setdefault(key, set()).add(wi)
+        self.heap = [(-n, self._tie(key), key) for key, n in self.pair_counts.items()]
+        heapq.heapify(self.heap)
+
+    def _tie(self, key: int):
+        left, right = key >> 32, key & 0xFFFFFFFF
+        if self.tie_break == "ids":
+            return key
+        if self.tie_break == "huggingface":
+            hf = self.hf_base
+            return hf.get(left, left) << 32 | hf.get(right, right) if left < 256 or right < 256 else key
+        return (self.token_bytes[left], self.token_bytes[right])
+
+    def run(self, budget: int, min_count: int, progress: Callable[[int, int], None] | None) -> None:
+        new_tokens = 0
+        merged: set[int] = set()
+        while new_tokens < budget and self.heap:
+            neg, tie, key = heapq.heappop(self.heap)
+            current = self.pair_counts.get(key, 0)
+            if current != -neg:
+                if current > 0:
+                    heapq.heappush(self.heap, (-current, tie, key))
+                continue
+            if current < min_count:
+                break
+            left, right = key >> 32, key & 0xFFFFFFFF
+            data = self.token_bytes[left] + self.token_bytes[right]
+            new_id = self.bytes_to_id.get(data)
+            if new_id is None:
+                new_id = len(self.token_bytes)
+                self.token_bytes.append(data)
+                self.bytes_to_id[data] = new_id
+                new_tokens += 1
+            if key not in merged:
+                merged.add(key)
+                self.merges.append((left, right))
+            self._apply(key, left, right, new_id)
+            if progress is not None and len(self.merges) % 1000 == 0:
+                progress(new_tokens, budget)
+
+    def _apply(self, key: int, left: int, right: int, new_id: int) -> None:
+        """Merge the pair in every word that holds it, updating pair counts and pushing the pairs that grew."""
+        pair_counts, where, words, counts = self.pair_counts, self.where, self.words, self.counts
+        grown: set[int] = set()
+        for wi in sorted(where.pop(key, ())):
+            word = words[wi]
+            new_word = _merge_word(word, left, right, new_id)
+            if new_word is None:
+                continue  # stale index entry: an earlier merge consumed the pair in this word
+            count = counts[wi]
+            delta = Counter(_pair_keys(new_word))
+            delta.subtract(_pair_keys(word))
+            for pkey, d in delta.items():
+                if d:
+                    pair_counts[pkey] = pair_counts.get(pkey, 0) + d * count
+                    if d > 0:
+                        where.setdefault(pkey, set()).add(wi)
+                        grown.add(pkey)
+            words[wi] = new_word
+        pair_counts.pop(key, None)
+        for pkey in sorted(grown):
+            n = pair_counts.get(pkey, 0)
+            if n > 0:
+                heapq.heappush(self.heap, (-n, self._tie(pkey), pkey))
+
+
+def _pair_keys(word: list[int]) -> list[int]:
+    return [word[i] << 32 | word[i + 1] for i in range(len(word) - 1)]
+
+
+def _merge_word(word: list[int], left: int, right: int, new_id: int) -> list[int] | None:
+    """Left-to-right, non-overlapping merge of (left, right); None if the pair does not occur."""
+    out: list[int] = []
+    i, n, hit = 0, len(word), False
+    while i < n:
+        if i + 1 < n and word[i] == left and word[i + 1] == right:
+            out.append(new_id)
+            i += 2
+            hit = True
+        else:
+            out.append(word[i])
+            i += 1
+    return out if hit else None

@@ -1,0 +1,113 @@
+"""Lookup tables of a vocabulary, built and validated once per Tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bpe_core.bpe import NO_MERGE, merge_ids
+
+
+@dataclass
+class Tables:
+    bytes_to_id: dict[bytes, int]
+    id_to_bytes: list[bytes | None]
+    byte_ids: list[int]
+    merge_values: dict[int, int]
+
+
+class VocabularyError(ValueError):
+    """A vocabulary is inconsistent (duplicate token, merge of a missing token, clashing special token)."""
+
+
+def build_tables(
+    vocab: Mapping[int, bytes],
+    merges: Sequence[tuple[int, int]] | None,
+    special_tokens: Mapping[str, int],
+    added_tokens: Mapping[str, int],
+) -> Tables:
+    bytes_to_id: dict[bytes, int] = {}
+    for tid, data in vocab.items():
+        if not isinstance(tid, int) or tid < 0:
+            raise VocabularyError(f"token id {tid!r} is not a non-negative integer")
+        if data in bytes_to_id:
+            raise VocabularyError(f"duplicate token {data!r}: ids {bytes_to_id[data]} and {tid}")
+        bytes_to_id[data] = tid
+    extra = _extra_tokens(vocab, special_tokens, added_tokens)
+    size = max([*vocab, *extra, -1]) + 1
+    id_to_bytes: list[bytes | None] = [None] * size
+    for tid, data in vocab.items():
+        id_to_bytes[tid] = data
+    for tid, data in extra.items():
+        id_to_bytes[tid] = data
+    byte_ids = [bytes_to_id.get(bytes([b]), -1) for b in range(256)]
+    merge_values = {} if merges is None else _merge_values(vocab, bytes_to_id, merges)
+    return Tables(bytes_to_id, id_to_bytes, byte_ids, merge_values)
+
+
+def _extra_tokens(
+    vocab: Mapping[int, bytes], special_tokens: Mapping[str, int], added_tokens: Mapping[str, int]
+) -> dict[int, bytes]:
+    """Special and added tokens by id; an id may repeat a vocabulary entry only with the same bytes."""
+    extra: dict[int, bytes] = {}
+    for kind, table in (("special", special_tokens), ("added", added_tokens)):
+        for text, tid in table.items():
+            data = text.encode("utf-8")
+            if not isinstance(tid, int) or tid < 0:
+                raise VocabularyError(f"{kind} token {text!r} has an invalid id {tid!r}")
+            if not text:
+                raise VocabularyError(f"{kind} token with id {tid} is the empty string")
+            clash = extra.get(tid, vocab.get(tid))
+            if clash is not None and clash != data:
+                raise VocabularyError(f"{kind} token {text!r} takes id {tid}, which is already {clash!r}")
+            extra[tid] = data
+    both = special_tokens.keys() & added_tokens.keys()
+    if both:
+        raise VocabularyError(f"tokens listed both as special and as added: {sorted(both)}")
+    return extra
+
+
+def _merge_values(
+    vocab: Mapping[int, bytes], bytes_to_id: Mapping[bytes, int], merges: Sequence[tuple[int, int]]
+) -> dict[int, int]:
+    values: dict[int, int] = {}
+    for rank, (left, right) in enumerate(merges):
+        if left not in vocab or right not in vocab:
+            missing = left if left not in vocab else right
+            raise VocabularyError(f"merge {rank} ({left}, {right}) references id {missing}, which is not a token")
+        merged = vocab[left] + vocab[right]
+        new_id = bytes_to_id.get(merged)
+        if new_id is None:
+            raise VocabularyError(
+                f"merge {rank} ({vocab[left]!r}, {vocab[right]!r}) makes {merged!r}, which is not a token"
+            )
+        key = left << 32 | right
+        if key in values:
+            raise VocabularyError(f"merge {rank} ({vocab[left]!r}, {vocab[right]!r}) is listed twice")
+        values[key] = rank << 32 | new_id
+    return values
+
+
+def merges_from_ranks(
+    vocab: Mapping[int, bytes], bytes_to_id: Mapping[bytes, int], pairs: Mapping[int, int]
+) -> list[tuple[int, int]]:
+    """Recover the merge list of a rank-only vocabulary (tiktoken's ``_educational.py`` does the same).
+
+    For each multi-byte token in rank order, BPE its bytes using only lower ranks: a BPE vocabulary leaves
+    exactly two parts, the merged pair. Tokens that do not reduce to two parts are not merges and are skipped.
+    """
+    byte_ids = [bytes_to_id.get(bytes([b]), -1) for b in range(256)]
+    out: list[tuple[int, int]] = []
+    for rank in sorted(vocab):
+        data = vocab[rank]
+        if len(data) < 2 or min(byte_ids[b] for b in data) < 0:
+            continue
+
+        def lookup(key: int, rank: int = rank) -> int:
+            value = pairs[key]
+            return value if (value >> 32) < rank else NO_MERGE
+
+        parts = merge_ids([byte_ids[b] for b in data], lookup)
+        if len(parts) == 2:
+            out.append((parts[0], parts[1]))
+    return out

@@ -1,0 +1,116 @@
+"""The ``beam-bpe`` command line: info, encode, decode, convert and demo.
+
+The library commands need only ``bpe_core``; Apache Beam is imported by the pipeline commands alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+import bpe_core
+from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
+
+
+def _load(args: argparse.Namespace) -> Tokenizer:
+    return Tokenizer.from_file(args.tokenizer, pretokenizer=getattr(args, "pretokenizer", None))
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    info = _load(args).describe()
+    info["file"] = args.tokenizer
+    print(json.dumps(info, indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    tok = _load(args)
+    text = args.text if args.text is not None else sys.stdin.read()
+    ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+    print(" ".join(map(str, ids)))
+    return 0
+
+
+def _parse_ids(text: str) -> list[int]:
+    text = text.strip()
+    if text.startswith("["):
+        return [int(i) for i in json.loads(text)]
+    return [int(i) for i in text.replace(",", " ").split()]
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    tok = _load(args)
+    if args.stream:
+        decoder = StreamingDecoder(tok, skip_special=args.skip_special)
+        for line in sys.stdin:
+            sys.stdout.write(decoder.feed(_parse_ids(line)))
+            sys.stdout.flush()
+        sys.stdout.write(decoder.flush())
+        return 0
+    if args.ids is None:
+        raise SystemExit("decode needs --ids \"1 2 3\" or --stream")
+    ids = _parse_ids(args.ids)
+    if args.skip_special:
+        ids = [i for i in ids if not tok.is_special(i)]
+    sys.stdout.write(tok.decode(ids) + "\n")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    tok = _load(args)
+    tok.save(args.out)
+    print(f"wrote {args.out}: {tok.kind}, n_vocab={tok.n_vocab}, pre-tokenizer {tok.pretokenizer.describe()}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pipeline.demo import run_demo
+
+    return run_demo(out_dir=args.out, vocab_size=args.vocab_size, max_mb=args.max_mb)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="beam-bpe", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"beam-bpe {bpe_core.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_tokenizer(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, ...)")
+        p.add_argument("--pretokenizer", help="pre-tokenizer for rank-only files (.tiktoken): cl100k, o200k, ...")
+        return p
+
+    with_tokenizer("info", "describe a tokenizer file").set_defaults(func=cmd_info)
+    p = with_tokenizer("encode", "print the ids of a text")
+    p.add_argument("--text", help="text to encode (default: stdin)")
+    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
+    p.set_defaults(func=cmd_encode)
+    p = with_tokenizer("decode", "print the text of ids")
+    p.add_argument("--ids", help='ids, e.g. "1 2 3" or "[1, 2, 3]"')
+    p.add_argument("--stream", action="store_true", help="read ids from stdin, write text as soon as complete")
+    p.add_argument("--skip-special", action="store_true", help="leave special tokens out of the text")
+    p.set_defaults(func=cmd_decode)
+    p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
+    p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
+    p.set_defaults(func=cmd_convert)
+    p = sub.add_parser("demo", help="train on the Python standard library, encode and decode a sample")
+    p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
+    p.add_argument("--vocab-size", type=int, default=2048)
+    p.add_argument("--max-mb", type=float, default=4.0, help="megabytes of standard-library source to train on")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (TokenizerFileError, ValueError, OSError) as exc:
+        print(f"beam-bpe {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
