@@ -1,0 +1,209 @@
+#include "encoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace bpe {
+
+// ------------------------------------------------------------------------------------------ chunk cache
+
+// Pieces longer than this are not cached: they are rare, and one of them could hold the cache's memory hostage.
+constexpr size_t kCacheMaxPiece = 4096;
+
+bool ChunkCache::get(const uint8_t* p, size_t n, uint64_t h, std::vector<uint32_t>& out) const {
+    uint32_t i = keys_.find_hashed(p, n, h);
+    if (i == BytesMap::kMissing) return false;
+    const Span& s = spans_[i];
+    out.insert(out.end(), ids_.begin() + s.offset, ids_.begin() + s.offset + s.count);
+    return true;
+}
+
+void ChunkCache::put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count) {
+    if (n > kCacheMaxPiece) return;
+    if (spans_.size() >= kChunkCacheLimit) clear();
+    keys_.insert_hashed(p, n, h, static_cast<uint32_t>(spans_.size()));
+    spans_.push_back(Span{ids_.size(), count});
+    ids_.insert(ids_.end(), ids, ids + count);
+}
+
+void ChunkCache::clear() {
+    keys_.clear();
+    spans_.clear();
+    ids_.clear();
+}
+
+// ------------------------------------------------------------------------------------------ encoder
+
+Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string>>& vocab,
+                 const std::vector<std::pair<uint64_t, uint64_t>>& pair_values, bool rank_only, bool ignore_merges)
+    : whole_(vocab.size()), pairs_(rank_only ? vocab.size() * 2 : pair_values.size()), ignore_merges_(ignore_merges) {
+    for (int b = 0; b < 256; ++b) byte_ids_[b] = -1;
+    for (const auto& [id, data] : vocab) {
+        whole_.insert(reinterpret_cast<const uint8_t*>(data.data()), data.size(), id);
+        if (data.size() == 1) {
+            int b = static_cast<uint8_t>(data[0]);
+            if (byte_ids_[b] < 0) byte_ids_[b] = id;
+        }
+    }
+    if (!rank_only) {
+        for (const auto& [key, value] : pair_values) pairs_[key] = value;
+        return;
+    }
+    // Rank-only: every split of every token into two tokens is a pair that merges into it, with the token's id
+    // as its rank. Precomputed so that the tables stay immutable (RankTable fills a cache on first use instead).
+    for (const auto& [id, data] : vocab) {
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(data.data());
+        for (size_t k = 1; k < data.size(); ++k) {
+            uint32_t left = whole_.find(p, k);
+            if (left == BytesMap::kMissing) continue;
+            uint32_t right = whole_.find(p + k, data.size() - k);
+            if (right == BytesMap::kMissing) continue;
+            pairs_[uint64_t(left) << 32 | right] = uint64_t(id) << 32 | id;
+        }
+    }
+}
+
+bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::vector<uint32_t>& out,
+                           int* missing_byte) const {
+    if (n == 0) return true;
+    uint64_t h = hash_bytes(p, n);
+    if (ignore_merges_) {
+        uint32_t whole = whole_.find_hashed(p, n, h);
+        if (whole != BytesMap::kMissing) {
+            out.push_back(whole);
+            return true;
+        }
+    }
+    if (n == 1) {
+        if (byte_ids_[p[0]] < 0) {
+            *missing_byte = p[0];
+            return false;
+        }
+        out.push_back(static_cast<uint32_t>(byte_ids_[p[0]]));
+        return true;
+    }
+    if (cache && cache->get(p, n, h, out)) return true;
+    size_t start = out.size();
+    if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
+    if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
+    return true;
+}
+
+bool Encoder::merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out, int* missing_byte,
+                          MergeStats* stats) const {
+    uint32_t small[kScanLimit];
+    std::vector<uint32_t> big;
+    uint32_t* ids = small;
+    if (n > kScanLimit || stats) {
+        big.resize(n);
+        ids = big.data();
+    }
+    for (size_t i = 0; i < n; ++i) {
+        int64_t id = byte_ids_[p[i]];
+        if (id < 0) {
+            *missing_byte = p[i];
+            return false;
+        }
+        ids[i] = static_cast<uint32_t>(id);
+    }
+    if (n < 2) {
+        out.insert(out.end(), ids, ids + n);
+    } else if (n <= kScanLimit && !stats) {
+        merge_scan(ids, n, out);
+    } else {
+        merge_heap(ids, n, out, stats);
+    }
+    return true;
+}
+
+// Leftmost smallest value, merged until none merges: bpe._merge_scan.
+void Encoder::merge_scan(uint32_t* ids, size_t n, std::vector<uint32_t>& out) const {
+    uint64_t values[kScanLimit];
+    size_t m = n - 1;  // number of pairs
+    for (size_t i = 0; i < m; ++i) values[i] = value(ids[i], ids[i + 1]);
+    while (m > 0) {
+        size_t best_i = 0;
+        uint64_t best = values[0];
+        for (size_t i = 1; i < m; ++i) {
+            if (values[i] < best) {
+                best = values[i];
+                best_i = i;
+            }
+        }
+        if (best == kNoMerge) break;
+        size_t i = best_i;
+        ids[i] = static_cast<uint32_t>(best & kIdMask);
+        std::memmove(ids + i + 1, ids + i + 2, (m - i - 1) * sizeof(uint32_t));
+        std::memmove(values + i, values + i + 1, (m - i - 1) * sizeof(uint64_t));
+        --m;
+        if (i > 0) values[i - 1] = value(ids[i - 1], ids[i]);
+        if (i < m) values[i] = value(ids[i], ids[i + 1]);
+    }
+    out.insert(out.end(), ids, ids + m + 1);
+}
+
+// Heap of (value, position) with lazy invalidation over a doubly linked list: bpe._merge_heap, O(n log n).
+void Encoder::merge_heap(const uint32_t* src, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const {
+    struct Entry {
+        uint64_t value;
+        uint64_t pos;
+        uint64_t key;
+        bool operator>(const Entry& o) const { return value != o.value ? value > o.value : pos > o.pos; }
+    };
+    constexpr int64_t kGone = -1;
+    std::vector<int64_t> toks(src, src + n);
+    std::vector<uint32_t> nxt(n), prv(n);
+    for (size_t i = 0; i < n; ++i) {
+        nxt[i] = static_cast<uint32_t>(i + 1);
+        prv[i] = static_cast<uint32_t>(i - 1);  // wraps for i == 0: "none"
+    }
+    constexpr uint32_t kNone = ~uint32_t(0);
+    std::vector<Entry> heap;
+    heap.reserve(n);
+    for (size_t i = 0; i + 1 < n; ++i) {
+        uint64_t key = uint64_t(toks[i]) << 32 | uint64_t(toks[i + 1]);
+        uint64_t v = value(static_cast<uint32_t>(toks[i]), static_cast<uint32_t>(toks[i + 1]));
+        if (v != kNoMerge) heap.push_back(Entry{v, i, key});
+    }
+    auto greater = std::greater<Entry>();
+    std::make_heap(heap.begin(), heap.end(), greater);
+    uint64_t pushes = heap.size(), pops = 0;
+    auto push = [&](uint64_t v, size_t pos, uint64_t key) {
+        heap.push_back(Entry{v, pos, key});
+        std::push_heap(heap.begin(), heap.end(), greater);
+        ++pushes;
+    };
+    while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), greater);
+        Entry e = heap.back();
+        heap.pop_back();
+        ++pops;
+        size_t i = e.pos;
+        size_t j = nxt[i];
+        if (toks[i] == kGone || j >= n || (uint64_t(toks[i]) << 32 | uint64_t(toks[j])) != e.key) continue;
+        toks[i] = static_cast<int64_t>(e.value & kIdMask);
+        toks[j] = kGone;
+        size_t k = nxt[j];
+        nxt[i] = static_cast<uint32_t>(k);
+        if (k < n) prv[k] = static_cast<uint32_t>(i);
+        uint32_t p = prv[i];
+        if (p != kNone) {
+            uint32_t l = static_cast<uint32_t>(toks[p]), r = static_cast<uint32_t>(toks[i]);
+            uint64_t v = value(l, r);
+            if (v != kNoMerge) push(v, p, uint64_t(l) << 32 | r);
+        }
+        if (k < n) {
+            uint32_t l = static_cast<uint32_t>(toks[i]), r = static_cast<uint32_t>(toks[k]);
+            uint64_t v = value(l, r);
+            if (v != kNoMerge) push(v, i, uint64_t(l) << 32 | r);
+        }
+    }
+    if (stats) {
+        stats->pushes = pushes;
+        stats->pops = pops;
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (toks[i] != kGone) out.push_back(static_cast<uint32_t>(toks[i]));
+}
+
+}  // namespace bpe

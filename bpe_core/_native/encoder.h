@@ -1,0 +1,74 @@
+// Byte-level BPE of pre-token pieces: the C++ twin of bpe_core/bpe.py and Tokenizer._encode_piece.
+//
+// The tables are immutable after construction, so one Encoder can serve several threads (part 2); the chunk
+// cache is separate state, one per caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tables.h"
+
+namespace bpe {
+
+// Scan below this many tokens, heap above (as bpe.SCAN_LIMIT; the results are identical either way).
+constexpr size_t kScanLimit = 64;
+// As tokenizer.CHUNK_CACHE_LIMIT: the cache is cleared when it holds this many pieces.
+constexpr size_t kChunkCacheLimit = size_t(1) << 18;
+
+struct MergeStats {
+    uint64_t pushes = 0;
+    uint64_t pops = 0;
+};
+
+class ChunkCache {
+  public:
+    bool get(const uint8_t* p, size_t n, uint64_t h, std::vector<uint32_t>& out) const;
+    void put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count);
+    void clear();
+    size_t size() const { return spans_.size(); }
+
+  private:
+    struct Span {
+        uint64_t offset;
+        uint64_t count;
+    };
+    BytesMap keys_{1024};      // piece -> index into spans_
+    std::vector<Span> spans_;  // where the piece's ids are in ids_
+    std::vector<uint32_t> ids_;
+};
+
+class Encoder {
+  public:
+    // vocab: (id, bytes) of the BPE vocabulary (special and added tokens excluded).
+    // pair_values: (left << 32 | right) -> rank << 32 | merged id for a merge list; empty with rank_only for
+    // a rank-only vocabulary, where a pair merges iff the concatenated bytes are a token (rank == id).
+    Encoder(const std::vector<std::pair<uint32_t, std::string>>& vocab,
+            const std::vector<std::pair<uint64_t, uint64_t>>& pair_values, bool rank_only, bool ignore_merges);
+
+    // Append the ids of one piece to out. Returns false (and fills missing_byte) if a byte has no token.
+    bool encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::vector<uint32_t>& out,
+                      int* missing_byte) const;
+    // BPE of the byte tokens of p, no cache and no whole-piece lookup (Tokenizer.encode_piece_bytes).
+    bool merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out, int* missing_byte,
+                     MergeStats* stats) const;
+
+    size_t pair_count() const { return pairs_.size(); }
+    int64_t byte_id(uint8_t b) const { return byte_ids_[b]; }
+
+  private:
+    uint64_t value(uint32_t left, uint32_t right) const {
+        const uint64_t* v = pairs_.find(uint64_t(left) << 32 | right);
+        return v ? *v : kNoMerge;
+    }
+    void merge_scan(uint32_t* ids, size_t n, std::vector<uint32_t>& out) const;
+    void merge_heap(const uint32_t* ids, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const;
+
+    int64_t byte_ids_[256];
+    BytesMap whole_;         // token bytes -> id (vocab only)
+    U64Map<uint64_t> pairs_;  // pair key -> merge value
+    bool ignore_merges_;
+};
+
+}  // namespace bpe

@@ -1,0 +1,491 @@
+// Python bindings of the native core (nanobind): bpe_core._native._core.
+//
+// Python objects are read and built here, with the GIL held; the loops in encoder.cpp and trainer.cpp run with
+// the GIL released. Anything whose exact error message belongs to the Python reference (bad token ids, bad chunk
+// counts) is detected here and either raised with the reference's words or handed back to Python as None.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "encoder.h"
+#include "trainer.h"
+
+namespace nb = nanobind;
+using namespace bpe;
+
+namespace {
+
+// ------------------------------------------------------------------------------------------ helpers
+
+nb::object list_of_ids(const uint32_t* ids, size_t n) {
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+    if (!list) throw nb::python_error();
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* v = PyLong_FromUnsignedLong(ids[i]);
+        if (!v) {
+            Py_DECREF(list);
+            throw nb::python_error();
+        }
+        PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+    }
+    return nb::steal(list);
+}
+
+// A sequence of Python objects as a borrowed array (lists and tuples directly, anything else through list()).
+struct FastSeq {
+    explicit FastSeq(nb::handle obj, const char* what) {
+        PyObject* seq = PySequence_Fast(obj.ptr(), what);
+        if (!seq) throw nb::python_error();
+        owner = nb::steal(seq);
+        size = PySequence_Fast_GET_SIZE(seq);
+        items = PySequence_Fast_ITEMS(seq);
+    }
+    nb::object owner;
+    Py_ssize_t size;
+    PyObject** items;
+};
+
+// One item of an encode request: a piece (UTF-8 bytes to BPE) or a token id emitted as it is.
+struct Item {
+    const uint8_t* data;
+    size_t size;
+    int64_t id;  // >= 0: emit this id
+};
+
+// str pieces are read through their cached UTF-8 form; a piece with surrogates (bytes input decoded with
+// surrogateescape) is encoded back with surrogateescape, as Tokenizer._encode_piece does.
+Item read_item(PyObject* o, std::vector<nb::object>& keep) {
+    if (PyUnicode_Check(o)) {
+        Py_ssize_t n;
+        const char* s = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!s) {
+            PyErr_Clear();
+            PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "surrogateescape");
+            if (!b) throw nb::python_error();
+            keep.push_back(nb::steal(b));
+            return Item{reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(b)), size_t(PyBytes_GET_SIZE(b)), -1};
+        }
+        return Item{reinterpret_cast<const uint8_t*>(s), size_t(n), -1};
+    }
+    if (PyBytes_Check(o))
+        return Item{reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(o)), size_t(PyBytes_GET_SIZE(o)), -1};
+    if (PyLong_Check(o)) {
+        long long id = PyLong_AsLongLong(o);
+        if (id == -1 && PyErr_Occurred()) throw nb::python_error();
+        if (id < 0 || id > 0xFFFFFFFFll) throw nb::value_error("token id out of range in an encode request");
+        return Item{nullptr, 0, id};
+    }
+    throw nb::type_error("encode requests hold str or bytes pieces and int token ids");
+}
+
+std::string missing_bytes_message(const Encoder& enc, const uint8_t* p, size_t n) {
+    std::set<int> missing;
+    for (size_t i = 0; i < n; ++i)
+        if (enc.byte_id(p[i]) < 0) missing.insert(p[i]);
+    std::string msg = "this vocabulary has no token for the byte(s) [";
+    char buf[16];
+    bool first = true;
+    for (int b : missing) {
+        std::snprintf(buf, sizeof buf, "%s'0x%x'", first ? "" : ", ", b);
+        msg += buf;
+        first = false;
+    }
+    return msg + "]";
+}
+
+// ------------------------------------------------------------------------------------------ encoder
+
+class PyEncoder {
+  public:
+    PyEncoder(nb::handle vocab, nb::handle pair_values, bool ignore_merges) {
+        std::vector<std::pair<uint32_t, std::string>> tokens;
+        std::vector<std::pair<uint64_t, uint64_t>> pairs;
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        if (!PyDict_Check(vocab.ptr())) throw nb::type_error("vocab must be a dict of id -> bytes");
+        tokens.reserve(PyDict_Size(vocab.ptr()));
+        while (PyDict_Next(vocab.ptr(), &pos, &key, &value)) {
+            unsigned long long id = PyLong_AsUnsignedLongLong(key);
+            if (PyErr_Occurred() || id >= 0xFFFFFFFFull || !PyBytes_Check(value)) {
+                PyErr_Clear();
+                throw nb::value_error("the native encoder takes token ids below 2**32 - 1 with bytes values");
+            }
+            tokens.emplace_back(static_cast<uint32_t>(id),
+                                std::string(PyBytes_AS_STRING(value), size_t(PyBytes_GET_SIZE(value))));
+        }
+        bool rank_only = pair_values.is_none();
+        if (!rank_only) {
+            if (!PyDict_Check(pair_values.ptr())) throw nb::type_error("pair_values must be a dict or None");
+            pos = 0;
+            pairs.reserve(PyDict_Size(pair_values.ptr()));
+            while (PyDict_Next(pair_values.ptr(), &pos, &key, &value)) {
+                unsigned long long k = PyLong_AsUnsignedLongLong(key), v = PyLong_AsUnsignedLongLong(value);
+                if (PyErr_Occurred()) throw nb::python_error();
+                pairs.emplace_back(k, v);
+            }
+        }
+        nb::gil_scoped_release release;
+        enc_ = std::make_unique<Encoder>(tokens, pairs, rank_only, ignore_merges);
+    }
+
+    // The ids of a sequence of pieces (and ids), concatenated.
+    nb::object encode_pieces(nb::handle pieces) {
+        FastSeq seq(pieces, "pieces must be a sequence");
+        std::vector<nb::object> keep;
+        std::vector<Item> items(seq.size);
+        for (Py_ssize_t i = 0; i < seq.size; ++i) items[i] = read_item(seq.items[i], keep);
+        std::vector<uint32_t> out;
+        out.reserve(items.size() + items.size() / 2);
+        const Item* bad = run(items.data(), items.size(), out, nullptr);
+        if (bad) throw nb::value_error(missing_bytes_message(*enc_, bad->data, bad->size).c_str());
+        return list_of_ids(out.data(), out.size());
+    }
+
+    // One list of ids per request; a request is a sequence of pieces (and ids). One crossing for the batch.
+    nb::object encode_batch(nb::handle requests) {
+        FastSeq outer(requests, "requests must be a sequence");
+        std::vector<nb::object> keep;
+        std::vector<FastSeq> inner;
+        inner.reserve(outer.size);
+        std::vector<Item> items;
+        std::vector<size_t> bounds{0};
+        for (Py_ssize_t r = 0; r < outer.size; ++r) {
+            inner.emplace_back(nb::handle(outer.items[r]), "each request must be a sequence of pieces");
+            for (Py_ssize_t i = 0; i < inner.back().size; ++i) items.push_back(read_item(inner.back().items[i], keep));
+            bounds.push_back(items.size());
+        }
+        std::vector<uint32_t> out;
+        out.reserve(items.size() + items.size() / 2);
+        std::vector<size_t> out_bounds(bounds.size());
+        const Item* bad = run(items.data(), items.size(), out, &bounds, &out_bounds);
+        if (bad) throw nb::value_error(missing_bytes_message(*enc_, bad->data, bad->size).c_str());
+        PyObject* result = PyList_New(outer.size);
+        if (!result) throw nb::python_error();
+        nb::object owner = nb::steal(result);
+        for (Py_ssize_t r = 0; r < outer.size; ++r) {
+            nb::object ids = list_of_ids(out.data() + out_bounds[r], out_bounds[r + 1] - out_bounds[r]);
+            PyList_SET_ITEM(result, r, ids.release().ptr());
+        }
+        return owner;
+    }
+
+    // BPE of one piece's bytes without cache or whole-piece lookup, with the heap's work: (ids, pushes, pops).
+    nb::object merge_bytes(nb::bytes data, bool with_stats) {
+        std::vector<uint32_t> out;
+        int missing = -1;
+        MergeStats stats;
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(data.c_str());
+        if (!enc_->merge_bytes(p, data.size(), out, &missing, with_stats ? &stats : nullptr))
+            throw nb::value_error(missing_bytes_message(*enc_, p, data.size()).c_str());
+        return nb::make_tuple(list_of_ids(out.data(), out.size()), stats.pushes, stats.pops);
+    }
+
+    void clear_cache() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        cache_.clear();
+    }
+    size_t cache_size() const { return cache_.size(); }
+    size_t pair_count() const { return enc_->pair_count(); }
+
+  private:
+    // Encode items into out without the GIL; returns the item whose bytes have no token, else nullptr. With
+    // bounds (request r is items[bounds[r]:bounds[r + 1]]), out_bounds receives where each request's ids start.
+    const Item* run(const Item* items, size_t n, std::vector<uint32_t>& out, const std::vector<size_t>* bounds,
+                    std::vector<size_t>* out_bounds = nullptr) {
+        nb::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mutex_);
+        int missing = -1;
+        size_t requests = bounds ? bounds->size() - 1 : 1;
+        for (size_t r = 0; r < requests; ++r) {
+            if (out_bounds) (*out_bounds)[r] = out.size();
+            size_t end = bounds ? (*bounds)[r + 1] : n;
+            for (size_t i = bounds ? (*bounds)[r] : 0; i < end; ++i) {
+                const Item& it = items[i];
+                if (it.id >= 0) {
+                    out.push_back(static_cast<uint32_t>(it.id));
+                } else if (!enc_->encode_piece(it.data, it.size, &cache_, out, &missing)) {
+                    return &it;
+                }
+            }
+        }
+        if (out_bounds) (*out_bounds)[requests] = out.size();
+        return nullptr;
+    }
+
+    std::unique_ptr<Encoder> enc_;
+    ChunkCache cache_;
+    std::mutex mutex_;  // the cache is per encoder; part 2 gives each thread its own
+};
+
+// ------------------------------------------------------------------------------------------ decoder
+
+class Decoder {
+  public:
+    // id_to_bytes: list indexed by id of bytes or None (ids without a token); special_ids: ids of special tokens.
+    Decoder(nb::handle id_to_bytes, nb::handle special_ids) {
+        FastSeq seq(id_to_bytes, "id_to_bytes must be a sequence");
+        offsets_.reserve(seq.size + 1);
+        offsets_.push_back(0);
+        flags_.assign(seq.size, 0);
+        for (Py_ssize_t i = 0; i < seq.size; ++i) {
+            PyObject* o = seq.items[i];
+            if (PyBytes_Check(o)) {
+                arena_.append(PyBytes_AS_STRING(o), size_t(PyBytes_GET_SIZE(o)));
+                flags_[i] = kValid;
+            } else if (o != Py_None) {
+                throw nb::type_error("id_to_bytes holds bytes or None");
+            }
+            offsets_.push_back(arena_.size());
+        }
+        FastSeq specials(special_ids, "special_ids must be a sequence");
+        for (Py_ssize_t i = 0; i < specials.size; ++i) {
+            long long id = PyLong_AsLongLong(specials.items[i]);
+            if (id == -1 && PyErr_Occurred()) throw nb::python_error();
+            if (id >= 0 && id < static_cast<long long>(flags_.size())) flags_[id] |= kSpecial;
+        }
+    }
+
+    // Ids as uint32, or false if any is not a token (the caller raises the reference's message).
+    bool read_ids(nb::handle ids, std::vector<uint32_t>& out, bool skip_special) const {
+        FastSeq seq(ids, "ids must be a sequence of ints");
+        out.reserve(out.size() + seq.size);
+        for (Py_ssize_t i = 0; i < seq.size; ++i) {
+            long long id;
+            if (!read_id(seq.items[i], &id)) return false;
+            if (skip_special && (flags_[id] & kSpecial)) continue;
+            out.push_back(static_cast<uint32_t>(id));
+        }
+        return true;
+    }
+
+    bool read_id(PyObject* o, long long* id) const {
+        if (PyLong_Check(o)) {
+            int overflow = 0;
+            *id = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow) return false;
+        } else {
+            if (!PyIndex_Check(o) || PyFloat_Check(o)) return false;
+            PyObject* index = PyNumber_Index(o);
+            if (!index) {
+                PyErr_Clear();
+                return false;
+            }
+            int overflow = 0;
+            *id = PyLong_AsLongLongAndOverflow(index, &overflow);
+            Py_DECREF(index);
+            if (overflow) return false;
+        }
+        return *id >= 0 && *id < static_cast<long long>(flags_.size()) && (flags_[*id] & kValid);
+    }
+
+    void append(const std::vector<uint32_t>& ids, std::string& out) const {
+        size_t total = out.size();
+        for (uint32_t id : ids) total += offsets_[id + 1] - offsets_[id];
+        out.reserve(total);
+        for (uint32_t id : ids) out.append(arena_, offsets_[id], offsets_[id + 1] - offsets_[id]);
+    }
+
+    nb::object decode_bytes(nb::handle ids) const {
+        std::vector<uint32_t> v;
+        if (!read_ids(ids, v, false)) return nb::none();
+        size_t total = 0;
+        for (uint32_t id : v) total += offsets_[id + 1] - offsets_[id];
+        PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
+        if (!b) throw nb::python_error();
+        char* dst = PyBytes_AS_STRING(b);
+        for (uint32_t id : v) {
+            size_t n = offsets_[id + 1] - offsets_[id];
+            std::memcpy(dst, arena_.data() + offsets_[id], n);
+            dst += n;
+        }
+        return nb::steal(b);
+    }
+
+    bool is_special(uint32_t id) const { return flags_[id] & kSpecial; }
+    const std::string& arena() const { return arena_; }
+    size_t offset(uint32_t id) const { return offsets_[id]; }
+
+  private:
+    static constexpr uint8_t kValid = 1, kSpecial = 2;
+    std::string arena_;
+    std::vector<uint64_t> offsets_;
+    std::vector<uint8_t> flags_;
+};
+
+// The byte side of StreamingDecoder: pending bytes plus CPython's own stateful UTF-8 decoder, which is exactly
+// what codecs' incremental decoder calls, so the output equals the reference's for every `errors` handler.
+class StreamState {
+  public:
+    StreamState(const Decoder& decoder, std::string errors, bool skip_special)
+        : dec_(decoder), errors_(std::move(errors)), skip_special_(skip_special) {}
+
+    nb::object step(nb::handle id_obj) {
+        long long id;
+        if (!dec_.read_id(id_obj.ptr(), &id)) return nb::none();
+        if (skip_special_ && dec_.is_special(static_cast<uint32_t>(id))) return nb::str("");
+        size_t before = pending_.size();
+        pending_.append(dec_.arena(), dec_.offset(id), dec_.offset(id + 1) - dec_.offset(id));
+        return decode(before, false);
+    }
+
+    nb::object feed(nb::handle ids) {
+        std::vector<uint32_t> v;
+        if (!dec_.read_ids(ids, v, skip_special_)) return nb::none();
+        size_t before = pending_.size();
+        dec_.append(v, pending_);
+        return decode(before, false);
+    }
+
+    nb::object flush() {
+        nb::object text = decode(pending_.size(), true);
+        pending_.clear();
+        return text;
+    }
+
+    nb::bytes pending() const { return nb::bytes(pending_.data(), pending_.size()); }
+
+  private:
+    // Decode what is complete; on an error (errors="strict"), forget the new bytes as codecs does.
+    nb::object decode(size_t before, bool final) {
+        Py_ssize_t consumed = 0;
+        PyObject* text = PyUnicode_DecodeUTF8Stateful(pending_.data(), static_cast<Py_ssize_t>(pending_.size()),
+                                                      errors_.c_str(), final ? nullptr : &consumed);
+        if (!text) {
+            pending_.resize(before);
+            throw nb::python_error();
+        }
+        if (final)
+            consumed = static_cast<Py_ssize_t>(pending_.size());
+        pending_.erase(0, static_cast<size_t>(consumed));
+        return nb::steal(text);
+    }
+
+    const Decoder& dec_;
+    std::string errors_;
+    bool skip_special_;
+    std::string pending_;
+};
+
+// ------------------------------------------------------------------------------------------ trainer
+
+[[noreturn]] void raise_bad_chunk(PyObject* key, PyObject* value, bool key_is_bad) {
+    nb::handle k(key), v(value);
+    std::string msg;
+    if (key_is_bad) {
+        msg = "chunk_counts keys must be bytes, got " + std::string(Py_TYPE(key)->tp_name) + " " +
+              nb::repr(k).c_str();
+        throw nb::type_error(msg.c_str());
+    }
+    msg = std::string("chunk count must be a non-negative integer, got ") + nb::repr(v).c_str() + " for " +
+          nb::repr(k).c_str();
+    throw nb::value_error(msg.c_str());
+}
+
+// Visit (bytes, count) of the chunks that have pairs (count > 0, two bytes or more), validating every entry.
+template <class F>
+void for_each_chunk(nb::handle counts, F&& f) {
+    if (!PyDict_Check(counts.ptr())) throw nb::type_error("chunk_counts must be a dict of bytes -> int");
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(counts.ptr(), &pos, &key, &value)) {
+        if (!PyBytes_Check(key)) raise_bad_chunk(key, value, true);
+        if (!PyLong_Check(value)) raise_bad_chunk(key, value, false);
+        int overflow = 0;
+        long long n = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow < 0 || n < 0) raise_bad_chunk(key, value, false);
+        if (overflow > 0)
+            throw nb::value_error("a chunk count does not fit in 64 bits; train with backend='python'");
+        Py_ssize_t size = PyBytes_GET_SIZE(key);
+        if (n > 0 && size >= 2) f(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(key)), size_t(size), n);
+    }
+}
+
+nb::tuple train_sizes(nb::handle counts) {
+    uint64_t words = 0, tokens = 0;
+    for_each_chunk(counts, [&](const uint8_t*, size_t n, long long) {
+        ++words;
+        tokens += n;
+    });
+    return nb::make_tuple(words, tokens);
+}
+
+nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_break,
+                const std::vector<uint32_t>& hf_rank, nb::object progress) {
+    Words w;
+    int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
+    for_each_chunk(counts, [&](const uint8_t* p, size_t n, long long c) {
+        if (w.lens.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique chunks");
+        int64_t weight;
+        if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), static_cast<int64_t>(c), &weight) ||
+            __builtin_add_overflow(total, weight, &total))
+            throw nb::value_error("the chunk counts add up to more than 2**63 pairs; train with backend='python'");
+        w.starts.push_back(w.toks.size());
+        w.lens.push_back(static_cast<uint32_t>(n));
+        w.counts.push_back(c);
+        w.toks.insert(w.toks.end(), p, p + n);
+    });
+    if (tie_break < 0 || tie_break > 2) throw nb::value_error("tie_break must be 0 (ids), 1 (huggingface) or 2 (bytes)");
+    std::unique_ptr<MergeLoop> loop;
+    {
+        nb::gil_scoped_release release;
+        loop = std::make_unique<MergeLoop>(std::move(w), static_cast<TieBreak>(tie_break), hf_rank);
+        std::function<void(uint64_t)> report;
+        if (!progress.is_none()) {
+            report = [&](uint64_t new_tokens) {
+                nb::gil_scoped_acquire acquire;
+                progress(new_tokens, budget);
+            };
+        }
+        loop->run(budget, min_count, report);
+    }
+    const auto& merges = loop->merges();
+    PyObject* mlist = PyList_New(static_cast<Py_ssize_t>(merges.size()));
+    nb::object mowner = nb::steal(mlist);
+    for (size_t i = 0; i < merges.size(); ++i)
+        PyList_SET_ITEM(mlist, i, nb::make_tuple(merges[i].first, merges[i].second).release().ptr());
+    const auto& tb = loop->token_bytes();
+    PyObject* blist = PyList_New(static_cast<Py_ssize_t>(tb.size()));
+    nb::object bowner = nb::steal(blist);
+    for (size_t i = 0; i < tb.size(); ++i)
+        PyList_SET_ITEM(blist, i, nb::bytes(tb[i].data(), tb[i].size()).release().ptr());
+    return nb::make_tuple(mowner, bowner);
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+    m.doc() = "beam-bpe native core: BPE encoder, decoder and merge loop (see bpe_core/native.py)";
+
+    nb::class_<PyEncoder>(m, "Encoder")
+        .def(nb::init<nb::handle, nb::handle, bool>(), nb::arg("vocab"), nb::arg("pair_values").none(),
+             nb::arg("ignore_merges"))
+        .def("encode_pieces", &PyEncoder::encode_pieces)
+        .def("encode_batch", &PyEncoder::encode_batch)
+        .def("merge_bytes", &PyEncoder::merge_bytes, nb::arg("data"), nb::arg("with_stats") = false)
+        .def("clear_cache", &PyEncoder::clear_cache)
+        .def_prop_ro("cache_size", &PyEncoder::cache_size)
+        .def_prop_ro("pair_count", &PyEncoder::pair_count);
+
+    nb::class_<Decoder>(m, "Decoder")
+        .def(nb::init<nb::handle, nb::handle>())
+        .def("decode_bytes", &Decoder::decode_bytes);
+
+    nb::class_<StreamState>(m, "StreamState")
+        .def(nb::init<const Decoder&, std::string, bool>(), nb::keep_alive<1, 2>())
+        .def("step", &StreamState::step)
+        .def("feed", &StreamState::feed)
+        .def("flush", &StreamState::flush)
+        .def_prop_ro("pending", &StreamState::pending);
+
+    m.def("train_sizes", &train_sizes);
+    m.def("estimate_train_memory", &estimate_train_memory);
+    m.def("train", &train, nb::arg("chunk_counts"), nb::arg("budget"), nb::arg("min_count"), nb::arg("tie_break"),
+          nb::arg("hf_rank"), nb::arg("progress").none());
+}

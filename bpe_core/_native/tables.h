@@ -1,0 +1,189 @@
+// Open-addressing hash tables used by the encoder and the trainer.
+//
+// Linear probing at load factor <= 0.5 over flat slots: one cache line per lookup in the common case, where
+// std::unordered_map costs a heap node per entry and a pointer chase per probe.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace bpe {
+
+constexpr uint64_t kNoMerge = uint64_t(1) << 62;  // as bpe_core.bpe.NO_MERGE
+constexpr uint64_t kIdMask = (uint64_t(1) << 32) - 1;
+
+inline uint64_t mix64(uint64_t a, uint64_t b) {
+    __uint128_t r = static_cast<__uint128_t>(a) * b;
+    return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+}
+
+// A wyhash-style hash of a byte string: 8 bytes per multiply, good enough for tokens and pre-token pieces.
+inline uint64_t hash_bytes(const uint8_t* p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xA0761D6478BD642Full);
+    while (n >= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        h = mix64(h ^ w, 0xE7037ED1A0B428DBull);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        std::memcpy(&w, p, n);
+        h = mix64(h ^ w ^ (uint64_t(n) << 56), 0x8EBC6AF09C88C6E3ull);
+    }
+    return mix64(h, 0x589965CC75374CC3ull);
+}
+
+inline size_t table_capacity(size_t n) {  // power of two, load factor <= 0.5
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap <<= 1;
+    return cap;
+}
+
+// uint64 key -> V. The key ~0 is reserved as "empty"; pair keys (left << 32 | right) never reach it.
+template <class V>
+class U64Map {
+  public:
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+    struct Slot {
+        uint64_t key;
+        V value;
+    };
+
+    explicit U64Map(size_t expected = 0) { rehash(table_capacity(expected)); }
+
+    const V* find(uint64_t key) const {
+        size_t i = index(key);
+        while (true) {
+            const Slot& s = slots_[i];
+            if (s.key == key) return &s.value;
+            if (s.key == kEmpty) return nullptr;
+            i = (i + 1) & mask_;
+        }
+    }
+    V* find(uint64_t key) { return const_cast<V*>(static_cast<const U64Map*>(this)->find(key)); }
+
+    // The value for key, default-constructed if absent.
+    V& operator[](uint64_t key) {
+        size_t i = index(key);
+        while (true) {
+            Slot& s = slots_[i];
+            if (s.key == key) return s.value;
+            if (s.key == kEmpty) {
+                if (2 * (size_ + 1) > slots_.size()) {
+                    rehash(slots_.size() * 2);
+                    return (*this)[key];
+                }
+                s.key = key;
+                s.value = V();
+                ++size_;
+                return s.value;
+            }
+            i = (i + 1) & mask_;
+        }
+    }
+
+    size_t size() const { return size_; }
+    size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot); }
+    template <class F>
+    void for_each(F&& f) const {
+        for (const Slot& s : slots_)
+            if (s.key != kEmpty) f(s.key, s.value);
+    }
+
+  private:
+    size_t index(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+    void rehash(size_t cap) {
+        std::vector<Slot> old;
+        old.swap(slots_);
+        slots_.assign(cap, Slot{kEmpty, V()});
+        mask_ = cap - 1;
+        shift_ = 64 - __builtin_ctzll(cap);
+        size_ = 0;
+        for (const Slot& s : old) {
+            if (s.key == kEmpty) continue;
+            size_t i = index(s.key);
+            while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+            slots_[i] = s;
+            ++size_;
+        }
+    }
+
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    int shift_ = 64;
+    size_t size_ = 0;
+};
+
+// byte string -> uint32 value, keys copied into one arena. Insert-only; clear() drops everything.
+class BytesMap {
+  public:
+    static constexpr uint32_t kMissing = ~uint32_t(0);
+
+    explicit BytesMap(size_t expected = 0) { rehash(table_capacity(expected)); }
+
+    uint32_t find(const uint8_t* p, size_t n) const { return find_hashed(p, n, hash_bytes(p, n)); }
+
+    uint32_t find_hashed(const uint8_t* p, size_t n, uint64_t h) const {
+        size_t i = h & mask_;
+        while (true) {
+            const Slot& s = slots_[i];
+            if (s.len == kFree) return kMissing;
+            if (s.hash == h && s.len == n && std::memcmp(arena_.data() + s.offset, p, n) == 0) return s.value;
+            i = (i + 1) & mask_;
+        }
+    }
+
+    // Insert (keeps the first value for a key already present).
+    void insert_hashed(const uint8_t* p, size_t n, uint64_t h, uint32_t value) {
+        if (2 * (size_ + 1) > slots_.size()) rehash(slots_.size() * 2);
+        size_t i = h & mask_;
+        while (slots_[i].len != kFree) {
+            const Slot& s = slots_[i];
+            if (s.hash == h && s.len == n && std::memcmp(arena_.data() + s.offset, p, n) == 0) return;
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = Slot{h, arena_.size(), static_cast<uint32_t>(n), value};
+        arena_.append(reinterpret_cast<const char*>(p), n);
+        ++size_;
+    }
+    void insert(const uint8_t* p, size_t n, uint32_t value) { insert_hashed(p, n, hash_bytes(p, n), value); }
+
+    size_t size() const { return size_; }
+    void clear() {
+        arena_.clear();
+        size_ = 0;
+        for (Slot& s : slots_) s.len = kFree;
+    }
+
+  private:
+    static constexpr uint32_t kFree = ~uint32_t(0);
+    struct Slot {
+        uint64_t hash;
+        uint64_t offset;
+        uint32_t len;
+        uint32_t value;
+    };
+    void rehash(size_t cap) {
+        std::vector<Slot> old;
+        old.swap(slots_);
+        slots_.assign(cap, Slot{0, 0, kFree, 0});
+        mask_ = cap - 1;
+        for (const Slot& s : old) {
+            if (s.len == kFree) continue;
+            size_t i = s.hash & mask_;
+            while (slots_[i].len != kFree) i = (i + 1) & mask_;
+            slots_[i] = s;
+        }
+    }
+
+    std::vector<Slot> slots_;
+    std::string arena_;
+    size_t mask_ = 0;
+    size_t size_ = 0;
+};
+
+}  // namespace bpe

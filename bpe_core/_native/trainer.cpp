@@ -1,0 +1,169 @@
+#include "trainer.h"
+
+#include <algorithm>
+
+namespace bpe {
+
+uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens) {
+    uint64_t pair_occurrences = n_tokens > n_words ? n_tokens - n_words : 0;
+    // Distinct pairs: at most 65,536 byte pairs at the start, then the neighbours of each new token.
+    uint64_t distinct = std::min<uint64_t>(pair_occurrences, (uint64_t(1) << 16) + pair_occurrences / 4);
+    return 4 * n_tokens                // token array
+           + 20 * n_words              // start, length, count per word
+           + 8 * pair_occurrences      // word lists: 4 bytes per entry, growth slack and later appends
+           + 120 * distinct            // pair table slot (24 B at load <= 0.5, x2 while growing), list header, heap
+           + (uint64_t(64) << 20);     // vocabulary, merges and allocator slack
+}
+
+MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank)
+    : w_(std::move(words)), tie_break_(tie_break), pairs_(1 << 16), bytes_to_id_(1 << 16) {
+    for (int b = 0; b < 256; ++b) {
+        hf_rank_[b] = hf_rank.size() == 256 ? hf_rank[b] : static_cast<uint32_t>(b);
+        token_bytes_.emplace_back(1, static_cast<char>(b));
+        bytes_to_id_.insert(reinterpret_cast<const uint8_t*>(token_bytes_.back().data()), 1, b);
+    }
+    for (uint32_t wi = 0; wi < w_.lens.size(); ++wi) {
+        const uint32_t* t = w_.toks.data() + w_.starts[wi];
+        for (uint32_t i = 0; i + 1 < w_.lens[wi]; ++i) add(uint64_t(t[i]) << 32 | t[i + 1], w_.counts[wi], wi);
+    }
+    track_grown_ = true;
+    heap_.reserve(pairs_.size() * 2);
+    pairs_.for_each([&](uint64_t key, const PairInfo& info) { heap_.push_back(HeapEntry{info.count, key}); });
+    auto cmp = [this](const HeapEntry& a, const HeapEntry& b) { return lower_priority(a, b); };
+    std::make_heap(heap_.begin(), heap_.end(), cmp);
+}
+
+uint64_t MergeLoop::tie_key(uint64_t key) const {
+    if (tie_break_ != TieBreak::kHuggingface) return key;
+    uint64_t left = key >> 32, right = key & kIdMask;
+    if (left < 256) left = hf_rank_[left];
+    if (right < 256) right = hf_rank_[right];
+    return left << 32 | right;
+}
+
+bool MergeLoop::lower_priority(const HeapEntry& a, const HeapEntry& b) const {
+    if (a.count != b.count) return a.count < b.count;
+    if (tie_break_ != TieBreak::kBytes) return tie_key(a.key) > tie_key(b.key);
+    // Lexicographic on (left bytes, right bytes); std::string compares bytes as unsigned, as Python does.
+    int c = token_bytes_[a.key >> 32].compare(token_bytes_[b.key >> 32]);
+    if (c != 0) return c > 0;
+    return token_bytes_[a.key & kIdMask].compare(token_bytes_[b.key & kIdMask]) > 0;
+}
+
+void MergeLoop::push(int64_t count, uint64_t key) {
+    heap_.push_back(HeapEntry{count, key});
+    std::push_heap(heap_.begin(), heap_.end(),
+                   [this](const HeapEntry& a, const HeapEntry& b) { return lower_priority(a, b); });
+}
+
+void MergeLoop::add(uint64_t key, int64_t delta, uint32_t word) {
+    PairInfo& info = pairs_[key];
+    info.count += delta;
+    if (delta <= 0) return;
+    if (info.where == kNoList) {
+        if (!free_lists_.empty()) {
+            info.where = free_lists_.back();
+            free_lists_.pop_back();
+        } else {
+            info.where = static_cast<uint32_t>(where_.size());
+            where_.emplace_back();
+        }
+    }
+    std::vector<uint32_t>& list = where_[info.where];
+    if (list.empty() || list.back() != word) list.push_back(word);
+    if (track_grown_) grown_.push_back(key);
+}
+
+void MergeLoop::release_list(PairInfo& info) {
+    if (info.where == kNoList) return;
+    std::vector<uint32_t>().swap(where_[info.where]);
+    free_lists_.push_back(info.where);
+    info.where = kNoList;
+}
+
+// Merge (left, right) -> new_id in every word that holds it. Changes per occurrence, as Hugging Face's
+// Word::merge: the pair before loses (prev, left) and gains (prev, new); the pair after loses (right, next) and
+// gains (new, next), where prev is already merged and next is not yet, so runs like "a b a b" net out exactly.
+void MergeLoop::apply(uint64_t key, uint32_t new_id) {
+    const uint32_t left = static_cast<uint32_t>(key >> 32), right = static_cast<uint32_t>(key & kIdMask);
+    PairInfo* info = pairs_.find(key);
+    std::vector<uint32_t> words;
+    if (info && info->where != kNoList) words.swap(where_[info->where]);
+    if (info) release_list(*info);
+    auto change = [&](uint32_t a, uint32_t b, int64_t delta, uint32_t wi) {
+        uint64_t k = uint64_t(a) << 32 | b;
+        if (k != key) add(k, delta, wi);
+    };
+    for (uint32_t wi : words) {
+        uint32_t* t = w_.toks.data() + w_.starts[wi];
+        const uint32_t n = w_.lens[wi];
+        const int64_t c = w_.counts[wi];
+        uint32_t i = 0, out = 0;
+        while (i < n) {
+            if (i + 1 < n && t[i] == left && t[i + 1] == right) {
+                if (out > 0) {
+                    change(t[out - 1], left, -c, wi);
+                    change(t[out - 1], new_id, c, wi);
+                }
+                if (i + 2 < n) {
+                    change(right, t[i + 2], -c, wi);
+                    change(new_id, t[i + 2], c, wi);
+                }
+                t[out++] = new_id;
+                i += 2;
+            } else {
+                t[out++] = t[i++];
+            }
+        }
+        w_.lens[wi] = out;
+    }
+    info = pairs_.find(key);  // the table may have grown
+    if (info) info->count = 0;
+    std::sort(grown_.begin(), grown_.end());
+    grown_.erase(std::unique(grown_.begin(), grown_.end()), grown_.end());
+    for (uint64_t k : grown_) {
+        const PairInfo* p = pairs_.find(k);
+        if (p && p->count > 0) push(p->count, k);
+    }
+    grown_.clear();
+}
+
+void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void(uint64_t)>& progress) {
+    auto cmp = [this](const HeapEntry& a, const HeapEntry& b) { return lower_priority(a, b); };
+    uint64_t new_tokens = 0;
+    while (new_tokens < budget && !heap_.empty()) {
+        std::pop_heap(heap_.begin(), heap_.end(), cmp);
+        HeapEntry top = heap_.back();
+        heap_.pop_back();
+        PairInfo* info = pairs_.find(top.key);
+        int64_t current = info ? info->count : 0;
+        if (current != top.count) {
+            if (current > 0) {
+                push(current, top.key);
+            } else if (info) {
+                release_list(*info);  // a pair that died: its word list is only stale entries
+            }
+            continue;
+        }
+        if (current < min_count) break;
+        const uint32_t left = static_cast<uint32_t>(top.key >> 32), right = static_cast<uint32_t>(top.key & kIdMask);
+        std::string data = token_bytes_[left] + token_bytes_[right];
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(data.data());
+        uint32_t new_id = bytes_to_id_.find(p, data.size());
+        if (new_id == BytesMap::kMissing) {  // else: the bytes are a token already, reuse its id
+            new_id = static_cast<uint32_t>(token_bytes_.size());
+            bytes_to_id_.insert(p, data.size(), new_id);
+            token_bytes_.push_back(std::move(data));
+            ++new_tokens;
+        }
+        uint8_t& seen = merged_[top.key];
+        if (!seen) {
+            seen = 1;
+            merges_.emplace_back(left, right);
+        }
+        apply(top.key, new_id);
+        if (progress && merges_.size() % 1000 == 0) progress(new_tokens);
+    }
+}
+
+}  // namespace bpe
