@@ -1,4 +1,4 @@
-"""The ``beam-bpe`` command line: info, encode, decode, convert and demo.
+"""The ``beam-bpe`` command line: info, encode, decode, convert, train and demo.
 
 The library commands need only ``bpe_core``; Apache Beam is imported by the pipeline commands alone.
 """
@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
     p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
     p.set_defaults(func=cmd_convert)
+    from pipeline.train_cli import add_train_parser
+
+    add_train_parser(sub)
     p = sub.add_parser("demo", help="train on the Python standard library, encode and decode a sample")
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)
@@ -104,8 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_beam_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if getattr(args, "takes_beam_args", False):
+            return args.func(args, extra)  # the flags argparse does not know are Beam pipeline options
         return args.func(args)
     except (TokenizerFileError, ValueError, OSError) as exc:
         print(f"beam-bpe {args.command}: error: {exc}", file=sys.stderr)

@@ -1,0 +1,152 @@
+"""The reduced counts on disk: Parquet shards ``counts/counts-{i:05d}-of-{n:05d}.parquet`` (``chunk: binary, count:
+int64``, sorted by chunk), the pre-tokenizer in the schema metadata, and ``counts/_stats.json`` beside them.
+
+Reading is streaming (record batches, never a whole table) and applies the optional chunk filters after the global
+reduce, with an exact report of what they dropped. No Beam here: the driver and ``--from-counts`` use it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import json
+import posixpath
+from collections import Counter
+from collections.abc import Iterator
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bpe_core import ChunkCounts, PreTokenizer
+from pipeline.files import glob, join, read_bytes, write_atomic
+
+SCHEMA = pa.schema([("chunk", pa.binary()), ("count", pa.int64())])
+PRETOKENIZER_KEY = b"beam_bpe.pretokenizer"
+STATS_FILE = "_stats.json"
+INT64_MAX = (1 << 63) - 1
+
+
+class CountsError(ValueError):
+    """A counts directory is missing, incomplete or inconsistent; the message names the file."""
+
+
+def shard_name(shard: int, num_shards: int) -> str:
+    return f"counts-{shard:05d}-of-{num_shards:05d}.parquet"
+
+
+def counts_parquet(chunk_to_count: dict[bytes, int], pretokenizer: PreTokenizer) -> bytes:
+    """One shard as Parquet bytes, rows sorted by chunk, so equal counts give equal files."""
+    chunks = sorted(chunk_to_count)
+    counts = [chunk_to_count[c] for c in chunks]
+    if counts and max(counts) > INT64_MAX:
+        raise CountsError(f"a chunk count exceeds int64 ({max(counts)}): lower the source weights")
+    meta = {PRETOKENIZER_KEY: json.dumps(_pre_state(pretokenizer)).encode()}
+    table = pa.table([pa.array(chunks, pa.binary()), pa.array(counts, pa.int64())], schema=SCHEMA.with_metadata(meta))
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def write_missing_shards(counts_dir: str, num_shards: int, pretokenizer: PreTokenizer) -> int:
+    """Write an empty file for each shard that received no chunk, so that the layout is always complete."""
+    written = 0
+    present = {posixpath.basename(p) for p in glob(join(counts_dir, "counts-*.parquet"))}
+    for shard in range(num_shards):
+        path = join(counts_dir, shard_name(shard, num_shards))
+        if shard_name(shard, num_shards) not in present:
+            write_atomic(path, counts_parquet({}, pretokenizer))
+            written += 1
+    return written
+
+
+def _pre_state(pre: PreTokenizer) -> dict:
+    return {"patterns": list(pre.patterns), "normalizer": pre.normalizer, "name": pre.name}
+
+
+def shard_paths(counts_dir: str) -> list[str]:
+    """The shard files, checked to be the complete set ``0..n-1 of n``."""
+    names = [posixpath.basename(p) for p in glob(join(counts_dir, "counts-*-of-*.parquet"))]
+    if not names:
+        raise CountsError(f"no counts-*.parquet files in {counts_dir}: pass the --out of a finished train run")
+    n = int(names[0].rsplit("-of-", 1)[1].split(".")[0])
+    expected = [shard_name(i, n) for i in range(n)]
+    if names != expected:
+        missing = sorted(set(expected) - set(names))
+        raise CountsError(f"incomplete counts in {counts_dir}: expected {n} shards, missing {missing[:5]}")
+    return [join(counts_dir, name) for name in names]
+
+
+def counts_pretokenizer(counts_dir: str) -> PreTokenizer:
+    """The pre-tokenizer the counts were made with (from the first shard's schema metadata)."""
+    path = shard_paths(counts_dir)[0]
+    with fsspec.open(path, "rb") as f:
+        meta = pq.ParquetFile(f).schema_arrow.metadata or {}
+    if PRETOKENIZER_KEY not in meta:
+        raise CountsError(f"{path} does not record its pre-tokenizer: it was not written by beam-bpe train")
+    state = json.loads(meta[PRETOKENIZER_KEY])
+    return PreTokenizer(state["patterns"], normalizer=state["normalizer"], name=state["name"])
+
+
+def read_stats(counts_dir: str) -> dict:
+    path = join(counts_dir, STATS_FILE)
+    try:
+        return json.loads(read_bytes(path))
+    except FileNotFoundError:
+        raise CountsError(f"{path} is missing: the counting run did not finish; rerun it") from None
+
+
+def iter_counts(counts_dir: str, *, batch_rows: int = 1 << 16) -> Iterator[tuple[list[bytes], list[int]]]:
+    """(chunks, counts) record batches over every shard, in shard order."""
+    for path in shard_paths(counts_dir):
+        with fsspec.open(path, "rb") as f:
+            pfile = pq.ParquetFile(f)
+            if pfile.schema_arrow.remove_metadata() != SCHEMA:
+                raise CountsError(f"{path} has schema {pfile.schema_arrow}, expected chunk: binary, count: int64")
+            for batch in pfile.iter_batches(batch_size=batch_rows):
+                yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
+
+
+def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 0) -> tuple[ChunkCounts, dict]:
+    """All counts (filtered) as ``ChunkCounts`` remembering their pre-tokenizer, and the filter report.
+
+    ``min_chunk_count`` drops chunks counted fewer times; then ``max_chunks`` keeps the most frequent ones, ties
+    at the threshold count broken by the chunk bytes (smallest first), so the result is deterministic.
+    """
+    counts = ChunkCounts(pretokenizer=counts_pretokenizer(counts_dir))
+    report = {"min_chunk_count": min_chunk_count, "max_chunks": max_chunks, "chunks_reduced": 0, "occurrences_reduced": 0}
+    low_chunks = low_occ = 0
+    for chunks, values in iter_counts(counts_dir):
+        for chunk, n in zip(chunks, values):
+            report["chunks_reduced"] += 1
+            report["occurrences_reduced"] += n
+            if n < min_chunk_count:
+                low_chunks, low_occ = low_chunks + 1, low_occ + n
+            elif chunk in counts:
+                raise CountsError(f"chunk {chunk!r} appears in two shards of {counts_dir}: the counts are corrupt")
+            else:
+                counts[chunk] = n
+    report["dropped_below_min_count"] = {"chunks": low_chunks, "occurrences": low_occ}
+    report["dropped_over_max_chunks"] = _keep_top(counts, max_chunks) if max_chunks else {"chunks": 0, "occurrences": 0}
+    report["chunks_kept"] = len(counts)
+    report["occurrences_kept"] = sum(counts.values())
+    return counts, report
+
+
+def _keep_top(counts: ChunkCounts, max_chunks: int) -> dict:
+    """Keep the ``max_chunks`` most frequent chunks in place; ties at the threshold go to the smallest bytes."""
+    if len(counts) <= max_chunks:
+        return {"chunks": 0, "occurrences": 0}
+    histogram = Counter(counts.values())
+    kept, threshold = 0, 0
+    for value in sorted(histogram, reverse=True):
+        if kept + histogram[value] >= max_chunks:
+            threshold = value
+            break
+        kept += histogram[value]
+    ties_kept = max_chunks - kept
+    at_threshold = heapq.nsmallest(ties_kept, (c for c, n in counts.items() if n == threshold))
+    keep_ties = set(at_threshold)
+    dropped = [c for c, n in counts.items() if n < threshold or (n == threshold and c not in keep_ties)]
+    occurrences = sum(counts.pop(c) for c in dropped)
+    return {"chunks": len(dropped), "occurrences": occurrences, "threshold_count": threshold, "ties_kept": ties_kept}

@@ -1,0 +1,89 @@
+"""File helpers for the stages and the driver: fsspec everywhere, complete-or-absent writes, output guards."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+
+import fsspec
+
+COMPLETED = "COMPLETED"
+MANIFEST = "manifest.json"
+
+
+class OutputError(ValueError):
+    """The output directory cannot be used as asked; the message says why and what to pass instead."""
+
+
+def join(base: str, *parts: str) -> str:
+    return posixpath.join(base.rstrip("/"), *parts) if "://" in base else os.path.join(base, *parts)
+
+
+def write_atomic(url: str, data: bytes) -> None:
+    """Write ``data`` to a temporary name beside ``url``, then rename: readers see no file or the whole file.
+
+    Object stores publish an object only once its upload completes, so there the write goes straight to ``url``.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    parent = posixpath.dirname(path)
+    fs.makedirs(parent, exist_ok=True)
+    if not _is_local(fs):
+        with fs.open(path, "wb") as f:
+            f.write(data)
+        return
+    tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}-{posixpath.basename(path)}")
+    try:
+        with fs.open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
+
+
+def read_bytes(url: str) -> bytes:
+    with fsspec.open(url, "rb") as f:
+        return f.read()
+
+
+def exists(url: str) -> bool:
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs.exists(path)
+
+
+def remove(url: str) -> None:
+    """Remove a file or a directory tree if it exists."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def glob(url_pattern: str) -> list[str]:
+    fs, path = fsspec.core.url_to_fs(url_pattern)
+    return sorted(path if _is_local(fs) else fs.unstrip_protocol(path) for path in fs.glob(path))
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+def prepare_output(out_dir: str, *, overwrite: bool, keep: tuple[str, ...] = ()) -> None:
+    """Make ``out_dir`` ready for a new run: refuse a finished output unless ``overwrite``, clear our old files.
+
+    Only the files a run writes are removed (never anything else a user keeps there); ``keep`` names subpaths
+    that stay (the counts, when a run trains from the counts of the same directory).
+    """
+    if exists(join(out_dir, COMPLETED)) and not overwrite:
+        raise OutputError(
+            f"{out_dir} already holds a finished output ({COMPLETED} is there): pass --overwrite to replace it, "
+            "or choose another --out"
+        )
+    remove(join(out_dir, COMPLETED))  # first: from here on the directory is incomplete until the run ends
+    for name in (MANIFEST, "counts", "dead_letters", "tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json"):
+        if name not in keep:
+            remove(join(out_dir, name))
+    fs, path = fsspec.core.url_to_fs(out_dir)
+    fs.makedirs(path, exist_ok=True)

@@ -1,0 +1,184 @@
+"""Entry point: train a tokenizer on a corpus with Apache Beam (``beam-bpe train``).
+
+    plan (driver) -> ReadCorpus -> PreTokenizeAndCount ─┐
+                          └──── SelectDeadLetters ──────┴─> Flatten -> WriteCounts      (Beam, any runner)
+    counts (streaming) -> bpe_core.train -> tokenizer files, manifest.json, COMPLETED  (driver)
+
+The graph has one terminal branch, every DoFn emits from ``process()`` and reads through fsspec, so it runs
+unchanged on the FnApiRunner (in-process or multi-process), Dask, Dataflow, Flink and Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+
+from pipeline.config import resolve_pretokenizer
+from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.count_chunks import PreTokenizeAndCount
+from pipeline.counts_io import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
+from pipeline.driver import Reporter, finish_output, train_tokenizer, write_tokenizer_files
+from pipeline.files import OutputError, glob, join, prepare_output
+from pipeline.options import pipeline_options, runner_name
+from pipeline.read_corpus import ReadCorpus, SelectDeadLetters
+from pipeline.write_counts import WriteCounts
+
+COUNT_SHARD_BYTES = 1 << 30  # one counts shard per GiB of input: shards stay far below a worker's memory
+
+
+@dataclass
+class TrainJob:
+    """Everything a training run needs besides the Beam options. ``settings`` are validated algorithm settings."""
+
+    out: str
+    settings: dict
+    inputs: list[InputSpec] = field(default_factory=list)
+    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    range_bytes: int = DEFAULT_RANGE_BYTES
+    count_shards: int = 0  # 0: one per GiB of input
+    counts_only: bool = False
+    from_counts: str | None = None
+    overwrite: bool = False
+    pretokenizer_given: bool = False  # with --from-counts: check it against the counts' own pre-tokenizer
+
+
+def build_train_graph(pipeline: beam.Pipeline, plan: CorpusPlan, job: TrainJob, num_shards: int):
+    """Add the counting stages to ``pipeline``; return the terminal collection (paths written)."""
+    pre = resolve_pretokenizer(job.settings)
+    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan, job.corpus)
+    counts = batches | "PreTokenizeAndCount" >> PreTokenizeAndCount(pre, num_shards)
+    dead = batches | "SelectDeadLetters" >> SelectDeadLetters()
+    return (counts, dead) | "FlattenResults" >> beam.Flatten() | "WriteCounts" >> WriteCounts(job.out, pre)
+
+
+def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
+    """Run the counting pipeline; return the corpus statistics, checked to reconcile."""
+    num_shards = job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
+    options = pipeline_options(beam_args, num_ranges=len(plan.ranges))
+    pipeline = beam.Pipeline(options=options)
+    build_train_graph(pipeline, plan, job, num_shards)
+    pipeline.run().wait_until_finish()
+    counts_dir = join(job.out, "counts")
+    try:
+        stats = read_stats(counts_dir)
+    except CountsError:
+        raise RuntimeError(
+            f"the pipeline finished but wrote no statistics to {counts_dir}: the runner "
+            f"({runner_name(beam_args)}) did not run the writing step; see deploy/README.md for its limits"
+        ) from None
+    write_missing_shards(counts_dir, num_shards, resolve_pretokenizer(job.settings))
+    stats["count_shards"] = num_shards
+    stats["dead_letter_files"] = len(glob(join(job.out, "dead_letters", "*.jsonl")))
+    check_reconciled(stats)
+    return stats
+
+
+def check_reconciled(stats: dict) -> None:
+    read, counted, dead = stats["documents_read"], stats["documents_counted"], stats["dead_letters"]
+    if read != counted + dead:
+        raise RuntimeError(
+            f"counts do not reconcile: documents_read={read} but documents_counted={counted} + dead_letters={dead}; "
+            "a stage lost documents: this is a bug, please report it with the manifest"
+        )
+
+
+def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Reporter | None = None) -> dict:
+    """Plan, count (Beam), train (driver) and write the output directory; return the manifest.
+
+    >>> run_train(TrainJob("out", validate_settings({"vocab_size": 1000}), [InputSpec("c/*.txt")],
+    ...                    CorpusSpec("text")))  # doctest: +SKIP
+    """
+    beam_args = list(beam_args or [])
+    reporter = reporter or Reporter()
+    job = _with_absolute_paths(job)
+    started = time.perf_counter()
+    _check_job(job)
+    counts_dir = join(job.from_counts or job.out, "counts")
+    manifest: dict = {"kind": "beam-bpe train", "settings": job.settings, "runner": runner_name(beam_args)}
+    if job.from_counts:
+        _check_counts_pretokenizer(counts_dir, job)
+        prepare_output(job.out, overwrite=job.overwrite, keep=("counts",) if _same(job.from_counts, job.out) else ())
+        stats = read_stats(counts_dir)
+        manifest["counts_from"] = job.from_counts
+    else:
+        plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
+        reporter.stage("plan", files=len(plan.files), ranges=len(plan.ranges), bytes=plan.total_bytes)
+        prepare_output(job.out, overwrite=job.overwrite)
+        t0 = time.perf_counter()
+        stats = count_corpus(plan, job, beam_args)
+        manifest["corpus"] = dict(plan.describe(), format=job.corpus.format, text_unit=job.corpus.text_unit)
+        manifest["count_seconds"] = round(time.perf_counter() - t0, 3)
+        reporter.stage("count", seconds=manifest["count_seconds"], **_summary(stats))
+    manifest.update({k: stats[k] for k in ("documents_read", "documents_counted", "dead_letters")}, stats=stats)
+    if not job.counts_only:
+        manifest.update(_train_stage(counts_dir, job, reporter))
+    manifest["wall_seconds"] = round(time.perf_counter() - started, 3)
+    finish_output(job.out, manifest)
+    reporter.stage("done", out=job.out, seconds=manifest["wall_seconds"])
+    return manifest
+
+
+def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
+    t0 = time.perf_counter()
+    s = job.settings
+    counts, report = load_counts(counts_dir, min_chunk_count=s["min_chunk_count"], max_chunks=s["max_chunks"])
+    reporter.stage("read_counts", chunks=report["chunks_kept"], seconds=round(time.perf_counter() - t0, 3))
+    t1 = time.perf_counter()
+    tok = train_tokenizer(counts, s, reporter)
+    files = write_tokenizer_files(tok, job.out)
+    seconds = round(time.perf_counter() - t1, 3)
+    reporter.stage("train", merges=len(tok.merges), n_vocab=tok.n_vocab, seconds=seconds)
+    return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, "artifacts": files, "train_seconds": seconds}
+
+
+def _with_absolute_paths(job: TrainJob) -> TrainJob:
+    """Local paths made absolute: workers of another process or directory must find the same files."""
+
+    def absolute(path: str | None) -> str | None:
+        return path if path is None or "://" in path else os.path.abspath(path)
+
+    inputs = [InputSpec(absolute(i.pattern), i.weight) for i in job.inputs]
+    return dataclasses.replace(job, out=absolute(job.out), from_counts=absolute(job.from_counts), inputs=inputs)
+
+
+def _summary(stats: dict) -> dict:
+    keys = ("documents_read", "documents_counted", "dead_letters", "chunk_occurrences")
+    return {k: stats[k] for k in keys}
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def _check_job(job: TrainJob) -> None:
+    if job.from_counts and job.inputs:
+        raise OutputError("--from-counts trains from existing counts: do not also pass --input")
+    if not job.from_counts and not job.inputs:
+        raise OutputError("nothing to read: pass --input PATH_OR_GLOB (repeatable), or --from-counts DIR")
+    if job.counts_only and job.from_counts:
+        raise OutputError("--counts-only and --from-counts together do nothing: drop one of them")
+    if job.counts_only and (job.settings["min_chunk_count"] or job.settings["max_chunks"]):
+        raise OutputError(
+            "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "
+            "would do nothing; pass them to the later run with --from-counts"
+        )
+    if not job.counts_only and job.settings["vocab_size"] is None:
+        raise OutputError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
+
+
+def _check_counts_pretokenizer(counts_dir: str, job: TrainJob) -> None:
+    settings = job.settings
+    made_with = counts_pretokenizer(counts_dir)
+    wanted = resolve_pretokenizer(settings)
+    if job.pretokenizer_given and made_with != wanted:
+        raise OutputError(
+            f"the counts in {counts_dir} were made with pre-tokenizer {made_with.describe()}, not "
+            f"{wanted.describe()}: drop --pretokenizer, or count again with it"
+        )
+    settings["pretokenizer"] = list(made_with.patterns) if not made_with.name else made_with.name
+    settings["normalizer"] = made_with.normalizer
