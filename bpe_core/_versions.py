@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import regex
 
@@ -18,7 +18,7 @@ _UNICODE_PROBES = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def regex_unicode_version() -> str:
     """The Unicode version of the regex module's property tables (at least the newest probe it assigns)."""
     known = [v for v, cp in _UNICODE_PROBES if regex.match(r"\p{Assigned}", chr(cp))]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def bytes_to_unicode() -> dict[int, str]:
     """Map each byte to a printable character: printable Latin-1 bytes map to themselves, the rest to U+0100...
 
@@ -22,7 +22,7 @@ def bytes_to_unicode() -> dict[int, str]:
     return mapping
 
 
-@lru_cache(maxsize=None)
+@cache
 def unicode_to_bytes() -> dict[str, int]:
     return {c: b for b, c in bytes_to_unicode().items()}
 

@@ -8,7 +8,8 @@ concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` fo
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import AbstractSet, Literal, Union
+from collections.abc import Set as AbstractSet
+from typing import Literal, Union
 
 import regex
 

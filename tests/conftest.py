@@ -6,7 +6,7 @@ import base64
 import gzip
 import json
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,7 @@ def data_path(*parts: str) -> Path:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _corpus(name: str, limit: int) -> tuple[str, ...]:
     docs = []
     with gzip.open(data_path("corpora", f"{name}.jsonl.gz"), "rt", encoding="utf-8") as f:
@@ -46,7 +46,7 @@ def corpus(name: str, limit: int = 2000) -> list[str]:
     return list(_corpus(name, limit))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adversarial() -> tuple[tuple[str, str | bytes], ...]:
     cases = []
     with open(data_path("adversarial", "cases.jsonl"), encoding="utf-8") as f:
@@ -62,7 +62,7 @@ def adversarial_cases() -> list[tuple[str, str | bytes]]:
     return list(_adversarial())
 
 
-@lru_cache(maxsize=None)
+@cache
 def openai_encoding(preset: str) -> dict:
     """pat_str, special_tokens and the rank file path of an OpenAI encoding."""
     name = OPENAI[preset]
@@ -73,7 +73,7 @@ def openai_encoding(preset: str) -> dict:
     return entry
 
 
-@lru_cache(maxsize=None)
+@cache
 def ours_openai(preset: str):
     import bpe_core
 
@@ -81,7 +81,7 @@ def ours_openai(preset: str):
     return bpe_core.Tokenizer.from_tiktoken(enc["path"], pretokenizer=preset, special_tokens=enc["special_tokens"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiktoken_openai(preset: str):
     import tiktoken  # a test dependency (the `test` extra): missing means a broken set-up, not a skip
     from tiktoken.load import load_tiktoken_bpe

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core.errors import TokenizerFileError
-from bpe_core.vocab import VocabularyError
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec

@@ -1,0 +1,65 @@
+"""The library commands of the beam-bpe CLI: info, encode, decode (plain and streaming), convert."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import openai_encoding, tiktoken_openai
+
+from bpe_core import Tokenizer
+from pipeline.cli import main
+
+
+@pytest.fixture(scope="module")
+def own_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "tokenizer.bpe"
+    rank_file = openai_encoding("cl100k")["path"]
+    assert main(["convert", "--tokenizer", rank_file, "--pretokenizer", "cl100k", "--out", str(path)]) == 0
+    return str(path)
+
+
+def test_convert_then_encode_and_decode(own_file, capsys):
+    capsys.readouterr()
+    assert main(["encode", "--tokenizer", own_file, "--text", "hello world"]) == 0
+    assert capsys.readouterr().out.split() == ["15339", "1917"]
+    assert main(["decode", "--tokenizer", own_file, "--ids", "15339 1917"]) == 0
+    assert capsys.readouterr().out == "hello world\n"
+    assert main(["decode", "--tokenizer", own_file, "--ids", "[15339, 1917]"]) == 0
+    assert capsys.readouterr().out == "hello world\n"
+
+
+def test_info_describes_the_file(own_file, capsys):
+    assert main(["info", "--tokenizer", own_file]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["kind"] == "ranks" and info["n_vocab"] == 100256 and info["pretokenizer"] == "cl100k"
+
+
+def test_stream_decoding_from_stdin(own_file, monkeypatch, capsys):
+    tok = Tokenizer.load(own_file)
+    ids = tok.encode("naïve café 日本語 ☕")
+    lines = "\n".join(" ".join(map(str, ids[i : i + 2])) for i in range(0, len(ids), 2)) + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(lines))
+    assert main(["decode", "--tokenizer", own_file, "--stream"]) == 0
+    assert capsys.readouterr().out == "naïve café 日本語 ☕"
+
+
+def test_errors_are_reported_not_raised(tmp_path, capsys):
+    bad = tmp_path / "bad.bpe"
+    bad.write_text("beam-bpe-tokenizer\nformat_version 7\n")
+    assert main(["info", "--tokenizer", str(bad)]) == 2
+    assert "format version 7 is not supported" in capsys.readouterr().err
+    rank_file = openai_encoding("cl100k")["path"]
+    assert main(["encode", "--tokenizer", rank_file, "--text", "x"]) == 2
+    assert "--pretokenizer" in capsys.readouterr().err
+
+
+def test_console_script_is_installed(own_file):
+    script = Path(sys.executable).parent / "beam-bpe"
+    out = subprocess.run([str(script), "encode", "--tokenizer", own_file, "--text", "hi there"],
+                         capture_output=True, text=True, check=True)
+    assert [int(i) for i in out.stdout.split()] == tiktoken_openai("cl100k").encode("hi there")
