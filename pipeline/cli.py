@@ -65,10 +65,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.demo import run_demo
 
-    return run_demo(out_dir=args.out, vocab_size=args.vocab_size, max_mb=args.max_mb)
+    return run_demo(out_dir=args.out, vocab_size=args.vocab_size, max_mb=args.max_mb, beam_args=beam_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,11 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.train_cli import add_train_parser
 
     add_train_parser(sub)
-    p = sub.add_parser("demo", help="train on the Python standard library, encode and decode a sample")
+    p = sub.add_parser("demo", help="train with the Beam pipeline on the Python standard library, encode and decode")
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)
     p.add_argument("--max-mb", type=float, default=4.0, help="megabytes of standard-library source to train on")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, takes_beam_args=True)
     return parser
 
 

@@ -117,7 +117,7 @@ def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 
     report = {"min_chunk_count": min_chunk_count, "max_chunks": max_chunks, "chunks_reduced": 0, "occurrences_reduced": 0}
     low_chunks = low_occ = 0
     for chunks, values in iter_counts(counts_dir):
-        for chunk, n in zip(chunks, values):
+        for chunk, n in zip(chunks, values, strict=True):
             report["chunks_reduced"] += 1
             report["occurrences_reduced"] += n
             if n < min_chunk_count:

@@ -175,7 +175,7 @@ def _jsonl_block(block: bytes, offset: int, field: str, batcher: _Batcher) -> No
     if texts is None:
         _jsonl_slow(block, offset, field, batcher)
         return
-    for (position, line), text in zip(_nonblank_lines(block, offset), texts):
+    for (position, line), text in zip(_nonblank_lines(block, offset), texts, strict=True):
         batcher.add(position, text, len(line))
 
 

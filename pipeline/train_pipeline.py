@@ -62,7 +62,11 @@ def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
     options = pipeline_options(beam_args, num_ranges=len(plan.ranges))
     pipeline = beam.Pipeline(options=options)
     build_train_graph(pipeline, plan, job, num_shards)
-    pipeline.run().wait_until_finish()
+    result = pipeline.run()
+    result.wait_until_finish()
+    client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
+    if client is not None:
+        client.close()
     counts_dir = join(job.out, "counts")
     try:
         stats = read_stats(counts_dir)

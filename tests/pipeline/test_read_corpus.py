@@ -1,0 +1,160 @@
+"""Stage tests: planning ranges and ReadCorpus (TestPipeline + assert_that), dead letters, bad inputs."""
+
+from __future__ import annotations
+
+import pickle
+
+import apache_beam as beam
+import cloudpickle
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from pipeline_testlib import write_bytes, write_jsonl
+
+from pipeline.corpus_plan import CorpusError, CorpusSpec, InputSpec, plan_corpus
+from pipeline.read_corpus import ReadCorpus, ReadRangeFn, SelectDeadLetters
+from pipeline.readers import read_range
+
+
+def _docs_and_dead(plan, spec):
+    """(doc_id, text) of every document and (doc position, reason) of every dead letter, read without Beam."""
+    docs, dead = [], []
+    for rng in plan.ranges:
+        for batch in read_range(rng, spec):
+            docs += list(zip(batch.document_ids(), batch.texts, strict=True))
+            dead += [(d.source, d.position, d.reason) for d in batch.dead_letters]
+    return docs, dead
+
+
+def _line_starts(data: bytes) -> list[int]:
+    starts, pos = [], 0
+    for line in data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"):
+        starts.append(pos)
+        pos += len(line) + 1
+    return starts
+
+
+def test_a_50_mb_file_is_read_as_at_least_8_ranges_and_every_line_once(tmp_path):
+    # Lines of varied length (1 to ~3,000 bytes), so range boundaries fall inside lines.
+    lines = [("x" * ((i * 7919) % 3001)) + f" line {i}" for i in range(40_000)]
+    data = ("\n".join(lines) + "\n").encode()
+    data = data * (50_000_000 // len(data) + 1)
+    path = write_bytes(tmp_path / "big.txt", data)
+    assert path.stat().st_size >= 50_000_000
+    plan = plan_corpus([InputSpec(str(path))], CorpusSpec("text"))
+    assert len(plan.ranges) >= 8
+    assert plan.ranges[0].start == 0 and plan.ranges[-1].end == len(data)
+    positions = []
+    for rng in plan.ranges:
+        for batch in read_range(rng, CorpusSpec("text")):
+            positions += batch.positions
+            assert not batch.dead_letters
+    assert positions == _line_starts(data)
+
+
+def test_files_are_sorted_and_ranges_are_contiguous(tmp_path):
+    for name in ("c.txt", "a.txt", "b.txt"):
+        write_bytes(tmp_path / name, b"one\ntwo\nthree\n" * 50)
+    plan = plan_corpus([InputSpec(str(tmp_path / "*.txt"))], CorpusSpec("text"), range_bytes=100)
+    assert [f.path for f in plan.files] == sorted(str(tmp_path / n) for n in ("a.txt", "b.txt", "c.txt"))
+    assert [r.index for r in plan.ranges] == list(range(len(plan.ranges)))
+    docs, _ = _docs_and_dead(plan, CorpusSpec("text"))
+    assert [t for _, t in docs] == ["one", "two", "three"] * 150
+    assert docs[1][0] == f"{tmp_path / 'a.txt'}@4"
+
+
+@pytest.mark.parametrize("ext", ["", ".gz", ".bz2", ".zst"])
+def test_jsonl_in_every_compression_gives_the_same_documents(tmp_path, ext):
+    docs = ["hello world", "naïve café ☕", "", "line\nbreak inside"]
+    path = write_jsonl(tmp_path / f"c.jsonl{ext}", docs)
+    plan = plan_corpus([InputSpec(str(path))], CorpusSpec("jsonl"), range_bytes=16)
+    assert len(plan.ranges) == 1 if ext else len(plan.ranges) > 3  # compressed: one whole-file range
+    got, dead = _docs_and_dead(plan, CorpusSpec("jsonl"))
+    assert [t for _, t in got] == docs and not dead
+
+
+def test_bad_records_become_dead_letters_with_their_position(tmp_path):
+    good = ["first", "second"]
+    path = write_jsonl(tmp_path / "c.jsonl", good, extra=[b"{bad json", b'{"other": 1}', b'{"text": 5}', b'{"text": "\xff\xfe"}', b'{"text": "ok"}'])
+    text_path = write_bytes(tmp_path / "t.txt", b"fine\n\xc3\x28 broken utf-8\nalso fine\n")
+    plan = plan_corpus([InputSpec(str(path))], CorpusSpec("jsonl"))
+    docs, dead = _docs_and_dead(plan, CorpusSpec("jsonl"))
+    assert [t for _, t in docs] == ["first", "second", "ok"]
+    reasons = [r for _, _, r in dead]
+    assert reasons[0].startswith("malformed JSON") and reasons[1] == "missing field 'text'"
+    assert reasons[2] == "field 'text' is int, expected a string" and reasons[3].startswith("undecodable bytes")
+    raw = path.read_bytes()
+    assert [p for _, p, _ in dead] == [raw.index(b"{bad"), raw.index(b'{"other'), raw.index(b'{"text": 5'), raw.index(b'{"text": "\xff')]
+    plan = plan_corpus([InputSpec(str(text_path))], CorpusSpec("text"))
+    docs, dead = _docs_and_dead(plan, CorpusSpec("text"))
+    assert [t for _, t in docs] == ["fine", "also fine"] and [(p, r[:17]) for _, p, r in dead] == [(5, "undecodable bytes")]
+
+
+def test_nested_field_and_text_unit_file(tmp_path):
+    path = write_bytes(tmp_path / "n.jsonl", b'{"meta": {"body": "deep"}}\n{"meta": {"x": 1}}\n{"meta": "flat"}\n')
+    docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(path))], CorpusSpec("jsonl", text_field="meta.body")), CorpusSpec("jsonl", text_field="meta.body"))
+    assert [t for _, t in docs] == ["deep"] and len(dead) == 2
+    spec = CorpusSpec("text", text_unit="file")
+    whole = write_bytes(tmp_path / "w.txt.gz", b"a\nb\n")
+    docs, _ = _docs_and_dead(plan_corpus([InputSpec(str(whole))], spec), spec)
+    assert docs == [(f"{whole}@0", "a\nb\n")]
+
+
+def test_parquet_row_groups_rows_and_wrong_schema(tmp_path):
+    table = pa.table({"text": ["a", None, "c", "d", "e"], "n": [1, 2, 3, 4, 5]})
+    pq.write_table(table, tmp_path / "good.parquet", row_group_size=2)
+    pq.write_table(pa.table({"body": ["x", "y"]}), tmp_path / "wrong.parquet")
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "ints.parquet")
+    spec = CorpusSpec("parquet")
+    plan = plan_corpus([InputSpec(str(tmp_path / "*.parquet"))], spec)
+    assert [(r.kind, r.start, r.first_row) for r in plan.ranges if r.source.endswith("good.parquet")] == [
+        ("row_group", 0, 0), ("row_group", 1, 2), ("row_group", 2, 4)]  # fmt: skip
+    docs, dead = _docs_and_dead(plan, spec)
+    assert docs == [(f"{tmp_path / 'good.parquet'}#{i}", t) for i, t in [(0, "a"), (2, "c"), (3, "d"), (4, "e")]]
+    assert [(s.rsplit("/", 1)[1], p) for s, p, _ in dead] == [("good.parquet", 1), ("ints.parquet", 0), ("ints.parquet", 1), ("wrong.parquet", 0), ("wrong.parquet", 1)]
+    assert all("wrong schema" in r for s, _, r in dead if "good" not in s)
+
+
+def test_bad_inputs_fail_before_any_work_naming_the_input(tmp_path):
+    with pytest.raises(CorpusError, match="matches no file"):
+        plan_corpus([InputSpec(str(tmp_path / "nothing-*.jsonl"))], CorpusSpec())
+    (tmp_path / "bad.jsonl.gz").write_bytes(b"this is not gzip")
+    with pytest.raises(CorpusError, match="cannot read input file .*bad.jsonl.gz"):
+        plan_corpus([InputSpec(str(tmp_path / "bad.jsonl.gz"))], CorpusSpec())
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    with pytest.raises(CorpusError, match="corpus is empty"):
+        plan_corpus([InputSpec(str(tmp_path / "empty.jsonl"))], CorpusSpec())
+    with pytest.raises(CorpusError, match="cannot read input file .*not.parquet as Parquet"):
+        plan_corpus([InputSpec(str(write_bytes(tmp_path / "not.parquet", b"text")))], CorpusSpec("parquet"))
+    with pytest.raises(CorpusError, match="--format must be one of"):
+        CorpusSpec("csv")
+
+
+def test_memory_filesystem_in_a_single_process():
+    with fsspec.open("memory://corpus/a.txt", "wb") as f:
+        f.write(b"from memory\nsecond\n")
+    spec = CorpusSpec("text")
+    docs, _ = _docs_and_dead(plan_corpus([InputSpec("memory://corpus/*.txt")], spec), spec)
+    assert docs == [("memory:///corpus/a.txt@0", "from memory"), ("memory:///corpus/a.txt@12", "second")]  # fsspec canonical URL
+
+
+def test_read_corpus_stage_and_dead_letters_in_a_pipeline(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [f"doc {i}" for i in range(50)], extra=[b"{oops"])
+    spec = CorpusSpec("jsonl")
+    plan = plan_corpus([InputSpec(str(path))], spec, range_bytes=200)
+    assert len(plan.ranges) > 3
+    with BeamTestPipeline(runner="FnApiRunner") as p:
+        batches = p | "ReadCorpus" >> ReadCorpus(plan, spec)
+        texts = batches | beam.FlatMap(lambda b: b.texts)
+        dead = batches | SelectDeadLetters() | beam.FlatMap(lambda d: [(x.position, x.reason[:14]) for x in d.dead_letters])
+        assert_that(texts, equal_to([f"doc {i}" for i in range(50)]), label="texts")
+        assert_that(dead, equal_to([(path.read_bytes().index(b"{oops"), "malformed JSON")]), label="dead")
+
+
+def test_dofns_and_specs_pickle():
+    fn = ReadRangeFn(CorpusSpec("jsonl", text_field="a.b"))
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+        assert loads(dumps(fn)).spec == fn.spec
