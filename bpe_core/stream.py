@@ -12,6 +12,8 @@ import codecs
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from bpe_core import native
+
 if TYPE_CHECKING:
     from bpe_core.tokenizer import Tokenizer
 
@@ -30,9 +32,20 @@ class StreamingDecoder:
         self.tokenizer = tokenizer
         self.skip_special = skip_special
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors)
+        # The native byte state: the same pending bytes and CPython's stateful UTF-8 decoder, without a Python
+        # call per token. Bad ids come back as None and are reported by the reference path below.
+        self._native = None
+        if getattr(tokenizer, "backend", "python") == "native":
+            self._native = native.make_stream_state(tokenizer._decoder(), errors, skip_special)
 
     def step(self, token_id: int) -> str:
         """Add one token; return the text that became complete."""
+        if self._native is not None:
+            text = self._native.step(token_id)
+            if text is not None:
+                return text
+            self.tokenizer.token_bytes(token_id)  # raises the reference's error for a bad id
+            raise ValueError(f"token id {token_id!r} is not in this vocabulary")
         if self.skip_special and self.tokenizer.is_special(token_id):
             return ""
         return self._decoder.decode(self.tokenizer.token_bytes(token_id))
@@ -40,12 +53,20 @@ class StreamingDecoder:
     def feed(self, ids: Iterable[int]) -> str:
         """Add several tokens; return the text that became complete."""
         ids = list(ids)
+        if self._native is not None:
+            text = self._native.feed(ids)
+            if text is not None:
+                return text
+            self.tokenizer.decode_bytes(ids)  # raises the reference's error for a bad id
+            raise ValueError(f"token ids not in this vocabulary: {ids[:10]}")
         if self.skip_special:
             ids = [i for i in ids if not self.tokenizer.is_special(i)]
         return self._decoder.decode(self.tokenizer.decode_bytes(ids))
 
     def flush(self) -> str:
         """End of stream: held-back bytes become U+FFFD (with errors='replace'); the decoder is reset."""
+        if self._native is not None:
+            return self._native.flush()
         text = self._decoder.decode(b"", final=True)
         self._decoder.reset()
         return text
@@ -53,4 +74,6 @@ class StreamingDecoder:
     @property
     def pending(self) -> bytes:
         """The bytes held back, waiting for the rest of a UTF-8 sequence."""
+        if self._native is not None:
+            return self._native.pending
         return self._decoder.getstate()[0]

@@ -7,12 +7,14 @@ concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` fo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Literal, Union
 
 import regex
 
+from bpe_core import native
+from bpe_core.added_tokens import DEFAULT_FLAGS, AddedTokenFlags, TokenMatcher
 from bpe_core.bpe import ID_MASK, MergeTable, RankTable, merge_ids
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 
@@ -41,14 +43,26 @@ class Tokenizer:
         added_tokens: Mapping[str, int] | None = None,
         ignore_merges: bool = False,
         name: str | None = None,
+        backend: str | None = None,
+        token_flags: Mapping[str, AddedTokenFlags] | None = None,
+        family: str | None = None,
     ) -> None:
         self.name = name
+        self.family = family  # where the vocabulary comes from, for `beam-bpe info` (e.g. "huggingface")
+        self.backend = native.resolve_backend(backend)  # "native" (C++ core) or "python" (the reference)
         self.pretokenizer = None if pretokenizer is None else PreTokenizer.from_spec(pretokenizer)
         self.ignore_merges = bool(ignore_merges or merges is None)  # rank-only vocabularies: whole-piece lookup
         self._vocab = dict(vocab)
         self._merge_ids = None if merges is None else [(int(a), int(b)) for a, b in merges]
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.added_tokens: dict[str, int] = dict(added_tokens or {})
+        # Hugging Face matching flags of special/added tokens; absent = default (raw text, no strip, no word check).
+        self.token_flags: dict[str, AddedTokenFlags] = {
+            t: f for t, f in (token_flags or {}).items() if not f.is_default
+        }
+        unknown = self.token_flags.keys() - self.special_tokens.keys() - self.added_tokens.keys()
+        if unknown:
+            raise ValueError(f"token_flags names tokens that are neither special nor added: {sorted(unknown)}")
         self._build()
 
     # ----------------------------------------------------------------- construction
@@ -66,15 +80,37 @@ class Tokenizer:
         self._special_ids = frozenset(self.special_tokens.values())
         self._chunk_cache: dict[str, list[int]] = {}
         self._matchers: dict[frozenset[str], regex.Pattern | None] = {}
+        self._added_matchers: dict[tuple[frozenset[str], bool], TokenMatcher | None] = {}
         self._derived_merges: list[tuple[int, int]] | None = None
+        self._native_encoder = self._native_decoder = None  # built on first use
 
     def __getstate__(self) -> dict:
-        keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens")
-        return {k: self.__dict__[k] for k in keep}
+        keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens",
+                "token_flags", "family")
+        return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.backend = native.resolve_backend(None if state.get("backend") == "native" else state.get("backend"))
         self._build()
+
+    def use_backend(self, backend: str | None) -> Tokenizer:
+        """Switch between the C++ core (``"native"``, or None: native where it loads) and the Python reference
+        (``"python"``), in place; returns self. The ids never depend on the backend."""
+        self.backend = native.resolve_backend(backend)
+        self._native_encoder = self._native_decoder = None
+        return self
+
+    def _encoder(self):
+        if self._native_encoder is None:
+            pairs = None if self._merge_ids is None else self._pairs
+            self._native_encoder = native.make_encoder(self._vocab, pairs, self.ignore_merges)
+        return self._native_encoder
+
+    def _decoder(self):
+        if self._native_decoder is None:
+            self._native_decoder = native.make_decoder(self._id_to_bytes, self._special_ids)
+        return self._native_decoder
 
     # ----------------------------------------------------------------- properties
     @property
@@ -152,12 +188,15 @@ class Tokenizer:
         allowed = self._resolve_allowed(allowed_special)
         text = _as_str(text)
         disallowed = self._resolve_disallowed(disallowed_special, allowed)
+        self._check_disallowed(text, disallowed)
+        return self._encode_text(text, allowed)
+
+    def _check_disallowed(self, text: str, disallowed: frozenset[str]) -> None:
         if disallowed:
             matcher = self._matcher(frozenset(disallowed), with_added=False)
             found = matcher.search(text) if matcher is not None else None
             if found is not None:
                 raise_disallowed(found.group())
-        return self._encode_text(text, allowed)
 
     def encode_ordinary(self, text: Text) -> list[int]:
         """Encode text treating special-token text as plain text (added non-special tokens still match).
@@ -174,12 +213,24 @@ class Tokenizer:
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
     ) -> list[list[int]]:
-        """One list of ids per text, in order. ``num_threads`` is accepted for the native backend's sake."""
-        del num_threads  # the pure-Python reference runs on the calling thread
+        """One list of ids per text, in order. The native backend splits every text with the pre-tokenizer, then
+        BPEs the pieces of the whole batch in one call without the GIL; ``num_threads`` is for part 2's threads."""
+        del num_threads  # one thread for now, the calling one
+        if self.backend == "native":
+            allowed = self._resolve_allowed(allowed_special)
+            disallowed = self._resolve_disallowed(disallowed_special, allowed)
+            requests = []
+            for text in texts:
+                text = _as_str(text)
+                self._check_disallowed(text, disallowed)
+                requests.append(self._pieces(text, allowed))
+            return self._encoder().encode_batch(requests)
         return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
 
     def encode_ordinary_batch(self, texts: Iterable[Text], *, num_threads: int | None = None) -> list[list[int]]:
         del num_threads
+        if self.backend == "native":
+            return self._encoder().encode_batch([self._pieces(_as_str(t), frozenset()) for t in texts])
         return [self.encode_ordinary(t) for t in texts]
 
     def _resolve_allowed(self, allowed_special: SpecialSet) -> frozenset[str]:
@@ -213,32 +264,77 @@ class Tokenizer:
         return self._matchers[key]
 
     def _encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
-        matcher = self._matcher(allowed)
-        if matcher is None:
-            return self._encode_segment(text)
+        if self.backend == "native":
+            return self._encoder().encode_pieces(self._pieces(text, allowed))
         out: list[int] = []
-        pos = 0
-        for found in matcher.finditer(text):
-            start, end = found.span()
-            if start > pos:
-                out += self._encode_segment(text[pos:start])
-            token = found.group()
-            out.append(self.special_tokens[token] if token in allowed else self.added_tokens[token])
-            pos = end
-        if pos < len(text):
-            out += self._encode_segment(text[pos:])
+        for segment in self._segments(text, allowed):
+            if isinstance(segment, int):
+                out.append(segment)
+            else:
+                out += self._encode_segment(segment)
         return out
 
-    def _encode_segment(self, text: str) -> list[int]:
-        """Ordinary text: normalize, pre-tokenize, then BPE each piece (with the chunk cache)."""
+    def _segments(self, text: str, allowed: frozenset[str]) -> Iterator[str | int]:
+        """Ordinary text (str) and the ids of allowed special and added tokens (int), in order.
+
+        Hugging Face's two passes: tokens flagged ``normalized`` are found in the normalized text left between
+        the others, which are found in the raw text first (each pass leftmost-longest, flags applied).
+        """
+        raw = self._added_matcher(allowed, normalized=False)
+        norm = self._added_matcher(allowed, normalized=True)
+        parts: list[str | int] = [text] if raw is None else raw.split(text)
+        if norm is None:
+            yield from parts
+            return
+        for part in parts:
+            if isinstance(part, int):
+                yield part
+            else:  # normalizing again in the pre-tokenizer is a no-op: substrings of NFC/NFKC text stay normalized
+                yield from norm.split(self.pretokenizer.normalize(part) if self.pretokenizer else part)
+
+    def _added_matcher(self, allowed: frozenset[str], *, normalized: bool) -> TokenMatcher | None:
+        """The matcher of one pass over the allowed special tokens and all added tokens (None: nothing to find)."""
+        key = (allowed, normalized)
+        if key not in self._added_matchers:
+            table = {t: self.special_tokens[t] for t in allowed}
+            table.update(self.added_tokens)
+            ids: dict[str, int] = {}
+            flags: dict[str, AddedTokenFlags] = {}
+            for token, tid in sorted(table.items(), key=lambda kv: kv[1]):  # same normalized text: lower id wins
+                if self._flags(token).normalized != normalized:
+                    continue
+                pattern = self.pretokenizer.normalize(token) if normalized and self.pretokenizer else token
+                if pattern and pattern not in ids:
+                    ids[pattern], flags[pattern] = tid, self._flags(token)
+            self._added_matchers[key] = TokenMatcher(ids, flags) if ids else None
+        return self._added_matchers[key]
+
+    def _flags(self, token: str) -> AddedTokenFlags:
+        return self.token_flags.get(token, DEFAULT_FLAGS)
+
+    def _pieces(self, text: str, allowed: frozenset[str]) -> list[str | int]:
+        """What the native encoder takes: the pre-tokenizer's pieces of each segment, token ids between them."""
+        items: list[str | int] = []
+        for segment in self._segments(text, allowed):
+            if isinstance(segment, int):
+                items.append(segment)
+            else:
+                items += self._split(segment)
+        return items
+
+    def _split(self, text: str) -> list[str]:
         if self.pretokenizer is None:
             raise ValueError(
                 "this tokenizer has no pre-tokenizer: give the one its counts were made with, e.g. "
                 "train(counts, vocab_size, pretokenizer='cl100k'), or Tokenizer.from_tiktoken(path, pretokenizer=...)"
             )
+        return self.pretokenizer.split(text)
+
+    def _encode_segment(self, text: str) -> list[int]:
+        """Ordinary text: normalize, pre-tokenize, then BPE each piece (with the chunk cache)."""
         cache = self._chunk_cache
         out: list[int] = []
-        for piece in self.pretokenizer.split(text):
+        for piece in self._split(text):
             ids = cache.get(piece)
             if ids is None:
                 ids = self._encode_piece(piece)
@@ -263,13 +359,22 @@ class Tokenizer:
 
     def encode_piece_bytes(self, data: bytes, *, stats: list[int] | None = None) -> list[int]:
         """BPE of one pre-token given as bytes, without the cache (for tests and the trainer's checks)."""
+        if self.backend == "native":
+            ids, pushes, pops = self._encoder().merge_bytes(bytes(data), stats is not None)
+            if stats is not None:
+                stats[:] = [pushes, pops]
+            return ids
         ids = [self._byte_ids[b] for b in data]
         return merge_ids(ids, self._pairs.__getitem__, stats)
 
     # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenated token bytes; unknown ids raise a ValueError naming them."""
-        ids = list(ids)
+        ids = ids if isinstance(ids, (list, tuple)) else list(ids)
+        if self.backend == "native":
+            data = self._decoder().decode_bytes(ids)
+            if data is not None:
+                return data  # else: a bad id, reported below with the reference's message
         table = self._id_to_bytes
         try:
             if ids and min(ids) < 0:
@@ -291,14 +396,20 @@ class Tokenizer:
         """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
         from bpe_core.formats.artifact import save_artifact
 
+        if self.token_flags:  # format 1 has no place for them, and dropping them would change ids
+            raise ValueError(
+                f"the beam-bpe artifact does not record Hugging Face added-token flags (lstrip, rstrip, single_word, "
+                f"normalized), which tokens {sorted(self.token_flags)[:5]} use; keep using the original file "
+                "(Tokenizer.from_file) or write it back with to_huggingface(path)"
+            )
         save_artifact(self, path)
 
     @classmethod
-    def load(cls, path: str) -> Tokenizer:
+    def load(cls, path: str, *, backend: str | None = None) -> Tokenizer:
         """Read the project's own artifact; an unknown version or a wrong hash raises TokenizerFileError."""
         from bpe_core.formats.artifact import load_artifact
 
-        return load_artifact(path)
+        return load_artifact(path).use_backend(backend)
 
     @classmethod
     def from_tiktoken(
@@ -307,11 +418,13 @@ class Tokenizer:
         *,
         pretokenizer: PreTokenizerSpec,
         special_tokens: Mapping[str, int] | None = None,
+        backend: str | None = None,
     ) -> Tokenizer:
         """An OpenAI ``.tiktoken`` rank file with the pre-tokenizer (and special tokens) it is used with."""
         from bpe_core.formats.tiktoken_file import load_tiktoken
 
-        return load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens or {})
+        tok = load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens or {})
+        return tok.use_backend(backend)
 
     def to_tiktoken(self, path: str) -> None:
         """Write the BPE vocabulary as a ``.tiktoken`` rank file (pre-tokenizer and special tokens are not kept)."""
@@ -320,16 +433,57 @@ class Tokenizer:
         save_tiktoken(self, path)
 
     @classmethod
-    def from_file(cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tokenizer:
+    def from_file(
+        cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None, backend: str | None = None
+    ) -> Tokenizer:
         """Load any supported tokenizer file, recognised by its content."""
         from bpe_core.formats.detect import load_any
 
-        return load_any(path, pretokenizer=pretokenizer)
+        return load_any(path, pretokenizer=pretokenizer).use_backend(backend)
+
+    @classmethod
+    def from_huggingface(cls, path: str, *, backend: str | None = None) -> Tokenizer:
+        """A Hugging Face ``tokenizer.json`` of a byte-level BPE; any other model or component is refused."""
+        from bpe_core.formats.huggingface import load_huggingface
+
+        return load_huggingface(path).use_backend(backend)
+
+    def to_huggingface(self, path: str) -> None:
+        """Write a ``tokenizer.json`` that Hugging Face ``tokenizers`` loads and that gives the same ids."""
+        from bpe_core.formats.huggingface import save_huggingface
+
+        save_huggingface(self, path)
+
+    @classmethod
+    def from_gguf(
+        cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None, backend: str | None = None
+    ) -> Tokenizer:
+        """The vocabulary of a llama.cpp GGUF file (``tokenizer.ggml.model == "gpt2"``); ``pretokenizer``
+        overrides the one named by ``tokenizer.ggml.pre``."""
+        from bpe_core.formats.gguf_file import load_gguf
+
+        return load_gguf(path, pretokenizer=pretokenizer).use_backend(backend)
+
+    @classmethod
+    def from_gpt2_files(cls, vocab_path: str, merges_path: str | None = None, **options) -> Tokenizer:
+        """GPT-2 style ``vocab.json`` + ``merges.txt`` (``merges_path`` defaults to the one beside ``vocab_path``);
+        ``options``: ``pretokenizer``, ``normalizer``, ``special_tokens``, ``backend``."""
+        from bpe_core.formats.gpt2_files import load_gpt2_files
+
+        backend = options.pop("backend", None)
+        return load_gpt2_files(vocab_path, merges_path, **options).use_backend(backend)
+
+    def to_gpt2_files(self, directory: str) -> tuple[str, str]:
+        """Write ``vocab.json`` and ``merges.txt`` into ``directory``; returns their paths."""
+        from bpe_core.formats.gpt2_files import save_gpt2_files
+
+        return save_gpt2_files(self, directory)
 
     def describe(self) -> dict:
         """What `beam-bpe info` prints."""
         return {
             "name": self.name,
+            "family": self.family,
             "kind": self.kind,
             "normalizer": self.pretokenizer.normalizer if self.pretokenizer else None,
             "pretokenizer": self.pretokenizer.describe() if self.pretokenizer else None,
@@ -340,6 +494,7 @@ class Tokenizer:
             "merges": len(self._merge_ids) if self._merge_ids is not None else None,
             "special_tokens": dict(sorted(self.special_tokens.items(), key=lambda kv: kv[1])),
             "added_tokens": dict(sorted(self.added_tokens.items(), key=lambda kv: kv[1])),
+            "token_flags": {t: f.as_dict() for t, f in sorted(self.token_flags.items())},
         }
 
     def __repr__(self) -> str:

@@ -16,6 +16,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from bpe_core import native
 from bpe_core.bytelevel import huggingface_base_order
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 from bpe_core.tokenizer import Text, Tokenizer, _as_str
@@ -64,6 +65,7 @@ def train(
     pretokenizer: PreTokenizerSpec | None = None,
     name: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    backend: str | None = None,
 ) -> Tokenizer:
     """Learn merges from weighted chunk counts until the vocabulary reaches ``vocab_size``.
 
@@ -71,7 +73,8 @@ def train(
     pair occurs at least ``min_frequency`` times. ``tie_break`` orders pairs of equal count: ``"ids"`` (smallest
     (left id, right id), ids in creation order: rustbpe's rule), ``"huggingface"`` (as BpeTrainer, whose base ids
     follow the code points of GPT-2's byte-to-unicode characters) or ``"bytes"`` (lexicographic on token bytes).
-    ``pretokenizer`` defaults to the one remembered by :func:`count_chunks`.
+    ``pretokenizer`` defaults to the one remembered by :func:`count_chunks`. ``backend="python"`` runs the
+    pure-Python reference loop instead of the C++ one (the merges are the same).
 
     >>> tok = train(count_chunks(["low lower lowest"] * 5, "cl100k"), 260)
     >>> tok.merges[0]
@@ -79,14 +82,23 @@ def train(
     """
     pre = _resolve_pretokenizer(chunk_counts, pretokenizer)
     specials = _check_arguments(vocab_size, special_tokens, min_frequency, tie_break)
-    words, counts = _words(chunk_counts)
-    loop = _MergeLoop(words, counts, tie_break)
     budget = vocab_size - 256 - len(specials)
-    loop.run(budget, max(1, min_frequency), progress)
-    vocab = dict(enumerate(loop.token_bytes))
+    backend = native.resolve_backend(backend)
+    merges = None
+    if backend == "native":
+        try:
+            merges, token_bytes = native.train_merges(chunk_counts, budget, max(1, min_frequency), tie_break, progress)
+        except OverflowError:  # counts beyond 64 bits: only the reference's Python ints hold them
+            merges = None
+    if merges is None:
+        words, counts = _words(chunk_counts)
+        loop = _MergeLoop(words, counts, tie_break)
+        loop.run(budget, max(1, min_frequency), progress)
+        merges, token_bytes = loop.merges, loop.token_bytes
+    vocab = dict(enumerate(token_bytes))
     next_id = len(vocab)
     special_ids = {text: next_id + i for i, text in enumerate(specials)}
-    return Tokenizer(vocab, merges=loop.merges, pretokenizer=pre, special_tokens=special_ids, name=name)
+    return Tokenizer(vocab, merges=merges, pretokenizer=pre, special_tokens=special_ids, name=name, backend=backend)
 
 
 def _resolve_pretokenizer(chunk_counts: Mapping[bytes, int], spec: PreTokenizerSpec | None) -> PreTokenizer | None:

@@ -265,13 +265,14 @@ class Decoder {
         return true;
     }
 
-    bool read_id(PyObject* o, long long* id) const {
+    // strict: Python ints only (Tokenizer.token_bytes refuses other integer types; list indexing takes them).
+    bool read_id(PyObject* o, long long* id, bool strict = false) const {
         if (PyLong_Check(o)) {
             int overflow = 0;
             *id = PyLong_AsLongLongAndOverflow(o, &overflow);
             if (overflow) return false;
         } else {
-            if (!PyIndex_Check(o) || PyFloat_Check(o)) return false;
+            if (strict || !PyIndex_Check(o) || PyFloat_Check(o)) return false;
             PyObject* index = PyNumber_Index(o);
             if (!index) {
                 PyErr_Clear();
@@ -328,7 +329,7 @@ class StreamState {
 
     nb::object step(nb::handle id_obj) {
         long long id;
-        if (!dec_.read_id(id_obj.ptr(), &id)) return nb::none();
+        if (!dec_.read_id(id_obj.ptr(), &id, true)) return nb::none();
         if (skip_special_ && dec_.is_special(static_cast<uint32_t>(id))) return nb::str("");
         size_t before = pending_.size();
         pending_.append(dec_.arena(), dec_.offset(id), dec_.offset(id + 1) - dec_.offset(id));
@@ -388,6 +389,12 @@ class StreamState {
     throw nb::value_error(msg.c_str());
 }
 
+// Counts beyond 64 bits: train() catches the OverflowError and runs the reference, whose ints have no limit.
+[[noreturn]] void raise_overflow(const char* what) {
+    PyErr_SetString(PyExc_OverflowError, what);
+    throw nb::python_error();
+}
+
 // Visit (bytes, count) of the chunks that have pairs (count > 0, two bytes or more), validating every entry.
 template <class F>
 void for_each_chunk(nb::handle counts, F&& f) {
@@ -399,9 +406,8 @@ void for_each_chunk(nb::handle counts, F&& f) {
         if (!PyLong_Check(value)) raise_bad_chunk(key, value, false);
         int overflow = 0;
         long long n = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow > 0) raise_overflow("a chunk count does not fit in 64 bits");
         if (overflow < 0 || n < 0) raise_bad_chunk(key, value, false);
-        if (overflow > 0)
-            throw nb::value_error("a chunk count does not fit in 64 bits; train with backend='python'");
         Py_ssize_t size = PyBytes_GET_SIZE(key);
         if (n > 0 && size >= 2) f(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(key)), size_t(size), n);
     }
@@ -425,7 +431,7 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
         int64_t weight;
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), static_cast<int64_t>(c), &weight) ||
             __builtin_add_overflow(total, weight, &total))
-            throw nb::value_error("the chunk counts add up to more than 2**63 pairs; train with backend='python'");
+            raise_overflow("the chunk counts add up to more than 2**63 pairs");
         w.starts.push_back(w.toks.size());
         w.lens.push_back(static_cast<uint32_t>(n));
         w.counts.push_back(c);

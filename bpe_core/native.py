@@ -1,0 +1,151 @@
+"""Backend selection: the C++ core (the default) or the pure-Python reference (``backend="python"``), the oracle.
+
+The C++ core (``bpe_core/_native``) is built by the package's own build; a C++17 compiler is the only system
+requirement. Where it cannot load, the first use says so once (a RuntimeWarning naming the import error) and the
+reference runs instead; with ``BEAM_BPE_REQUIRE_NATIVE=1`` (set by ``make test``) a missing core is an error, so that
+a broken build can never pass as "native equals reference".
+
+>>> from bpe_core import native
+>>> native.resolve_backend("python")
+'python'
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+
+BACKENDS = ("native", "python")
+REQUIRE_ENV = "BEAM_BPE_REQUIRE_NATIVE"
+
+try:
+    from bpe_core._native import _core
+except ImportError as exc:  # pragma: no cover - exercised only on a broken build
+    _core = None
+    _LOAD_ERROR: str | None = f"{type(exc).__name__}: {exc}"
+    if os.environ.get(REQUIRE_ENV) == "1":
+        raise ImportError(
+            f"the native core bpe_core._native._core did not load ({_LOAD_ERROR}) and {REQUIRE_ENV}=1 requires it: "
+            "rebuild with `pip install -e .` (needs a C++17 compiler and CMake)"
+        ) from exc
+else:
+    _LOAD_ERROR = None
+
+_warned = False
+
+
+def available() -> bool:
+    """True if the C++ core loaded."""
+    return _core is not None
+
+
+def load_error() -> str | None:
+    """Why the C++ core did not load, or None."""
+    return _LOAD_ERROR
+
+
+def resolve_backend(backend: str | None) -> str:
+    """``"native"`` or ``"python"``: None means native where it loads (with one warning where it does not)."""
+    global _warned
+    if backend is None:
+        if _core is not None:
+            return "native"
+        if not _warned:
+            _warned = True
+            warnings.warn(
+                f"beam-bpe: the native core did not load ({_LOAD_ERROR}); using the pure-Python reference, which is "
+                "much slower. Reinstall with a C++17 compiler available: pip install --force-reinstall beam-bpe",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return "python"
+    if backend == "python":
+        return "python"
+    if backend == "native":
+        if _core is None:
+            raise ImportError(f"backend='native' was asked for but the native core did not load: {_LOAD_ERROR}")
+        return "native"
+    raise ValueError(f"backend must be 'native', 'python' or None (native where it loads), got {backend!r}")
+
+
+def make_encoder(vocab: Mapping[int, bytes], pair_values: Mapping[int, int] | None, ignore_merges: bool):
+    """The C++ encoder of a vocabulary: ``pair_values`` as bpe.MergeTable, or None for a rank-only vocabulary."""
+    pairs = None if pair_values is None else dict(pair_values)
+    return _core.Encoder(dict(vocab), pairs, bool(ignore_merges))
+
+
+def make_decoder(id_to_bytes: list[bytes | None], special_ids):
+    return _core.Decoder(id_to_bytes, list(special_ids))
+
+
+def make_stream_state(decoder, errors: str, skip_special: bool):
+    return _core.StreamState(decoder, errors, skip_special)
+
+
+# ----------------------------------------------------------------------------------------------- training
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation now (MemAvailable on Linux)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: do not refuse
+
+
+def train_memory_estimate(chunk_counts: Mapping[bytes, int]) -> tuple[int, int, int]:
+    """(unique chunks with pairs, their bytes, estimated bytes of the merge loop); validates the counts."""
+    n_words, n_tokens = _core.train_sizes(_as_dict(chunk_counts))
+    return n_words, n_tokens, _core.estimate_train_memory(n_words, n_tokens)
+
+
+def train_merges(
+    chunk_counts: Mapping[bytes, int],
+    budget: int,
+    min_count: int,
+    tie_break: str,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    memory_limit: int | None = None,
+) -> tuple[list[tuple[int, int]], list[bytes]]:
+    """The C++ merge loop: (merges as id pairs, token bytes by id), equal to train._MergeLoop's.
+
+    Prints the memory estimate to stderr before the loop and raises MemoryError, with the figures, where it
+    exceeds ``memory_limit`` (default: the memory available now).
+    """
+    from bpe_core.bytelevel import huggingface_base_order
+    from bpe_core.train import TIE_BREAKS
+
+    counts = _as_dict(chunk_counts)
+    n_words, n_tokens, estimate = train_memory_estimate(counts)
+    limit = available_memory() if memory_limit is None else memory_limit
+    gib = 1 << 30
+    print(
+        f"bpe_core.train: merge loop over {n_words:,} unique chunks ({n_tokens:,} bytes) needs about "
+        f"{estimate / gib:.2f} GiB ({limit / gib:.1f} GiB available)",
+        file=sys.stderr,
+    )
+    if estimate > limit:
+        raise MemoryError(
+            f"the merge loop over {n_words:,} unique chunks ({n_tokens:,} bytes) needs about {estimate / gib:.2f} GiB "
+            f"but only {limit / gib:.2f} GiB is available: keep fewer chunks (train --min-chunk-count K or "
+            "--max-chunks M) or use a machine with more memory"
+        )
+    hf_rank = [0] * 256
+    for rank, b in enumerate(huggingface_base_order()):
+        hf_rank[b] = rank
+    merges, token_bytes = _core.train(counts, budget, min_count, TIE_BREAKS.index(tie_break), hf_rank, progress)
+    return merges, token_bytes
+
+
+def _as_dict(chunk_counts: Mapping[bytes, int]) -> dict:
+    return chunk_counts if isinstance(chunk_counts, dict) else dict(chunk_counts.items())
