@@ -1,0 +1,140 @@
+"""Benchmark the training pipeline (not a test): one command, prints ratios measured in the same run.
+
+    .venv/bin/python benchmarks/bench_train_pipeline.py [--vocab-size 8192] [--corpora all]
+
+On all shared corpora (~63 MB of text, decompressed once to JSONL in a temporary folder so that files are cut into
+ranges), each phase runs in a fresh subprocess that reports its wall time, CPU time (its own plus its children's)
+and peak RSS (imports excluded from the times, included in the RSS):
+
+- loop: the same counting in a plain in-process loop (json.loads + bpe_core.count_chunks, summed in a dict);
+- pipeline in_memory / multi_processing (2 workers): ``beam-bpe train --counts-only``;
+- end-to-end training (pipeline + bpe_core.train) vs tokenizers' BpeTrainer and rustbpe on the same documents,
+  all with Hugging Face's GPT-2 ByteLevel regex so the three do the same work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("BEAM_BPE_TEST_DATA", ROOT.parent / "shared" / "data"))
+CORPORA = ("en_bible_kjv", "docs_python_rst", "multi_udhr", "code_cpython", "fortunes_multi")
+MULTI = ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
+
+
+def _usage() -> tuple[float, int]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, max(me.ru_maxrss, kids.ru_maxrss)
+
+
+def _docs(work: Path) -> list[str]:
+    return [json.loads(line)["text"] for path in sorted(work.glob("*.jsonl")) for line in path.open(encoding="utf-8")]
+
+
+def phase(name: str, work: Path, vocab: int) -> dict:
+    from bpe_core.presets import GPT2_HF_PATTERN
+
+    import bpe_core  # imports stay outside the timed region (apache_beam alone takes ~2 s to import)
+    import rustbpe
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from pipeline.cli import main
+
+    inputs = [a for p in sorted(work.glob("*.jsonl")) for a in ("--input", str(p))]
+    common = ["--pretokenizer", GPT2_HF_PATTERN, "--overwrite", "--out", str(work / f"out-{name}")]
+    cpu0, _ = _usage()
+    start = time.perf_counter()
+    if name == "loop":
+        total: dict[bytes, int] = {}
+        for path in sorted(work.glob("*.jsonl")):
+            texts = [json.loads(line)["text"] for line in path.open(encoding="utf-8")]
+            for chunk, n in bpe_core.count_chunks(texts, GPT2_HF_PATTERN).items():
+                total[chunk] = total.get(chunk, 0) + n
+        extra = {"chunks": len(total)}
+    elif name in ("pipeline_in_memory", "pipeline_multi_processing", "train_ours"):
+        mode = MULTI if name == "pipeline_multi_processing" else ["--direct_running_mode", "in_memory"]
+        what = ["--vocab-size", str(vocab)] if name == "train_ours" else ["--counts-only"]
+        assert main(["train", *inputs, *common, *what, *mode]) == 0
+        extra = {}
+    elif name == "train_tokenizers":
+        hf = Tokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+        hf.train_from_iterator(_docs(work), trainer)
+        extra = {}
+    elif name == "train_rustbpe":
+        rustbpe.Tokenizer().train_from_iterator(iter(_docs(work)), vocab, pattern=GPT2_HF_PATTERN)
+        extra = {}
+    else:
+        raise SystemExit(f"unknown phase {name}")
+    wall = time.perf_counter() - start
+    cpu, rss_kb = _usage()
+    return {"wall": wall, "cpu": cpu - cpu0, "rss_mb": rss_kb / 1024, **extra}
+
+
+def _run_phase(name: str, work: Path, vocab: int) -> dict:
+    cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), "--vocab-size", str(vocab)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"phase {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _prepare(work: Path, corpora: list[str]) -> float:
+    size = 0
+    for name in corpora:
+        src = DATA / "corpora" / f"{name}.jsonl.gz"
+        if not src.exists():
+            raise SystemExit(f"shared data not found: {src} (set BEAM_BPE_TEST_DATA)")
+        with gzip.open(src, "rb") as f, open(work / f"{name}.jsonl", "wb") as out:
+            shutil.copyfileobj(f, out)
+        size += sum(len(json.loads(line)["text"].encode()) for line in (work / f"{name}.jsonl").open(encoding="utf-8"))
+    return size / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phase")
+    parser.add_argument("--work")
+    parser.add_argument("--vocab-size", type=int, default=8192)
+    parser.add_argument("--corpora", default=",".join(CORPORA))
+    args = parser.parse_args()
+    if args.phase:
+        print(json.dumps(phase(args.phase, Path(args.work), args.vocab_size)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        work = Path(tmp)
+        mb = _prepare(work, args.corpora.split(","))
+        print(f"corpus: {args.corpora} = {mb:.1f} MB of text; vocab {args.vocab_size}; {os.cpu_count()} cores")
+        names = ["loop", "pipeline_in_memory", "pipeline_multi_processing", "train_ours", "train_tokenizers", "train_rustbpe"]
+        results = {}
+        for name in names:
+            results[name] = r = _run_phase(name, work, args.vocab_size)
+            print(f"  {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  peak RSS {r['rss_mb']:7.0f} MB  ({mb / r['wall']:.2f} MB/s)")
+        _print_ratios(results)
+
+
+def _print_ratios(r: dict) -> None:
+    loop = r["loop"]
+    print("ratios (lower is better):")
+    for name in ("pipeline_in_memory", "pipeline_multi_processing"):
+        print(f"  {name} / loop: wall {r[name]['wall'] / loop['wall']:.2f}x, cpu {r[name]['cpu'] / loop['cpu']:.2f}x, "
+              f"peak RSS {r[name]['rss_mb'] / loop['rss_mb']:.2f}x")  # fmt: skip
+    ours = r["train_ours"]["wall"]
+    for peer in ("train_tokenizers", "train_rustbpe"):
+        print(f"  end-to-end train ours / {peer[6:]}: wall {ours / r[peer]['wall']:.2f}x, cpu {r['train_ours']['cpu'] / r[peer]['cpu']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
