@@ -25,7 +25,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_encode(args: argparse.Namespace) -> int:
+def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
+    if args.input:  # a corpus: the encoding pipeline
+        from pipeline.encode_cli import cmd_encode_corpus
+
+        return cmd_encode_corpus(args, beam_args)
+    if beam_args:
+        raise SystemExit(f"beam-bpe encode: unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
     tok = _load(args)
     text = args.text if args.text is not None else sys.stdin.read()
     ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
@@ -41,6 +47,10 @@ def _parse_ids(text: str) -> list[int]:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
+    if args.shards:  # one document of an encoding output
+        from pipeline.encode_cli import cmd_decode_shards
+
+        return cmd_decode_shards(args)
     tok = _load(args)
     if args.stream:
         decoder = StreamingDecoder(tok, skip_special=args.skip_special)
@@ -83,14 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     with_tokenizer("info", "describe a tokenizer file").set_defaults(func=cmd_info)
-    p = with_tokenizer("encode", "print the ids of a text")
+    from pipeline.encode_cli import add_decode_shards_arguments, add_encode_corpus_arguments
+
+    p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
     p.add_argument("--text", help="text to encode (default: stdin)")
     p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
-    p.set_defaults(func=cmd_encode)
+    add_encode_corpus_arguments(p)
+    p.set_defaults(func=cmd_encode, takes_beam_args=True)
     p = with_tokenizer("decode", "print the text of ids")
     p.add_argument("--ids", help='ids, e.g. "1 2 3" or "[1, 2, 3]"')
     p.add_argument("--stream", action="store_true", help="read ids from stdin, write text as soon as complete")
     p.add_argument("--skip-special", action="store_true", help="leave special tokens out of the text")
+    add_decode_shards_arguments(p)
     p.set_defaults(func=cmd_decode)
     p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
     p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")

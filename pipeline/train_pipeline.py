@@ -73,7 +73,7 @@ def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
     except CountsError:
         raise RuntimeError(
             f"the pipeline finished but wrote no statistics to {counts_dir}: the runner "
-            f"({runner_name(beam_args)}) did not run the writing step; see deploy/README.md for its limits"
+            f"({runner_name(beam_args)}) did not run the writing step; see the runner notes in pipeline/options.py"
         ) from None
     write_missing_shards(counts_dir, num_shards, resolve_pretokenizer(job.settings))
     stats["count_shards"] = num_shards

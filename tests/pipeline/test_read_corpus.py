@@ -158,3 +158,24 @@ def test_dofns_and_specs_pickle():
     fn = ReadRangeFn(CorpusSpec("jsonl", text_field="a.b"))
     for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
         assert loads(dumps(fn)).spec == fn.spec
+
+
+def test_counters_count_documents_dead_letters_and_files(tmp_path):
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from pipeline.config import validate_settings
+    from pipeline.train_pipeline import TrainJob, build_train_graph
+
+    path = write_jsonl(tmp_path / "c.jsonl", [f"doc {i}" for i in range(20)], extra=[b"{oops", b'{"x": 1}'])
+    spec = CorpusSpec("jsonl")
+    plan = plan_corpus([InputSpec(str(path))], spec, range_bytes=100)
+    job = TrainJob(str(tmp_path / "out"), validate_settings({}), corpus=spec)
+    pipeline = beam.Pipeline(runner="FnApiRunner")
+    build_train_graph(pipeline, plan, job, num_shards=2)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter())["counters"]}
+    assert counters["ranges"] == len(plan.ranges)
+    assert (counters["documents_read"], counters["documents_ok"], counters["dead_letters"]) == (22, 20, 2)
+    assert counters["documents_counted"] == 20 and counters["dead_letter_records"] == 2
+    assert counters["dead_letters_written"] == 2 and counters["count_shards_written"] == 2

@@ -1,0 +1,287 @@
+"""Entry point: encode a corpus into token-id shards with Apache Beam (``beam-bpe encode --input ...``).
+
+    tokenizer check, plan, resume check (driver)
+    ReadCorpus -> EncodeDocuments -> WriteShards                       (Beam, any runner, one terminal branch)
+    shard stats -> manifest.json -> COMPLETED                            (driver)
+
+One shard per input range, fixed by the plan before anything runs. A rerun into the same directory skips the
+shards that are complete and rewrites the rest; the result is byte-identical to an uninterrupted run. A directory
+holding (part of) a job with another tokenizer, input list or settings is refused: every run records the job's
+fingerprint in ``_shards/job.json`` before it writes anything, and every shard's stats file carries it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+import fsspec
+
+import bpe_core
+from pipeline import encode_shard_io as shard_io
+from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.driver import Reporter, finish_output
+from pipeline.encode_documents import EncodeDocuments, EncodeError, open_tokenizer, resolve_policy
+from pipeline.encode_shard_io import SHARD_FORMATS, ShardLayout
+from pipeline.files import COMPLETED, MANIFEST, OutputError
+from pipeline.options import pipeline_options, runner_name
+from pipeline.read_corpus import ReadCorpus
+from pipeline.write_shards import WriteShards
+
+JOB_FILE = "job.json"
+SUMMED = ("documents_read", "documents", "dead_letters", "tokens", "text_bytes", "verified")
+
+
+@dataclass
+class EncodeJob:
+    """Everything an encoding run needs besides the Beam options."""
+
+    tokenizer: str
+    inputs: list[InputSpec]
+    out: str
+    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    shard_format: str = "parquet"
+    pretokenizer: str | None = None  # for rank-only .tiktoken files
+    special_tokens: str = "ordinary"
+    bos: str | None = None  # None, "auto" or a token's text
+    eos: str | None = None
+    range_bytes: int = DEFAULT_RANGE_BYTES
+    verify: bool = False
+    prefix: str = "tokens"
+    overwrite: bool = False
+    fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
+
+
+def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: Reporter | None = None) -> dict:
+    """Check, plan, encode (Beam) and finish the output directory; return the manifest (plus a ``run`` section
+    that is printed, not written: runner, seconds, shards skipped as already complete).
+
+    >>> run_encode(EncodeJob("tok.bpe", [InputSpec("c/*.jsonl.gz")], "out"))  # doctest: +SKIP
+    """
+    beam_args = list(beam_args or [])
+    reporter = reporter or Reporter()
+    started = time.perf_counter()
+    job = _with_absolute_paths(job)
+    _check_job(job)
+    tok, ref = open_tokenizer(job.tokenizer, job.pretokenizer)  # a bad hash or version stops here, before any work
+    policy = resolve_policy(tok, special_tokens=job.special_tokens, bos=job.bos, eos=job.eos)
+    plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
+    dtype = shard_io.shard_dtype(job.shard_format, tok.n_vocab)
+    identity = job_identity(job, ref.sha256, plan, dataclasses.asdict(policy), dtype)
+    fingerprint = _sha256_json(identity)
+    layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.sha256, fingerprint)
+    reporter.stage("plan", files=len(plan.files), ranges=len(plan.ranges), bytes=plan.total_bytes, fingerprint=fingerprint[:16])
+    finished = prepare_encode_output(layout, identity, overwrite=job.overwrite)
+    if finished is not None:
+        reporter.stage("done", out=job.out, already_complete=True)
+        return dict(finished, run={"runner": runner_name(beam_args), "seconds": 0.0, "shards_skipped": len(plan.ranges), "already_complete": True})
+    done = complete_shards(layout)
+    todo = [r for r in plan.ranges if r.index not in done]
+    reporter.stage("resume", shards=len(plan.ranges), complete=len(done), todo=len(todo))
+    if todo:
+        _run_pipeline(CorpusPlan(plan.files, todo), job, ref, policy, layout, beam_args)
+    manifest = build_manifest(layout, plan, tok, job.tokenizer, identity, policy)
+    finish_output(job.out, manifest)
+    shard_io.remove(layout.path(shard_io.TMP_DIR))
+    seconds = round(time.perf_counter() - started, 3)
+    reporter.stage("done", out=job.out, seconds=seconds)
+    return dict(manifest, run={"runner": runner_name(beam_args), "seconds": seconds, "shards_skipped": len(done), "already_complete": False})
+
+
+def build_encode_graph(pipeline: beam.Pipeline, plan: CorpusPlan, job: EncodeJob, ref, policy, layout: ShardLayout):
+    """Add the encoding stages to ``pipeline``; return the terminal collection (one ShardWritten per shard)."""
+    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan, job.corpus)
+    encoded = batches | "EncodeDocuments" >> EncodeDocuments(ref, policy, layout.dtype, verify=job.verify)
+    return encoded | "WriteShards" >> WriteShards(layout, fail_at_shard=job.fail_at_shard)
+
+
+def _run_pipeline(plan: CorpusPlan, job: EncodeJob, ref, policy, layout: ShardLayout, beam_args: list[str]) -> None:
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.ranges)))
+    build_encode_graph(pipeline, plan, job, ref, policy, layout)
+    result = pipeline.run()
+    result.wait_until_finish()
+    client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
+    if client is not None:
+        client.close()
+
+
+# ------------------------------------------------------------------ identity, resume, refusal
+def job_identity(job: EncodeJob, tokenizer_sha256: str, plan: CorpusPlan, policy: dict, dtype: str) -> dict:
+    """What the output depends on (tokenizer, inputs, settings, library version): hashed into the fingerprint."""
+    corpus = dataclasses.asdict(job.corpus)
+    settings = dict(corpus, range_bytes=job.range_bytes, shard_format=job.shard_format, prefix=job.prefix, verify=job.verify, dtype=dtype, **policy)
+    return {
+        "tokenizer": {"sha256": tokenizer_sha256, "pretokenizer_option": job.pretokenizer},
+        "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
+        "settings": settings,
+        "beam_bpe_version": bpe_core.__version__,
+    }
+
+
+def _sha256_json(value: dict) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: bool) -> dict | None:
+    """Make ``out`` ready: the finished manifest if this very job is already complete, else None (resume).
+
+    Refuses a directory holding a finished output of another kind, or (part of) an encoding job with another
+    fingerprint, unless ``overwrite``; then removes only the files the layout names.
+    """
+    job_path = layout.path(shard_io.STATS_DIR, JOB_FILE)
+    previous = json.loads(shard_io.read_file(job_path)) if shard_io.exists(job_path) else None
+    completed = shard_io.exists(layout.path(COMPLETED))
+    if previous is not None and _sha256_json(previous) == layout.fingerprint:
+        if completed:
+            return json.loads(shard_io.read_file(layout.path(MANIFEST)))
+    elif previous is not None or completed:
+        if not overwrite:
+            what = f"a different encoding job ({_differences(previous, identity)} differ)" if previous else "a finished output of another job"
+            raise OutputError(
+                f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it"
+            )
+        _remove_outputs(layout, everything=True)
+    shard_io.remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
+    shard_io.remove(layout.path(MANIFEST))
+    shard_io.remove(layout.path(shard_io.TMP_DIR))
+    _remove_outputs(layout, everything=False)
+    shard_io.write_file(job_path, (json.dumps(identity, indent=1, sort_keys=True) + "\n").encode())
+    return None
+
+
+def _differences(previous: dict, identity: dict) -> str:
+    keys = [k for k in ("tokenizer", "inputs", "beam_bpe_version") if previous.get(k) != identity.get(k)]
+    old, new = previous.get("settings", {}), identity["settings"]
+    keys += [f"--{k.replace('_', '-')}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return ", ".join(keys) or "settings"
+
+
+def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
+    """Remove shard files that are not complete shards of this job (all of them with ``everything``)."""
+    keep = set() if everything else complete_shards(layout)
+    fs, root = fsspec.core.url_to_fs(layout.out_dir)
+    if not fs.exists(root):
+        return
+    pattern = ("*" if everything else layout.prefix) + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*"
+    mine = {n for i in keep for n in layout.data_files(i)} | {layout.name(i) + ".jsonl" for i in keep}
+    for folder in (root, root.rstrip("/") + "/" + shard_io.DEAD_DIR):
+        for path in fs.glob(folder.rstrip("/") + "/" + pattern) + fs.glob(folder.rstrip("/") + "/.tmp-*"):
+            if os.path.basename(path) not in mine:
+                fs.rm(path)
+    if everything:
+        for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED):
+            shard_io.remove(layout.path(name))
+
+
+def complete_shards(layout: ShardLayout) -> set[int]:
+    """Indices of the shards of this job that are complete: stats file of this fingerprint, files of its sizes."""
+    done = set()
+    fs, _ = fsspec.core.url_to_fs(layout.out_dir)
+    for index in range(layout.num_shards):
+        stats = shard_io.read_stats(layout, index)
+        if stats is None:
+            continue
+        paths = {name: fsspec.core.url_to_fs(layout.path(name))[1] for name in stats["files"]}
+        if all(fs.exists(p) and fs.size(p) == stats["files"][n]["bytes"] for n, p in paths.items()):
+            done.add(index)
+    return done
+
+
+# ------------------------------------------------------------------ manifest
+def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, tokenizer_path: str, identity: dict, policy) -> dict:
+    """The manifest from the shards' stats files (no times, no runner: a rerun writes the same bytes)."""
+    shards = []
+    for rng in plan.ranges:
+        stats = shard_io.read_stats(layout, rng.index)
+        if stats is None:
+            raise RuntimeError(
+                f"the pipeline finished but shard {layout.name(rng.index)} is missing from {layout.out_dir}: the "
+                "runner did not run the writing step for it (see deploy/README.md for the runners' limits); rerun "
+                "the same command to write the missing shards"
+            )
+        rng_info = {"kind": rng.kind, "start": rng.start, "end": rng.end, "first_row": rng.first_row}
+        shards.append(dict({k: v for k, v in stats.items() if k != "fingerprint"}, range=rng_info))
+    totals = {key: sum(s[key] for s in shards) for key in SUMMED}
+    manifest = {
+        "kind": "beam-bpe encode",
+        "fingerprint": layout.fingerprint,
+        "tokenizer": _tokenizer_info(tok, tokenizer_path, identity, policy),
+        "settings": identity["settings"],
+        "inputs": identity["inputs"],
+        "shards": shards,
+        "sources": _per_source(shards, policy.extra_tokens),
+        "documents_read": totals["documents_read"],
+        "documents_written": totals["documents"],
+        "dead_letters": totals["dead_letters"],
+        "tokens": totals["tokens"],
+        "text_bytes": totals["text_bytes"],
+        "verified": totals["verified"],
+    }
+    check_reconciled(manifest)
+    return manifest
+
+
+def _tokenizer_info(tok, path: str, identity: dict, policy) -> dict:
+    info = tok.describe()
+    keep = ("name", "family", "kind", "normalizer", "pretokenizer", "n_vocab", "special_tokens")
+    return dict({k: info[k] for k in keep}, path=path, **identity["tokenizer"], bos_id=policy.bos_id, eos_id=policy.eos_id)
+
+
+def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
+    by_source: dict[str, dict] = {}
+    for s in shards:
+        acc = by_source.setdefault(s["source"], {"path": s["source"], "documents": 0, "text_bytes": 0, "tokens": 0})
+        acc["documents"] += s["documents"]
+        acc["text_bytes"] += s["text_bytes"]
+        acc["tokens"] += s["tokens"] - extra_tokens * s["documents"]  # BOS/EOS are not text
+    for acc in by_source.values():
+        acc["bytes_per_token"] = round(acc["text_bytes"] / acc["tokens"], 4) if acc["tokens"] else None
+    return [by_source[k] for k in sorted(by_source)]
+
+
+def check_reconciled(manifest: dict) -> None:
+    read, written, dead = manifest["documents_read"], manifest["documents_written"], manifest["dead_letters"]
+    if read != written + dead:
+        raise RuntimeError(
+            f"counts do not reconcile: documents_read={read} but documents_written={written} + dead_letters={dead}; "
+            "a stage lost documents: this is a bug, please report it with the manifest"
+        )
+
+
+def summary_line(manifest: dict) -> str:
+    """The one-line summary printed at the end of a run."""
+    run = manifest.get("run", {})
+    mb = manifest["text_bytes"] / 1e6
+    rate = f", {mb / run['seconds']:.2f} MB/s" if run.get("seconds") else ""
+    skipped = f", {run['shards_skipped']} already complete" if run.get("shards_skipped") else ""
+    verified = f", {manifest['verified']} verified" if manifest["settings"]["verify"] else ""
+    return (
+        f"encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
+        f"{manifest['tokens']} tokens in {len(manifest['shards'])} {manifest['settings']['shard_format']} shards"
+        f"{skipped}; {manifest['dead_letters']} dead letters{verified}{rate}"
+    )
+
+
+# ------------------------------------------------------------------ checks
+def _with_absolute_paths(job: EncodeJob) -> EncodeJob:
+    """Local paths made absolute: workers of another process or directory must find the same files."""
+
+    def absolute(path: str) -> str:
+        return path if "://" in path else os.path.abspath(path)
+
+    inputs = [InputSpec(absolute(i.pattern), i.weight) for i in job.inputs]
+    return dataclasses.replace(job, tokenizer=absolute(job.tokenizer), out=absolute(job.out), inputs=inputs)
+
+
+def _check_job(job: EncodeJob) -> None:
+    if job.shard_format not in SHARD_FORMATS:
+        raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {job.shard_format!r}")
+    if not job.prefix or any(c in job.prefix for c in "/\\*?[]") or job.prefix.startswith("."):
+        raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {job.prefix!r}")
+    if not job.inputs:
+        raise EncodeError("nothing to encode: pass --input PATH_OR_GLOB (repeatable)")

@@ -1,0 +1,163 @@
+"""Stage: write the token-id shards, one per input range: the encoding pipeline's one terminal branch.
+
+    EncodedBatch -> WritePart (one Arrow part file per batch, under _tmp/) -> (range, PartInfo)
+                 -> GroupByKey(range) -> FinalizeShard (parts in batch order -> shard files, dead letters, stats)
+
+Only small ``PartInfo`` records go through the shuffle, never the tokens, so a range of any size (a whole
+compressed file is one range) is written with memory bounded by one batch, on every runner: the Dask runner keeps
+every collection in memory. Every write goes to a temporary name first and a shard's stats file is written last,
+so a retried bundle or a rerun produces the same files and never a half file; a finalizer that finds its shard
+already complete (a retry) only reports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from pipeline.encode_documents import EncodedBatch
+from pipeline.encode_shard_io import (
+    ShardLayout,
+    part_bytes,
+    read_stats,
+    remove,
+    write_dead_letters,
+    write_file,
+    write_megatron_shard,
+    write_parquet_shard,
+    write_stats,
+)
+from pipeline.records import DeadLetter
+
+NAMESPACE = "beam_bpe.write_shards"
+
+
+class PartInfo(NamedTuple):
+    """What the finalizer needs to know of one written part: small, it goes through the shuffle."""
+
+    batch_index: int
+    last: bool
+    source: str
+    position_kind: str
+    documents_read: int
+    documents: int
+    tokens: int
+    text_bytes: int
+    verified: int
+    dead_letters: list[DeadLetter]
+    path: str  # "" when the batch holds no document to write
+
+
+class ShardWritten(NamedTuple):
+    """The result of the pipeline: one per shard, with the stats recorded in ``_shards/{name}.json``."""
+
+    index: int
+    stats: dict
+
+
+class WritePartFn(beam.DoFn):
+    """Encoded batch -> its part file (deterministic name: a retry writes the same bytes) -> ``(range, PartInfo)``."""
+
+    def __init__(self, layout: ShardLayout) -> None:
+        self.layout = layout
+        self.parts = Metrics.counter(NAMESPACE, "parts_written")
+        self.part_bytes = Metrics.counter(NAMESPACE, "part_bytes_written")
+
+    def process(self, batch: EncodedBatch) -> Iterator[tuple[int, PartInfo]]:
+        path = ""
+        if len(batch.lengths):
+            path = self.layout.part_path(batch.range_index, batch.batch_index)
+            written = write_file(path, part_bytes(batch.positions, batch.lengths, batch.tokens))
+            self.parts.inc()
+            self.part_bytes.inc(written["bytes"])
+        info = PartInfo(
+            batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
+            len(batch.lengths), int(batch.lengths.sum()), batch.text_bytes, batch.verified, batch.dead_letters, path,
+        )  # fmt: skip
+        yield batch.range_index, info
+
+
+class FinalizeShardFn(beam.DoFn):
+    """``(range, [PartInfo])`` -> the shard's files, its dead letters and its stats file -> ``ShardWritten``.
+
+    ``fail_at_shard`` is a test-only fault hook: the finalizer of that shard raises before writing anything.
+    """
+
+    def __init__(self, layout: ShardLayout, *, fail_at_shard: int | None = None) -> None:
+        self.layout, self.fail_at_shard = layout, fail_at_shard
+        self.shards = Metrics.counter(NAMESPACE, "shards_written")
+        self.already = Metrics.counter(NAMESPACE, "shards_already_complete")
+        self.dead_letters = Metrics.counter(NAMESPACE, "dead_letters_written")
+
+    def process(self, element: tuple[int, Iterable[PartInfo]]) -> Iterator[ShardWritten]:
+        index, infos = element
+        stats = read_stats(self.layout, index)
+        if stats is not None:  # a retried bundle: the shard was completed by the first attempt
+            self.already.inc()
+            yield ShardWritten(index, stats)
+            return
+        if index == self.fail_at_shard:
+            raise RuntimeError(f"test fault: FinalizeShard fails at shard {index} (fail_at_shard)")
+        parts = _in_order(index, list(infos))
+        yield ShardWritten(index, self._write(index, parts))
+
+    def _write(self, index: int, parts: list[PartInfo]) -> dict:
+        layout, first = self.layout, parts[0]
+        paths = [p.path for p in parts if p.path]
+        if layout.shard_format == "parquet":
+            files = write_parquet_shard(layout, index, paths, first.source, first.position_kind)
+        else:
+            files = write_megatron_shard(layout, index, paths)
+        dead = [d for p in parts for d in p.dead_letters]
+        files.update(write_dead_letters(layout, index, dead))
+        stats = {
+            "index": index,
+            "name": layout.name(index),
+            "fingerprint": layout.fingerprint,
+            "source": first.source,
+            "position_kind": first.position_kind,
+            "files": files,
+            "batches": len(parts),
+            **{key: sum(getattr(p, key) for p in parts) for key in ("documents_read", "documents", "tokens", "text_bytes", "verified")},
+            "dead_letters": len(dead),
+        }
+        write_stats(layout, index, stats)  # last: from here on the shard is complete
+        remove(layout.path("_tmp", layout.name(index)))
+        self.shards.inc()
+        self.dead_letters.inc(len(dead))
+        return stats
+
+
+def _in_order(index: int, parts: list[PartInfo]) -> list[PartInfo]:
+    """The parts sorted by batch index, checked to be exactly 0..k with the last one marked last."""
+    parts.sort(key=lambda p: p.batch_index)
+    indices = [p.batch_index for p in parts]
+    if indices != list(range(len(parts))) or not parts[-1].last or any(p.last for p in parts[:-1]):
+        raise RuntimeError(
+            f"shard {index}: got the parts {indices} (last: {[p.last for p in parts]}), expected 0..k with only k "
+            "marked last: a batch was lost or duplicated on the way; this is a bug, please report it"
+        )
+    return parts
+
+
+class WriteShards(beam.PTransform):
+    """``PCollection[EncodedBatch] -> PCollection[ShardWritten]``: one shard per input range, documents in order.
+
+    >>> written = encoded | "WriteShards" >> WriteShards(layout)  # doctest: +SKIP
+    """
+
+    def __init__(self, layout: ShardLayout, *, fail_at_shard: int | None = None) -> None:
+        super().__init__()
+        self.layout, self.fail_at_shard = layout, fail_at_shard
+
+    def expand(self, encoded):
+        return (
+            encoded
+            | "WriteParts" >> beam.ParDo(WritePartFn(self.layout))
+            | "GroupPartsByShard" >> beam.GroupByKey()
+            | "FinalizeShards" >> beam.ParDo(FinalizeShardFn(self.layout, fail_at_shard=self.fail_at_shard))
+        )
+
