@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from typing import Union
+from typing import Literal, Union, cast
 
 import regex
 
@@ -70,7 +70,9 @@ class PreTokenizer:
         return PreTokenizer(self.patterns, normalizer=normalizer, name=self.name)
 
     def normalize(self, text: str) -> str:
-        return unicodedata.normalize(self.normalizer, text) if self.normalizer else text
+        if not self.normalizer:
+            return text
+        return unicodedata.normalize(cast(Literal["NFC", "NFKC"], self.normalizer), text)
 
     def split(self, text: str) -> list[str]:
         """The pieces of ``text`` (normalized first); their concatenation is the normalized text."""
