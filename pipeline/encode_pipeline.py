@@ -201,7 +201,7 @@ def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, tokenizer_path: s
         if stats is None:
             raise RuntimeError(
                 f"the pipeline finished but shard {layout.name(rng.index)} is missing from {layout.out_dir}: the "
-                "runner did not run the writing step for it (see deploy/README.md for the runners' limits); rerun "
+                "runner did not run the writing step for it (see the runner notes in pipeline/options.py); rerun "
                 "the same command to write the missing shards"
             )
         rng_info = {"kind": rng.kind, "start": rng.start, "end": rng.end, "first_row": rng.first_row}
@@ -260,8 +260,9 @@ def summary_line(manifest: dict) -> str:
     rate = f", {mb / run['seconds']:.2f} MB/s" if run.get("seconds") else ""
     skipped = f", {run['shards_skipped']} already complete" if run.get("shards_skipped") else ""
     verified = f", {manifest['verified']} verified" if manifest["settings"]["verify"] else ""
+    done = "already complete: " if run.get("already_complete") else ""
     return (
-        f"encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
+        f"{done}encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
         f"{manifest['tokens']} tokens in {len(manifest['shards'])} {manifest['settings']['shard_format']} shards"
         f"{skipped}; {manifest['dead_letters']} dead letters{verified}{rate}"
     )

@@ -229,8 +229,16 @@ def _npy(array: np.ndarray) -> bytes:
 def write_dead_letters(layout: ShardLayout, index: int, dead_letters: list) -> dict:
     if not dead_letters:
         return {}
-    lines = [json.dumps(d.to_json_dict(), ensure_ascii=False) + "\n" for d in dead_letters]
-    return {posixpath.join(DEAD_DIR, layout.name(index) + ".jsonl"): write_file(layout.dead_letters_path(index), "".join(lines).encode("utf-8", "surrogatepass"))}
+    data = b"".join(_json_line(d.to_json_dict()) for d in dead_letters)
+    return {posixpath.join(DEAD_DIR, layout.name(index) + ".jsonl"): write_file(layout.dead_letters_path(index), data)}
+
+
+def _json_line(record: dict) -> bytes:
+    """One JSON line, valid UTF-8 even where the record holds lone surrogates (escaped as ``\\udXXX`` then)."""
+    try:
+        return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(record) + "\n").encode("ascii")
 
 
 def write_stats(layout: ShardLayout, index: int, stats: dict) -> None:
