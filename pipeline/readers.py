@@ -4,6 +4,9 @@ Text and JSONL ranges are read as blocks of whole lines: a line belongs to the r
 ranges cut at arbitrary byte offsets still give every line exactly once. JSONL blocks are parsed with pyarrow's
 reader (3.4x faster than per-line ``json.loads`` on fortunes_multi); a block that fails to parse, or holds a bad
 record, is re-read line by line so that exactly the bad lines become dead letters.
+
+A plain-text document is a line without its final ``\n`` (a ``\r`` before it stays, as the peers keep it), or a
+whole file with ``--text-unit file``. Blank JSONL lines are not records (pyarrow skips them too).
 """
 
 from __future__ import annotations
