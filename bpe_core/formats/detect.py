@@ -1,8 +1,19 @@
-"""Recognise a tokenizer file by its content and load it."""
+"""Recognise a tokenizer file by its content and load it.
+
+Recognised: the own artifact (``tokenizer.bpe``), GGUF (``GGUF`` magic), Hugging Face ``tokenizer.json`` (a JSON
+object with a ``model``), GPT-2 ``vocab.json`` (a JSON object of integer ids, with ``merges.txt`` beside it) or
+``merges.txt`` (with ``vocab.json`` beside it), and ``.tiktoken`` rank files. A folder is searched for
+``tokenizer.json``, ``tokenizer.bpe``, then ``vocab.json``. Only the first 4 KiB decide, so a multi-gigabyte
+GGUF model file is never read whole.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import TYPE_CHECKING
+
+import fsspec
 
 from bpe_core._io import read_bytes
 from bpe_core.errors import TokenizerFileError
@@ -11,38 +22,120 @@ if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
     from bpe_core.tokenizer import Tokenizer
 
+HEAD_BYTES = 4096
+FOLDER_FILES = ("tokenizer.json", "tokenizer.bpe", "vocab.json")
+KINDS = ("artifact", "gguf", "json", "gpt2-merges", "tiktoken")
+
 
 def sniff(data: bytes) -> str:
-    """``"artifact"``, ``"tiktoken"`` or ``"unknown"`` from the first bytes of a file."""
+    """One of :data:`KINDS` or ``"unknown"`` from the first bytes of a file (``"json"``: parse to tell
+    ``tokenizer.json`` from ``vocab.json``)."""
     from bpe_core.formats.artifact import MAGIC
 
-    head = data[:4096]
+    head = data[:HEAD_BYTES]
     if head.startswith(MAGIC.encode() + b"\n"):
         return "artifact"
+    if head.startswith(b"GGUF"):
+        return "gguf"
+    if head.lstrip()[:1] == b"{":
+        return "json"
+    if head.startswith(b"#version"):
+        return "gpt2-merges"
     first = head.split(b"\n", 1)[0].split()
-    if len(first) == 2 and first[1].isdigit():
+    if len(first) == 2 and first[1].isdigit() and _is_base64(first[0]):
         return "tiktoken"
+    if len(first) == 2 and b"\x00" not in head:
+        return "gpt2-merges"
     return "unknown"
 
 
+def _is_base64(token: bytes) -> bool:
+    try:
+        base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
 def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tokenizer:
-    """Load the own artifact or a ``.tiktoken`` file (which needs ``pretokenizer``)."""
-    from bpe_core.formats.artifact import loads_artifact
+    """Load any supported file; ``pretokenizer`` is required for ``.tiktoken`` files, overrides the one of GGUF
+    and GPT-2 files, and is refused for files that carry their own (artifact, ``tokenizer.json``)."""
+    path = _resolve_folder(str(path))
+    kind = sniff(_read_head(path))
+    if kind == "gguf":
+        from bpe_core.formats.gguf_file import load_gguf
+
+        return load_gguf(path, pretokenizer=pretokenizer)
+    if kind == "gpt2-merges":
+        from bpe_core.formats.gpt2_files import load_gpt2_files, sibling
+
+        return load_gpt2_files(sibling(path, "vocab.json"), path, pretokenizer=pretokenizer)
+    data = read_bytes(path)
+    if kind == "artifact":
+        from bpe_core.formats.artifact import loads_artifact
+
+        _refuse_override(path, pretokenizer, "a beam-bpe artifact")
+        tok = loads_artifact(data, path)
+        tok.family = tok.family or "beam-bpe artifact"
+        return tok
+    if kind == "json":
+        return _load_json(data, path, pretokenizer)
+    if kind == "tiktoken":
+        return _load_tiktoken(path, pretokenizer)
+    raise TokenizerFileError(
+        path, "not a tokenizer file this version recognises (beam-bpe artifact, tokenizer.json, vocab.json + "
+        "merges.txt, GGUF or .tiktoken rank file)"
+    )
+
+
+def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) -> Tokenizer:
+    from bpe_core.formats.gpt2_files import load_gpt2_files
+    from bpe_core.formats.huggingface import loads_huggingface, parse_json
+
+    spec = parse_json(data, path)
+    if isinstance(spec, dict) and spec and all(isinstance(v, int) for v in spec.values()):
+        return load_gpt2_files(path, pretokenizer=pretokenizer)
+    if isinstance(spec, dict) and isinstance(spec.get("model"), dict):
+        _refuse_override(path, pretokenizer, "a Hugging Face tokenizer.json")
+        return loads_huggingface(data, path)
+    raise TokenizerFileError(path, "a JSON file that is neither a tokenizer.json (no 'model') nor a GPT-2 vocab.json")
+
+
+def _load_tiktoken(path: str, pretokenizer: PreTokenizerSpec | None) -> Tokenizer:
     from bpe_core.formats.tiktoken_file import load_tiktoken
 
-    data = read_bytes(path)
-    kind = sniff(data)
-    if kind == "artifact":
-        if pretokenizer is not None:
-            raise ValueError(f"{path} carries its own pre-tokenizer; --pretokenizer applies to .tiktoken files only")
-        return loads_artifact(data, str(path))
-    if kind == "tiktoken":
-        if pretokenizer is None:
-            raise ValueError(
-                f"{path} is a .tiktoken rank file, which carries no pre-tokenizer: pass one "
-                "(pretokenizer='cl100k' in Python, --pretokenizer cl100k on the command line)"
-            )
-        return load_tiktoken(str(path), pretokenizer=pretokenizer, special_tokens={})
-    raise TokenizerFileError(
-        path, "not a tokenizer file this version recognises (beam-bpe artifact or .tiktoken rank file)"
-    )
+    if pretokenizer is None:
+        raise ValueError(
+            f"{path} is a .tiktoken rank file, which carries no pre-tokenizer: pass one "
+            "(pretokenizer='cl100k' in Python, --pretokenizer cl100k on the command line)"
+        )
+    tok = load_tiktoken(path, pretokenizer=pretokenizer, special_tokens={})
+    tok.family = tok.family or "tiktoken rank file"
+    return tok
+
+
+def _refuse_override(path: str, pretokenizer: PreTokenizerSpec | None, what: str) -> None:
+    if pretokenizer is not None:
+        raise ValueError(
+            f"{path} is {what}, which carries its own pre-tokenizer; --pretokenizer applies to .tiktoken, GGUF "
+            "and vocab.json/merges.txt files only"
+        )
+
+
+def _read_head(path: str) -> bytes:
+    try:
+        with fsspec.open(path, "rb") as f:
+            return f.read(HEAD_BYTES)
+    except IsADirectoryError:
+        raise TokenizerFileError(path, f"is a folder without any of {', '.join(FOLDER_FILES)}") from None
+
+
+def _resolve_folder(path: str) -> str:
+    """A folder stands for the first tokenizer file found in it."""
+    fs, local = fsspec.core.url_to_fs(path)
+    if not fs.isdir(local):
+        return path
+    for name in FOLDER_FILES:
+        if fs.exists(f"{local.rstrip('/')}/{name}"):
+            return f"{path.rstrip('/')}/{name}"
+    raise TokenizerFileError(path, f"is a folder without any of {', '.join(FOLDER_FILES)}")
