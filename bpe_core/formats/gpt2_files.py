@@ -42,8 +42,8 @@ def load_gpt2_files(
 
     vocab_path = str(vocab_path)
     merges_path = str(merges_path) if merges_path is not None else sibling(vocab_path, "merges.txt")
-    text_to_id = parse_vocab_json(read_bytes(vocab_path), vocab_path)
-    merges = parse_merges_txt(read_bytes(merges_path), merges_path, text_to_id)
+    text_to_id = parse_vocab_json(_read_partner(vocab_path, merges_path), vocab_path)
+    merges = parse_merges_txt(_read_partner(merges_path, vocab_path), merges_path, text_to_id)
     if special_tokens is None:
         special_tokens = {t: i for t, i in text_to_id.items() if t == "<|endoftext|>"}
     vocab = byte_vocab(text_to_id, set(special_tokens.values()), merge_token_ids(merges, text_to_id), vocab_path)
@@ -52,6 +52,16 @@ def load_gpt2_files(
         return Tokenizer(vocab, merges=merges, pretokenizer=pre, special_tokens=special_tokens, family=FAMILY)
     except (VocabularyError, ValueError) as exc:
         raise TokenizerFileError(vocab_path, f"with {merges_path}: {exc}") from None
+
+
+def _read_partner(path: str, other: str) -> bytes:
+    try:
+        return read_bytes(path)
+    except FileNotFoundError:
+        raise TokenizerFileError(
+            other, f"its partner {path} does not exist: vocab.json and merges.txt belong together (pass both paths "
+            "to Tokenizer.from_gpt2_files)"
+        ) from None
 
 
 def sibling(path: str, name: str) -> str:
