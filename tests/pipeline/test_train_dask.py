@@ -30,7 +30,7 @@ DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as local:  # fmt: skip
+                                  dashboard_address=":0") as local:  # fmt: skip
         yield local
 
 
