@@ -42,12 +42,11 @@ def _docs(work: Path) -> list[str]:
 
 
 def phase(name: str, work: Path, vocab: int) -> dict:
-    from bpe_core.presets import GPT2_HF_PATTERN
-
-    import bpe_core  # imports stay outside the timed region (apache_beam alone takes ~2 s to import)
     import rustbpe
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+    import bpe_core  # imports stay outside the timed region (apache_beam alone takes ~2 s to import)
+    from bpe_core.presets import GPT2_HF_PATTERN
     from pipeline.cli import main
 
     inputs = [a for p in sorted(work.glob("*.jsonl")) for a in ("--input", str(p))]
