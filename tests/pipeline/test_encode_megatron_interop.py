@@ -1,0 +1,56 @@
+"""Megatron-LM reads our ``.bin``/``.idx`` shards: ``megatron.core.datasets.indexed_dataset.IndexedDataset`` gives
+every document's ids back, for a uint16 vocabulary (r50k) and an int32 one (cl100k), and for an empty shard.
+
+megatron-core needs torch; neither is in the test extra (torch is large). This test skips where they are absent,
+and fails instead under ``BEAM_BPE_REQUIRE_MEGATRON=1`` (set by ``.ci/run``, which installs them).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+
+import pytest
+from conftest import openai_encoding, tiktoken_openai
+from pipeline_testlib import write_jsonl
+from test_encode_e2e import encode_cli, manifest, r50k_file, sample_docs, write_inputs  # noqa: F401
+
+from bpe_core import Tokenizer
+
+INSTALL = "pip install torch==2.13.0 && pip install megatron-core"
+
+
+def _indexed_dataset():
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Transformer Engine and Apex are not installed": irrelevant here
+            return importlib.import_module("megatron.core.datasets.indexed_dataset").IndexedDataset
+    except ImportError as exc:
+        message = f"megatron-core is not installed ({exc}); to run this test: {INSTALL}"
+        if os.environ.get("BEAM_BPE_REQUIRE_MEGATRON") == "1":
+            pytest.fail(message + " (BEAM_BPE_REQUIRE_MEGATRON=1 makes its absence an error)")
+        pytest.skip(message)
+
+
+@pytest.mark.parametrize("vocab", ["r50k", "cl100k"])
+def test_megatron_indexed_dataset_reads_our_shards(vocab, r50k_file, tmp_path):  # noqa: F811
+    IndexedDataset = _indexed_dataset()
+    docs = sample_docs()
+    inputs = write_inputs(tmp_path / "in", docs)
+    empty = write_jsonl(tmp_path / "in" / "z-only-bad.jsonl", [], extra=[b"{not json"])  # a shard with no document
+    if vocab == "r50k":
+        args, expected, dtype = (r50k_file,), [Tokenizer.load(r50k_file).encode_ordinary(d) + [50256] for d in docs], "uint16"
+    else:
+        enc = openai_encoding("cl100k")
+        args, expected, dtype = (enc["path"], "--pretokenizer", "cl100k"), tiktoken_openai("cl100k").encode_ordinary_batch(docs), "int32"
+    extra = ("--eos",) if vocab == "r50k" else ()
+    assert encode_cli(args[0], [*inputs, empty], tmp_path / "out", "--shard-format", "megatron", *args[1:], *extra) == 0
+    got = []
+    for shard in manifest(tmp_path / "out")["shards"]:
+        dataset = IndexedDataset(str(tmp_path / "out" / shard["name"]))
+        assert len(dataset) == shard["documents"] and dataset.index.dtype.__name__ == dtype
+        assert dataset.document_indices.tolist() == list(range(len(dataset) + 1))
+        got += [dataset[i].tolist() for i in range(len(dataset))]
+    assert got == expected
+    assert manifest(tmp_path / "out")["shards"][-1]["documents"] == 0
