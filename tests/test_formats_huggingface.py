@@ -229,6 +229,20 @@ def test_added_token_flags_match_tokenizers(write):
     assert assert_same_ids(ours, hf, texts, texts) == len(texts)
 
 
+def test_flagged_tokenizer_pickles(write):
+    import pickle
+
+    import cloudpickle
+
+    spec = byte_level_json(pre_tokenizer=byte_level(True), normalizer={"type": "NFC"}, added=FLAGGED)
+    tok = Tokenizer.from_file(write(spec))
+    text = "Hi <m> there ony <b> ǆ <s>"
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+        copy = loads(dumps(tok))
+        assert copy.token_flags == tok.token_flags and copy.family == tok.family
+        assert copy.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all")
+
+
 def test_merges_in_both_spellings_and_ignore_merges(write):
     merges = [(b"a", b"b"), (b"ab", b"c"), (b" ", b"ab")]
     spec = byte_level_json(pre_tokenizer=byte_level(True), merges=merges, model_extra={"ignore_merges": True})

@@ -48,9 +48,7 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
             path, f"tokenizer.ggml.model is {model!r} ({kind}); only 'gpt2' (byte-level BPE) vocabularies are supported"
         )
     tokens = _string_list(meta, "tokenizer.ggml.tokens", path)
-    types = meta.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens)
-    if len(types) != len(tokens):
-        raise TokenizerFileError(path, f"{len(tokens)} tokens but {len(types)} token types")
+    types = _token_types(meta.get("tokenizer.ggml.token_type"), len(tokens), path)
     vocab, specials, added = _split_tokens(tokens, types, path)
     merges = _merges(_string_list(meta, "tokenizer.ggml.merges", path), tokens, vocab, path)
     patterns, ignore_merges, pre_name = _pretokenizer(meta.get("tokenizer.ggml.pre"), pretokenizer, path)
@@ -62,7 +60,7 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
             special_tokens=specials,
             added_tokens=added,
             ignore_merges=ignore_merges,
-            name=meta.get("general.name") if isinstance(meta.get("general.name"), str) else None,
+            name=name if isinstance(name := meta.get("general.name"), str) else None,
             family=f"{FAMILY}, pre={pre_name}",
         )
     except (VocabularyError, ValueError) as exc:
@@ -74,6 +72,16 @@ def _string_list(meta: dict, key: str, path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TokenizerFileError(path, f"{key} is missing or not an array of strings")
     return value
+
+
+def _token_types(types: object, count: int, path: str) -> list[int]:
+    if types is None:
+        return [NORMAL] * count  # llama.cpp's default when the key is absent
+    if not isinstance(types, list) or not all(isinstance(t, int) for t in types):
+        raise TokenizerFileError(path, "tokenizer.ggml.token_type is not an array of integers")
+    if len(types) != count:
+        raise TokenizerFileError(path, f"{count} tokens but {len(types)} token types")
+    return types
 
 
 def _split_tokens(tokens: list[str], types: list[int], path: str):
