@@ -62,13 +62,15 @@ def test_info_on_gpt2_files_and_a_folder(capsys, tmp_path):
 
 
 def test_encode_and_convert_from_a_gguf_file(capsys, tmp_path):
-    path = str(data_path("llamacpp", "ggml-vocab-llama-bpe.gguf"))
+    path = str(data_path("llamacpp", "ggml-vocab-deepseek-coder.gguf"))  # ids from llama.cpp's test file
     assert main(["encode", "--tokenizer", path, "--text", "Hello world"]) == 0
-    assert capsys.readouterr().out.split() == ["9906", "1917"]
+    assert capsys.readouterr().out.split() == ["17535", "1835"]
     out = str(tmp_path / "tokenizer.bpe")
     assert main(["convert", "--tokenizer", path, "--out", out]) == 0
     capsys.readouterr()
-    assert Tokenizer.load(out).encode_ordinary(" this is 🦙.cpp") == [420, 374, 11410, 99, 247, 13, 11055]
+    converted = Tokenizer.load(out)
+    assert converted.encode_ordinary(" this is 🦙.cpp") == [437, 317, 12394, 99, 234, 13, 14789]
+    assert converted.encode_ordinary("<|User|>") == [32019] and converted.pretokenizer.name == "deepseek-coder"
 
 
 def test_override_rules(tmp_path):
