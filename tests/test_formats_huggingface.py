@@ -140,6 +140,19 @@ def test_trained_tokenizer_with_normalizer_and_added_tokens_round_trips(tmp_path
     assert again.token_flags == ours.token_flags and again.added_tokens == ours.added_tokens
 
 
+@pytest.mark.parametrize("preset", ("cl100k", "r50k", "o200k") if FULL else ("cl100k",))
+def test_rank_only_vocabulary_exported_matches_tiktoken(preset, tmp_path):
+    """A .tiktoken vocabulary goes out with derived merges and ignore_merges (special ids with gaps kept)."""
+    from conftest import ours_openai, tiktoken_openai
+
+    ours_openai(preset).to_huggingface(str(tmp_path / "tokenizer.json"))
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    ref = tiktoken_openai(preset)
+    texts = [t for _, t in str_cases()] + sample("multi_udhr")[:100] + ["a<|endoftext|>b<|endofprompt|>"]
+    expected = [ref.encode(t, allowed_special="all") for t in texts]
+    assert hf_ids(hf, texts) == expected and len(texts) > 3000
+
+
 # ------------------------------------------------------------------------------------------ components
 def byte_level_json(*, pre_tokenizer, normalizer=None, added=(), merges=(), model_extra=None) -> dict:
     """A tokenizer.json over the 256 byte tokens plus ``merges`` (pairs of byte strings)."""
