@@ -427,14 +427,12 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
     Words w;
     int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
     for_each_chunk(counts, [&](const uint8_t* p, size_t n, long long c) {
-        if (w.lens.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique chunks");
+        if (w.words.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique chunks");
         int64_t weight;
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), static_cast<int64_t>(c), &weight) ||
             __builtin_add_overflow(total, weight, &total))
             raise_overflow("the chunk counts add up to more than 2**63 pairs");
-        w.starts.push_back(w.toks.size());
-        w.lens.push_back(static_cast<uint32_t>(n));
-        w.counts.push_back(c);
+        w.words.push_back(Words::Word{w.toks.size(), static_cast<int64_t>(c), static_cast<uint32_t>(n)});
         w.toks.insert(w.toks.end(), p, p + n);
     });
     if (tie_break < 0 || tie_break > 2) throw nb::value_error("tie_break must be 0 (ids), 1 (huggingface) or 2 (bytes)");

@@ -22,9 +22,10 @@ MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t
         token_bytes_.emplace_back(1, static_cast<char>(b));
         bytes_to_id_.insert(reinterpret_cast<const uint8_t*>(token_bytes_.back().data()), 1, b);
     }
-    for (uint32_t wi = 0; wi < w_.lens.size(); ++wi) {
-        const uint32_t* t = w_.toks.data() + w_.starts[wi];
-        for (uint32_t i = 0; i + 1 < w_.lens[wi]; ++i) add(uint64_t(t[i]) << 32 | t[i + 1], w_.counts[wi], wi);
+    for (uint32_t wi = 0; wi < w_.words.size(); ++wi) {
+        const Words::Word& word = w_.words[wi];
+        const uint32_t* t = w_.toks.data() + word.start;
+        for (uint32_t i = 0; i + 1 < word.len; ++i) add(uint64_t(t[i]) << 32 | t[i + 1], word.count, wi);
     }
     track_grown_ = true;
     heap_.reserve(pairs_.size() * 2);
@@ -95,9 +96,10 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
         if (k != key) add(k, delta, wi);
     };
     for (uint32_t wi : words) {
-        uint32_t* t = w_.toks.data() + w_.starts[wi];
-        const uint32_t n = w_.lens[wi];
-        const int64_t c = w_.counts[wi];
+        Words::Word& word = w_.words[wi];
+        uint32_t* t = w_.toks.data() + word.start;
+        const uint32_t n = word.len;
+        const int64_t c = word.count;
         uint32_t i = 0, out = 0;
         while (i < n) {
             if (i + 1 < n && t[i] == left && t[i + 1] == right) {
@@ -115,7 +117,7 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
                 t[out++] = t[i++];
             }
         }
-        w_.lens[wi] = out;
+        word.len = out;
     }
     info = pairs_.find(key);  // the table may have grown
     if (info) info->count = 0;
