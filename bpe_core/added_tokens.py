@@ -44,8 +44,12 @@ class AddedTokenFlags:
         return self == DEFAULT_FLAGS
 
     def as_dict(self) -> dict[str, bool]:
-        return {"lstrip": self.lstrip, "rstrip": self.rstrip, "single_word": self.single_word,
-                "normalized": self.normalized}
+        return {
+            "lstrip": self.lstrip,
+            "rstrip": self.rstrip,
+            "single_word": self.single_word,
+            "normalized": self.normalized,
+        }
 
 
 DEFAULT_FLAGS = AddedTokenFlags()

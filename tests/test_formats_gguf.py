@@ -86,8 +86,11 @@ def write_gguf(path, *, tokens, types=None, merges=(), model="gpt2", pre="gpt-2"
 
 
 BYTES = [bytes_to_token_string(bytes([b])) for b in range(256)]
-SMALL = {"tokens": BYTES + ["ab", "abc", "Ġab", "<ctl>", "ab!", "ab!!"],
-         "types": [1] * 259 + [3, 4, 4], "merges": ["a b", "ab c", "Ġ ab"]}
+SMALL = {
+    "tokens": BYTES + ["ab", "abc", "Ġab", "<ctl>", "ab!", "ab!!"],
+    "types": [1] * 259 + [3, 4, 4],
+    "merges": ["a b", "ab c", "Ġ ab"],
+}
 
 
 @pytest.mark.parametrize("big_endian", (False, True))

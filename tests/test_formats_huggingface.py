@@ -129,9 +129,15 @@ def test_trained_tokenizer_exported_gives_the_same_ids_in_tokenizers(preset, tmp
 
 def test_trained_tokenizer_with_normalizer_and_added_tokens_round_trips(tmp_path):
     base = trained("llama3")
-    ours = Tokenizer(base.vocab, merges=base.merge_ids, pretokenizer=PreTokenizer.from_spec("llama3", normalizer="NFC"),
-                     special_tokens=base.special_tokens, added_tokens={"<tool>": 1600, " spaced": 1601},
-                     token_flags={"<tool>": AddedTokenFlags(lstrip=True, rstrip=True)}, ignore_merges=True)
+    ours = Tokenizer(
+        base.vocab,
+        merges=base.merge_ids,
+        pretokenizer=PreTokenizer.from_spec("llama3", normalizer="NFC"),
+        special_tokens=base.special_tokens,
+        added_tokens={"<tool>": 1600, " spaced": 1601},
+        token_flags={"<tool>": AddedTokenFlags(lstrip=True, rstrip=True)},
+        ignore_merges=True,
+    )
     ours.to_huggingface(str(tmp_path / "tokenizer.json"))
     hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     texts = ["x <tool> y", "Cafe\u0301 spaced <tool>\n\n<|pad|>", "  <tool>  <tool>", " spaced spaced"]
@@ -161,15 +167,43 @@ def byte_level_json(*, pre_tokenizer, normalizer=None, added=(), merges=(), mode
     for left, right in merges:
         vocab.setdefault(bytes_to_token_string(left + right), len(vocab))
         merge_strings.append(f"{bytes_to_token_string(left)} {bytes_to_token_string(right)}")
-    model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-             "vocab": vocab, "merges": merge_strings, **(model_extra or {})}
-    added_tokens = [{"id": len(vocab) + i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
-                     "normalized": False, "special": False, **flags} for i, (c, flags) in enumerate(added)]
-    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added_tokens,
-            "normalizer": normalizer, "pre_tokenizer": pre_tokenizer, "post_processor": None,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-            "model": model}
+    model = {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "ignore_merges": False,
+        "vocab": vocab,
+        "merges": merge_strings,
+        **(model_extra or {}),
+    }
+    added_tokens = [
+        {
+            "id": len(vocab) + i,
+            "content": c,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": False,
+            **flags,
+        }
+        for i, (c, flags) in enumerate(added)
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added_tokens,
+        "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": model,
+    }
 
 
 def byte_level(use_regex=False) -> dict:
@@ -187,8 +221,11 @@ def random_texts(n: int, seed: int = 7) -> list[str]:
 
 
 PRE_TOKENIZERS = {
-    **{f"split-{b}-{inv}": split(r"\d+|[.,]", b, inv)
-       for b in ("Isolated", "Contiguous", "MergedWithPrevious", "MergedWithNext") for inv in (False, True)},
+    **{
+        f"split-{b}-{inv}": split(r"\d+|[.,]", b, inv)
+        for b in ("Isolated", "Contiguous", "MergedWithPrevious", "MergedWithNext")
+        for inv in (False, True)
+    },
     "digits-individual": {"type": "Digits", "individual_digits": True},
     "digits-contiguous": {"type": "Digits", "individual_digits": False},
     "punctuation-isolated": {"type": "Punctuation", "behavior": "Isolated"},
@@ -211,9 +248,12 @@ def test_pre_tokenizer_pieces_match_tokenizers(name):
 
 
 def test_normalizer_sequences_compose(write):
-    for normalizer, expected in ((None, None), ({"type": "NFC"}, "NFC"),
-                                 ({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "NFKC"}]}, "NFKC"),
-                                 ({"type": "Sequence", "normalizers": []}, None)):
+    for normalizer, expected in (
+        (None, None),
+        ({"type": "NFC"}, "NFC"),
+        ({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "NFKC"}]}, "NFKC"),
+        ({"type": "Sequence", "normalizers": []}, None),
+    ):
         spec = byte_level_json(pre_tokenizer=byte_level(True), normalizer=normalizer)
         ours = Tokenizer.from_file(write(spec))
         assert ours.pretokenizer.normalizer == expected
@@ -223,9 +263,14 @@ def test_normalizer_sequences_compose(write):
 
 
 FLAGGED = [
-    ("<m>", {"lstrip": True}), ("<r>", {"rstrip": True}), ("<b>", {"lstrip": True, "rstrip": True}),
-    ("ony", {"single_word": True}), ("ﬁx", {"normalized": True}), ("<s>", {"special": True}),
-    ("<ss>", {"special": True, "normalized": True, "single_word": True}), ("ǆ", {"normalized": True}),
+    ("<m>", {"lstrip": True}),
+    ("<r>", {"rstrip": True}),
+    ("<b>", {"lstrip": True, "rstrip": True}),
+    ("ony", {"single_word": True}),
+    ("ﬁx", {"normalized": True}),
+    ("<s>", {"special": True}),
+    ("<ss>", {"special": True, "normalized": True, "single_word": True}),
+    ("ǆ", {"normalized": True}),
 ]
 
 
@@ -234,11 +279,23 @@ def test_added_token_flags_match_tokenizers(write):
     ours = Tokenizer.from_file(write(spec))
     hf = tokenizers.Tokenizer.from_str(json.dumps(spec))
     assert ours.token_flags["<m>"] == AddedTokenFlags(lstrip=True)
-    texts = ["Hi <m> there\t<m>\t<m>\u2000", "x  <r>  y<r>", " <b> <b>", "ony Anthony ony, _ony ony_", "fix ﬁx fix",
-             "e\u0301 ǆ dž <s><ss> <ss>x", "<m><r><b>", "\u3000<b>\u3000"] + random_texts(200, seed=3)
+    texts = [
+        "Hi <m> there\t<m>\t<m>\u2000",
+        "x  <r>  y<r>",
+        " <b> <b>",
+        "ony Anthony ony, _ony ony_",
+        "fix ﬁx fix",
+        "e\u0301 ǆ dž <s><ss> <ss>x",
+        "<m><r><b>",
+        "\u3000<b>\u3000",
+    ] + random_texts(200, seed=3)
     rng = random.Random(5)
-    texts += ["".join(rng.choice(["<m>", "<r>", "<b>", "ony", " ", "\t", "a", "ﬁx", "ǆ", "dž", "<ss>", "."])
-                      for _ in range(12)) for _ in range(400)]
+    texts += [
+        "".join(
+            rng.choice(["<m>", "<r>", "<b>", "ony", " ", "\t", "a", "ﬁx", "ǆ", "dž", "<ss>", "."]) for _ in range(12)
+        )
+        for _ in range(400)
+    ]
     assert assert_same_ids(ours, hf, texts, texts) == len(texts)
 
 
@@ -302,11 +359,17 @@ def test_unsupported_components_are_refused_by_name(write):
     refused(write, {**ok, "normalizer": {"type": "Lowercase"}}, "Lowercase")
     refused(write, {**ok, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "NFD"}]}}, "NFD")
     refused(write, {**ok, "decoder": {"type": "WordPiece"}}, "decoder", "WordPiece")
-    refused(write, {**ok, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split("a", "Removed"), byte_level()]}},
-            "Removed")
+    refused(
+        write,
+        {**ok, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split("a", "Removed"), byte_level()]}},
+        "Removed",
+    )
     refused(write, {**ok, "pre_tokenizer": {**byte_level(True), "add_prefix_space": True}}, "add_prefix_space")
-    refused(write, {**ok, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [byte_level(True), split("a", "Isolated")]}},
-            "after ByteLevel")
+    refused(
+        write,
+        {**ok, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [byte_level(True), split("a", "Isolated")]}},
+        "after ByteLevel",
+    )
     refused(write, {**ok, "model": {**ok["model"], "dropout": 0.1}}, "dropout")
     refused(write, {**ok, "model": {**ok["model"], "continuing_subword_prefix": "##"}}, "continuing_subword_prefix")
 

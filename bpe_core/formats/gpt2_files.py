@@ -59,8 +59,9 @@ def _read_partner(path: str, other: str) -> bytes:
         return read_bytes(path)
     except FileNotFoundError:
         raise TokenizerFileError(
-            other, f"its partner {path} does not exist: vocab.json and merges.txt belong together (pass both paths "
-            "to Tokenizer.from_gpt2_files)"
+            other,
+            f"its partner {path} does not exist: vocab.json and merges.txt belong together (pass both paths "
+            "to Tokenizer.from_gpt2_files)",
         ) from None
 
 
@@ -98,12 +99,14 @@ def parse_merges_txt(data: bytes, path: str, text_to_id: Mapping[str, int]) -> l
             continue
         parts = line.split(" ")
         if len(parts) != 2:
-            raise TokenizerFileError(path, f"expected two tokens separated by one space, found {line[:60]!r}",
-                                     line=lineno)
+            raise TokenizerFileError(
+                path, f"expected two tokens separated by one space, found {line[:60]!r}", line=lineno
+            )
         for part in parts:
             if part not in text_to_id:
-                raise TokenizerFileError(path, f"merge {line!r} references {part!r}, which is not in vocab.json",
-                                         line=lineno)
+                raise TokenizerFileError(
+                    path, f"merge {line!r} references {part!r}, which is not in vocab.json", line=lineno
+                )
         merges.append((text_to_id[parts[0]], text_to_id[parts[1]]))
     return merges
 

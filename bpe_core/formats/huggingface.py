@@ -96,8 +96,9 @@ def _check_model(model: dict, path: str) -> None:
     kind = model.get("type", "BPE" if "merges" in model else None)
     if kind != "BPE":
         raise TokenizerFileError(
-            path, f"model type {kind!r} is not supported: only byte-level BPE is (WordPiece, Unigram and WordLevel "
-            "tokenizers split words differently)"
+            path,
+            f"model type {kind!r} is not supported: only byte-level BPE is (WordPiece, Unigram and WordLevel "
+            "tokenizers split words differently)",
         )
     if model.get("dropout") not in (None, 0, 0.0):
         raise TokenizerFileError(path, f"BPE dropout {model['dropout']} makes ids random; set it to null")
@@ -173,8 +174,9 @@ def _check_added_ids(added: list[dict], text_to_id: dict[str, int], path: str) -
             tid = max(assigned.values()) + 1
         if tid != entry["id"]:
             raise TokenizerFileError(
-                path, f"added token {text!r} is listed with id {entry['id']}, but tokenizers gives it id {tid} "
-                "(ids after the vocabulary must follow on without gaps); correct the id in the file"
+                path,
+                f"added token {text!r} is listed with id {entry['id']}, but tokenizers gives it id {tid} "
+                "(ids after the vocabulary must follow on without gaps); correct the id in the file",
             )
         assigned[text] = tid
 
@@ -214,12 +216,14 @@ def _merges(entries: list, text_to_id: dict[str, int], path: str) -> list[tuple[
         elif isinstance(entry, list) and all(isinstance(p, str) for p in entry):
             parts = entry
         else:
-            raise TokenizerFileError(path, f"merge {rank} is {entry!r}: expected \"a b\" or [\"a\", \"b\"]")
+            raise TokenizerFileError(path, f'merge {rank} is {entry!r}: expected "a b" or ["a", "b"]')
         if len(parts) != 2:
             raise TokenizerFileError(path, f"merge {rank} {entry!r} does not have exactly two parts")
         missing = [p for p in parts if p not in text_to_id]
         if missing:
-            raise TokenizerFileError(path, f"merge {rank} {entry!r} references {missing[0]!r}, which is not in the vocab")
+            raise TokenizerFileError(
+                path, f"merge {rank} {entry!r} references {missing[0]!r}, which is not in the vocab"
+            )
         merges.append((text_to_id[parts[0]], text_to_id[parts[1]]))
     return merges
 
