@@ -26,7 +26,8 @@ CHUNK_CACHE_LIMIT = 1 << 18
 class Tokenizer:
     """A byte-level BPE tokenizer.
 
-    Build one with :func:`bpe_core.train`, :meth:`load`, :meth:`from_tiktoken` or :meth:`from_file`.
+    Build one with :func:`bpe_core.train`, :meth:`load`, :meth:`from_tiktoken`, :meth:`from_huggingface`,
+    :meth:`from_gguf`, :meth:`from_gpt2_files` or :meth:`from_file` (any of them, recognised by content).
 
     >>> tok = Tokenizer.from_file("tokenizer.bpe")  # doctest: +SKIP
     >>> tok.decode(tok.encode("hello world"))  # doctest: +SKIP
