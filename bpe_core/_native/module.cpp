@@ -425,6 +425,13 @@ nb::tuple train_sizes(nb::handle counts) {
 nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_break,
                 const std::vector<uint32_t>& hf_rank, nb::object progress) {
     Words w;
+    uint64_t n_words = 0, n_tokens = 0;  // reserve exactly: growth by doubling left 2x slack (34 MB for 13 MB)
+    for_each_chunk(counts, [&](const uint8_t*, size_t n, long long) {
+        ++n_words;
+        n_tokens += n;
+    });
+    w.words.reserve(n_words);
+    w.toks.reserve(n_tokens);
     int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
     for_each_chunk(counts, [&](const uint8_t* p, size_t n, long long c) {
         if (w.words.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique chunks");
