@@ -51,6 +51,8 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     if args.text is not None:
         raise SystemExit("beam-bpe encode: give --text (one text) or --input (a corpus), not both")
+    if not args.input:
+        raise SystemExit("beam-bpe encode: --out DIR needs --input GLOB (the corpus to encode); for one text: --text")
     if not args.out:
         raise SystemExit("beam-bpe encode: --input needs --out DIR")
     job = EncodeJob(

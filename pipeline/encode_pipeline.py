@@ -168,8 +168,8 @@ def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
     if not fs.exists(root):
         return
     pattern = ("*" if everything else layout.prefix) + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*"
-    mine = {n for i in keep for n in layout.data_files(i)} | {layout.name(i) + ".jsonl" for i in keep}
-    for folder in (root, root.rstrip("/") + "/" + shard_io.DEAD_DIR):
+    mine = {n for i in keep for n in layout.data_files(i)} | {layout.name(i) + ext for i in keep for ext in (".jsonl", ".json")}
+    for folder in (root, *(root.rstrip("/") + "/" + d for d in (shard_io.DEAD_DIR, shard_io.STATS_DIR))):
         for path in fs.glob(folder.rstrip("/") + "/" + pattern) + fs.glob(folder.rstrip("/") + "/.tmp-*"):
             if os.path.basename(path) not in mine:
                 fs.rm(path)

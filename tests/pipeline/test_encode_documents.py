@@ -9,6 +9,7 @@ import apache_beam as beam
 import cloudpickle
 import numpy as np
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import corpus, ours_openai, tiktoken_openai
@@ -17,6 +18,7 @@ from test_encode_e2e import EOT, r50k_file  # noqa: F401 - a fixture
 import bpe_core
 from bpe_core import PreTokenizer, Tokenizer
 from pipeline.encode_documents import (
+    NAMESPACE,
     EncodeDocuments,
     EncodeDocumentsFn,
     EncodeError,
@@ -128,3 +130,17 @@ def test_dofn_reference_and_policy_pickle(r50k_file):  # noqa: F811
         back = loads(dumps(fn))
         assert (back.tokenizer, back.policy, back.dtype, back.verify) == (ref, fn.policy, "uint16", True)
         assert len(dumps(fn)) < 4096, "the DoFn must carry a reference, not the tokenizer"
+
+
+def test_counters_count_documents_bytes_tokens_dead_letters_and_verified(r50k_file):  # noqa: F811
+    tok, ref = open_tokenizer(r50k_file)
+    docs = ["hello world", "naïve café", "bad \udc80"]
+    p = TestPipeline(runner="FnApiRunner")
+    _ = p | beam.Create([_batch(docs, dead=[DeadLetter("src.jsonl", 99, "offset", "malformed JSON")])]) | EncodeDocuments(
+        ref, EncodePolicy(eos_id=50256), "uint16", verify=True)
+    result = p.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    tokens = sum(len(tok.encode_ordinary(d)) + 1 for d in docs[:2])
+    assert counters == {"documents": 2, "bytes": len("hello world") + len("naïve café".encode()), "tokens": tokens,
+                        "dead_letters": 2, "verified": 2}  # fmt: skip

@@ -22,7 +22,7 @@ import bpe_core
 from bpe_core import Tokenizer
 from pipeline.corpus_plan import CorpusSpec, InputSpec
 from pipeline.encode_pipeline import EncodeJob, run_encode
-from pipeline.encode_shard_io import iter_documents
+from pipeline.encode_shard_io import find_document, iter_documents
 from pipeline.megatron import MegatronReader
 
 EOT = "<|endoftext|>"
@@ -63,6 +63,12 @@ def read_back(out: Path) -> list[tuple[str, list[int]]]:
 
 def manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
+
+
+def read_jsonl_text(path: Path, offset: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return json.loads(f.readline())["text"]
 
 
 def files_of(out: Path) -> dict[str, bytes]:
@@ -113,6 +119,8 @@ def test_megatron_shards_from_a_tiktoken_file_equal_tiktoken(docs, inputs, tmp_p
     assert [ids for _, ids in read_back(out)] == expected
     first = MegatronReader(str(out / m["shards"][0]["name"]))
     assert first.index.dtype.__name__ == "int32" and first[0].tolist() == expected[0]
+    doc_id, ids = find_document(str(out), f"{inputs[2]}@0")  # by id: the shard's positions sidecar finds it
+    assert ids.tolist() == expected[docs.index(read_jsonl_text(inputs[2], 0))]
     assert sorted(p.suffix for p in out.glob("tokens-00000-*")) == [".bin", ".idx", ".npy"]
 
 
@@ -238,6 +246,10 @@ def test_a_tokenizer_failing_its_hash_or_version_check_stops_before_any_work(r50
 def test_single_text_encode_still_works(r50k_file, capsys):
     assert run_cli("encode", "--tokenizer", r50k_file, "--text", "hello world") == 0
     assert capsys.readouterr().out.split() == ["31373", "995"]
+    with pytest.raises(SystemExit, match="--out DIR needs --input"):
+        run_cli("encode", "--tokenizer", r50k_file, "--out", "somewhere")
+    with pytest.raises(SystemExit, match="unrecognized arguments: --runner"):
+        run_cli("encode", "--tokenizer", r50k_file, "--text", "x", "--runner", "DaskRunner")
 
 
 def test_decode_one_document_from_shards(parquet_run, r50k_file, docs, inputs, capsys):

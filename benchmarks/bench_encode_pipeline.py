@@ -1,0 +1,185 @@
+"""Benchmark the encoding pipeline (not a test): one command, prints ratios measured in the same run.
+
+    .venv/bin/python benchmarks/bench_encode_pipeline.py [--corpora all] [--shard-format parquet]
+
+On all shared corpora (~63 MB of text, decompressed once to JSONL in a temporary folder so that files are cut into
+ranges), with the cl100k_base vocabulary, each phase runs in a fresh subprocess that reports its wall time, CPU
+time (its own plus its children's) and peak RSS (imports and tokenizer loading excluded from the times):
+
+- in_process: the same documents read with json.loads and encoded in a plain loop with the in-process encoder
+  (``Tokenizer.encode_ordinary_batch``, one call per MiB of text), ids packed into numpy arrays;
+- tiktoken: ``Encoding.encode_ordinary_batch`` on the same documents, one thread and tiktoken's default (8);
+- pipeline_in_memory: ``beam-bpe encode`` with ``--direct_running_mode in_memory``; pipeline_verify: the same with
+  ``--verify``; pipeline_multi_processing: ``--direct_num_workers 2``.
+
+The token counts of the pipeline and of the in-process loop are checked to be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("BEAM_BPE_TEST_DATA", ROOT.parent / "shared" / "data"))
+CORPORA = ("en_bible_kjv", "docs_python_rst", "multi_udhr", "code_cpython", "fortunes_multi")
+MODES = {
+    "pipeline_in_memory": ["--direct_running_mode", "in_memory"],
+    "pipeline_verify": ["--direct_running_mode", "in_memory", "--verify"],
+    "pipeline_multi_processing": ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"],
+}
+SLICE_BYTES = 1 << 20
+
+
+def _usage() -> tuple[float, int]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, max(me.ru_maxrss, kids.ru_maxrss)
+
+
+def _rank_file() -> str:
+    return str(DATA / "tiktoken" / "cl100k_base.tiktoken")
+
+
+def _texts(path: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in path.open(encoding="utf-8")]
+
+
+def _slices(texts: list[str]):
+    start = size = 0
+    for i, text in enumerate(texts):
+        size += len(text)
+        if size >= SLICE_BYTES:
+            yield texts[start : i + 1]
+            start, size = i + 1, 0
+    if start < len(texts):
+        yield texts[start:]
+
+
+def _in_process(work: Path) -> dict:
+    import itertools
+
+    import numpy as np
+
+    import bpe_core
+
+    tok = bpe_core.Tokenizer.from_file(_rank_file(), pretokenizer="cl100k")
+    cpu0, _ = _usage()
+    start = time.perf_counter()
+    tokens = 0
+    for path in sorted(work.glob("*.jsonl")):
+        for texts in _slices(_texts(path)):
+            ids = tok.encode_ordinary_batch(texts)
+            flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=sum(map(len, ids)))
+            tokens += flat.size
+    return {"start": start, "cpu0": cpu0, "tokens": tokens}
+
+
+def _tiktoken(work: Path, threads: int) -> dict:
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    table = json.loads((DATA / "tiktoken" / "encodings.json").read_text())["cl100k_base"]
+    enc = tiktoken.Encoding("cl100k_base", pat_str=table["pat_str"], mergeable_ranks=load_tiktoken_bpe(_rank_file()), special_tokens={})
+    cpu0, _ = _usage()
+    start = time.perf_counter()
+    tokens = 0
+    for path in sorted(work.glob("*.jsonl")):
+        tokens += sum(map(len, enc.encode_ordinary_batch(_texts(path), num_threads=threads)))
+    return {"start": start, "cpu0": cpu0, "tokens": tokens}
+
+
+def _pipeline(work: Path, name: str, shard_format: str) -> dict:
+    from pipeline.cli import main  # imports stay outside the timed region (apache_beam alone takes ~2 s to import)
+
+    out = work / f"out-{name}"
+    shutil.rmtree(out, ignore_errors=True)
+    inputs = [a for p in sorted(work.glob("*.jsonl")) for a in ("--input", str(p))]
+    args = ["encode", "--tokenizer", _rank_file(), "--pretokenizer", "cl100k", *inputs, "--out", str(out), "--shard-format", shard_format]
+    cpu0, _ = _usage()
+    start = time.perf_counter()
+    assert main([*args, *MODES[name]]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {"start": start, "cpu0": cpu0, "tokens": manifest["tokens"], "shards": len(manifest["shards"])}
+
+
+def phase(name: str, work: Path, shard_format: str) -> dict:
+    if name == "in_process":
+        r = _in_process(work)
+    elif name.startswith("tiktoken"):
+        r = _tiktoken(work, 1 if name == "tiktoken_1_thread" else 8)
+    else:
+        r = _pipeline(work, name, shard_format)
+    wall = time.perf_counter() - r.pop("start")
+    cpu, rss_kb = _usage()
+    return {"wall": wall, "cpu": cpu - r.pop("cpu0"), "rss_mb": rss_kb / 1024, **r}
+
+
+def _run_phase(name: str, work: Path, shard_format: str) -> dict:
+    cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), "--shard-format", shard_format]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"phase {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _prepare(work: Path, corpora: list[str]) -> float:
+    size = 0
+    for name in corpora:
+        src = DATA / "corpora" / f"{name}.jsonl.gz"
+        if not src.exists():
+            raise SystemExit(f"shared data not found: {src} (set BEAM_BPE_TEST_DATA)")
+        with gzip.open(src, "rb") as f, open(work / f"{name}.jsonl", "wb") as out:
+            shutil.copyfileobj(f, out)
+        size += sum(len(t.encode("utf-8", "surrogatepass")) for t in _texts(work / f"{name}.jsonl"))
+    return size / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phase")
+    parser.add_argument("--work")
+    parser.add_argument("--corpora", default=",".join(CORPORA))
+    parser.add_argument("--shard-format", default="parquet", choices=("parquet", "megatron"))
+    args = parser.parse_args()
+    if args.phase:
+        print(json.dumps(phase(args.phase, Path(args.work), args.shard_format)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
+        work = Path(tmp)
+        mb = _prepare(work, args.corpora.split(","))
+        print(f"corpus: {args.corpora} = {mb:.1f} MB of text; cl100k_base; {args.shard_format} shards; {os.cpu_count()} cores")
+        names = ["in_process", "tiktoken_1_thread", "tiktoken_8_threads", *MODES]
+        results = {}
+        for name in names:
+            results[name] = r = _run_phase(name, work, args.shard_format)
+            print(f"  {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  peak RSS {r['rss_mb']:6.0f} MB  "
+                  f"({mb / r['wall']:6.2f} MB/s, {r['tokens']} tokens)")  # fmt: skip
+        _print_ratios(results)
+
+
+def _print_ratios(r: dict) -> None:
+    base = r["in_process"]
+    if len({x["tokens"] for x in r.values()}) != 1:
+        print(f"  WARNING: token counts differ: { {k: v['tokens'] for k, v in r.items()} }")
+    print("ratios (lower is better; target: pipeline_in_memory / in_process <= 1.3x):")
+    for name in MODES:
+        print(f"  {name} / in_process: wall {r[name]['wall'] / base['wall']:.2f}x, cpu {r[name]['cpu'] / base['cpu']:.2f}x, "
+              f"peak RSS {r[name]['rss_mb'] / base['rss_mb']:.2f}x")  # fmt: skip
+    verify = r["pipeline_verify"]["wall"] / r["pipeline_in_memory"]["wall"]
+    print(f"  --verify cost: pipeline_verify / pipeline_in_memory: wall {verify:.2f}x")
+    for peer in ("tiktoken_1_thread", "tiktoken_8_threads"):
+        print(f"  pipeline_in_memory / {peer}: wall {r['pipeline_in_memory']['wall'] / r[peer]['wall']:.2f}x; "
+              f"in_process / {peer}: wall {base['wall'] / r[peer]['wall']:.2f}x")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
