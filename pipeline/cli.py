@@ -26,7 +26,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
-    if args.input:  # a corpus: the encoding pipeline
+    if args.input or args.out:  # a corpus: the encoding pipeline
         from pipeline.encode_cli import cmd_encode_corpus
 
         return cmd_encode_corpus(args, beam_args)
