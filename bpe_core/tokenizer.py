@@ -397,12 +397,6 @@ class Tokenizer:
         """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
         from bpe_core.formats.artifact import save_artifact
 
-        if self.token_flags:  # format 1 has no place for them, and dropping them would change ids
-            raise ValueError(
-                f"the beam-bpe artifact does not record Hugging Face added-token flags (lstrip, rstrip, single_word, "
-                f"normalized), which tokens {sorted(self.token_flags)[:5]} use; keep using the original file "
-                "(Tokenizer.from_file) or write it back with to_huggingface(path)"
-            )
         save_artifact(self, path)
 
     @classmethod

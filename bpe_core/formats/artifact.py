@@ -17,9 +17,10 @@ Layout (UTF-8, one record per line, values that are strings or lists written as 
     0 AA==
     merges 44                        # kind merges only: left id, right id, in rank order
     32 116
-    special_tokens 1                 # id, JSON string
+    special_tokens 1                 # id, JSON string[, JSON object of Hugging Face matching flags]
     300 "<|endoftext|>"
-    added_tokens 0
+    added_tokens 1
+    301 "<mask>" {"lstrip": true, "normalized": false, "rstrip": false, "single_word": false}
     sha256 <hex digest of every byte above this line>
 
 Nothing in it depends on paths, times or the machine beyond the library versions, so the same training gives a
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core._versions import BEAM_BPE_VERSION, regex_unicode_version, regex_version
+from bpe_core.added_tokens import DEFAULT_FLAGS, AddedTokenFlags
 from bpe_core.errors import TokenizerFileError
 from bpe_core.vocab import VocabularyError
 
@@ -70,9 +72,15 @@ def dumps_artifact(tok: Tokenizer) -> bytes:
         lines += [f"{a} {b}" for a, b in merges]
     for section, table in (("special_tokens", tok.special_tokens), ("added_tokens", tok.added_tokens)):
         lines.append(f"{section} {len(table)}")
-        lines += [f"{tid} {json.dumps(text)}" for text, tid in sorted(table.items(), key=lambda kv: kv[1])]
+        lines += [_named_line(tok, text, tid) for text, tid in sorted(table.items(), key=lambda kv: kv[1])]
     body = ("\n".join(lines) + "\n").encode("utf-8")
     return body + f"sha256 {hashlib.sha256(body).hexdigest()}\n".encode("ascii")
+
+
+def _named_line(tok: Tokenizer, text: str, tid: int) -> str:
+    flags = tok.token_flags.get(text)
+    suffix = "" if flags is None else " " + json.dumps(flags.as_dict(), sort_keys=True)
+    return f"{tid} {json.dumps(text)}{suffix}"
 
 
 def save_artifact(tok: Tokenizer, path: str) -> None:
@@ -124,8 +132,9 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> Tokenizer:
             vocab,
             merges=merges,
             pretokenizer=pretokenizer,
-            special_tokens={t: i for i, t in specials},
-            added_tokens={t: i for i, t in added},
+            special_tokens={t: i for i, t, _ in specials},
+            added_tokens={t: i for i, t, _ in added},
+            token_flags={t: f for _, t, f in specials + added if f is not None},
             ignore_merges=bool(ignore_merges),
             name=name,
         )
@@ -167,12 +176,18 @@ def _parse_merge_line(parts: list[str]) -> tuple[int, int]:
     return int(left), int(right)
 
 
-def _parse_named_line(parts: list[str]) -> tuple[int, str]:
-    tid, text = parts
-    value = json.loads(text)
+def _parse_named_line(parts: list[str]) -> tuple[int, str, AddedTokenFlags | None]:
+    tid, rest = parts
+    value, end = json.JSONDecoder().raw_decode(rest)
     if not isinstance(value, str):
         raise ValueError("token text is not a JSON string")
-    return int(tid), value
+    flags = None
+    if rest[end:].strip():
+        raw = json.loads(rest[end:])
+        if not isinstance(raw, dict) or not set(raw) <= set(DEFAULT_FLAGS.as_dict()):
+            raise ValueError(f"token flags must be an object with keys {sorted(DEFAULT_FLAGS.as_dict())}")
+        flags = AddedTokenFlags(**{k: bool(v) for k, v in raw.items()})
+    return int(tid), value, flags
 
 
 class _Reader:
