@@ -6,7 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup test test-full demo bench lint clean
 
-$(STAMP): pyproject.toml
+NATIVE_SOURCES := CMakeLists.txt $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h)
+
+# The package build compiles the native core; a change to its sources reinstalls.
+$(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench]'
@@ -15,10 +18,10 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: setup
-	$(PY) -m pytest -q -n 2 tests
+	BEAM_BPE_REQUIRE_NATIVE=1 $(PY) -m pytest -q -n 2 tests
 
 test-full: setup
-	BEAM_BPE_FULL=1 $(PY) -m pytest -q -n 2 tests
+	BEAM_BPE_REQUIRE_NATIVE=1 BEAM_BPE_FULL=1 $(PY) -m pytest -q -n 2 tests
 
 demo: setup
 	$(VENV)/bin/beam-bpe demo
