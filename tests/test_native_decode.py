@@ -54,7 +54,12 @@ def test_bad_ids_raise_as_the_reference(bad):
 
 
 @settings(max_examples=600 if FULL else 120, deadline=None)
-@given(st.lists(token_ids, max_size=40), st.data(), st.booleans(), st.sampled_from(["replace", "ignore", "surrogateescape"]))
+@given(
+    st.lists(token_ids, max_size=40),
+    st.data(),
+    st.booleans(),
+    st.sampled_from(["replace", "ignore", "surrogateescape"]),
+)
 def test_streaming_equal_step_by_step(ids, data, skip_special, errors):
     # Same text out of every call (not only in total), same pending bytes, over any split of the stream.
     ours, ref = pair()

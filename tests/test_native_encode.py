@@ -67,7 +67,9 @@ def test_special_and_added_tokens_equal_reference(openai_pair):
     text = "a<|endoftext|>b <|endoftext|><|endoftext|>x <|fim_prefix|>"
     for kwargs in ({"allowed_special": "all"}, {"disallowed_special": ()}):
         assert ours.encode(text, **kwargs) == ref.encode(text, **kwargs)
-        assert ours.encode_batch([text, "", text[:5]], **kwargs) == [ref.encode(t, **kwargs) for t in [text, "", text[:5]]]
+        assert ours.encode_batch([text, "", text[:5]], **kwargs) == [
+            ref.encode(t, **kwargs) for t in [text, "", text[:5]]
+        ]
     with pytest.raises(ValueError, match="disallowed special token"):
         ours.encode(text)
     with pytest.raises(ValueError, match="disallowed special token"):

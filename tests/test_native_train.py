@@ -79,7 +79,9 @@ def test_progress_is_reported_as_the_reference():
     counts = bpe_core.count_chunks(corpus("en_bible_kjv", 100), "cl100k")
     calls: dict[str, list] = {"native": [], "python": []}
     for backend in calls:
-        bpe_core.train(counts, 2300, backend=backend, progress=lambda done, total, b=backend: calls[b].append((done, total)))
+        bpe_core.train(
+            counts, 2300, backend=backend, progress=lambda done, total, b=backend: calls[b].append((done, total))
+        )
     assert calls["native"] == calls["python"]
     assert calls["native"][:2] == [(1000, 2044), (2000, 2044)]
 
