@@ -40,7 +40,8 @@ def test_megatron_indexed_dataset_reads_our_shards(vocab, r50k_file, tmp_path): 
     inputs = write_inputs(tmp_path / "in", docs)
     empty = write_jsonl(tmp_path / "in" / "z-only-bad.jsonl", [], extra=[b"{not json"])  # a shard with no document
     if vocab == "r50k":
-        args, expected, dtype = (r50k_file,), [Tokenizer.load(r50k_file).encode_ordinary(d) + [50256] for d in docs], "uint16"
+        tok = Tokenizer.load(r50k_file)
+        args, expected, dtype = (r50k_file,), [tok.encode_ordinary(d) + [50256] for d in docs], "uint16"
     else:
         enc = openai_encoding("cl100k")
         args, expected, dtype = (enc["path"], "--pretokenizer", "cl100k"), tiktoken_openai("cl100k").encode_ordinary_batch(docs), "int32"
