@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test test-full demo bench lint clean
+.PHONY: setup test test-full demo bench bench-native lint clean
 
 NATIVE_SOURCES := CMakeLists.txt $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h)
 
@@ -28,6 +28,9 @@ demo: setup
 
 bench: setup
 	$(PY) benchmarks/bench_core.py
+
+bench-native: setup
+	$(PY) benchmarks/bench_native.py
 
 lint: setup
 	$(VENV)/bin/ruff check bpe_core pipeline tests benchmarks

@@ -100,7 +100,14 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
         uint64_t k = uint64_t(a) << 32 | b;
         if (k != key) add(k, delta, wi);
     };
-    for (uint32_t wi : words) {
+    // Visiting a word costs two dependent cache misses (its struct, then its tokens): 88% of apply()'s samples in
+    // perf on 20 MB of corpus. Prefetching the struct 16 words ahead and the tokens 8 ahead: 3.37 -> 3.16 s and
+    // 2.83 -> 2.74 s in alternating runs on a loaded machine (a small gain, kept).
+    const size_t n_words = words.size();
+    for (size_t wk = 0; wk < n_words; ++wk) {
+        if (wk + 16 < n_words) __builtin_prefetch(&w_.words[words[wk + 16]]);
+        if (wk + 8 < n_words) __builtin_prefetch(w_.toks.data() + w_.words[words[wk + 8]].start);
+        const uint32_t wi = words[wk];
         Words::Word& word = w_.words[wi];
         uint32_t* t = w_.toks.data() + word.start;
         const uint32_t n = word.len;
