@@ -304,3 +304,9 @@ def test_streaming_decode_of_shards_equals_the_source(parquet_run, r50k_file, do
         cut = sorted(rng.sample(range(len(ids) + 1), min(4, len(ids) + 1)))
         lines = [" ".join(map(str, ids[a:b])) for a, b in zip([0, *cut], [*cut, len(ids)], strict=True)]
         assert _stream(r50k_file, "\n".join(lines) + "\n") in docs, doc_id
+
+
+def test_the_multi_process_runner_writes_the_same_files(parquet_run, r50k_file, inputs, tmp_path):
+    multi = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
+    assert encode_cli(r50k_file, inputs, tmp_path / "out", "--eos", "--verify", *multi) == 0
+    assert files_of(tmp_path / "out") == files_of(parquet_run)
