@@ -38,7 +38,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--special-tokens", choices=("ordinary", "allowed"), default="ordinary",
                      help="text spelling a special token: encoded as ordinary text (default) or as the control token")
     out.add_argument("--verify", action="store_true", help="decode every document back (streaming) and compare it with its text")
-    out.add_argument("--overwrite", action="store_true", help="replace an output of a different job in --out")
+    out.add_argument("--overwrite", action="store_true", help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)")
 
 
 def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:

@@ -131,21 +131,19 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
     """Make ``out`` ready: the finished manifest if this very job is already complete, else None (resume).
 
     Refuses a directory holding a finished output of another kind, or (part of) an encoding job with another
-    fingerprint, unless ``overwrite``; then removes only the files the layout names.
+    fingerprint. ``overwrite`` starts afresh whatever is there, removing only the files an encoding output has.
     """
     job_path = layout.path(shard_io.STATS_DIR, JOB_FILE)
     previous = json.loads(shard_io.read_file(job_path)) if shard_io.exists(job_path) else None
     completed = shard_io.exists(layout.path(COMPLETED))
-    if previous is not None and _sha256_json(previous) == layout.fingerprint:
+    if overwrite:
+        _remove_outputs(layout, everything=True)
+    elif previous is not None and _sha256_json(previous) == layout.fingerprint:
         if completed:
             return json.loads(shard_io.read_file(layout.path(MANIFEST)))
     elif previous is not None or completed:
-        if not overwrite:
-            what = f"a different encoding job ({_differences(previous, identity)} differ)" if previous else "a finished output of another job"
-            raise OutputError(
-                f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it"
-            )
-        _remove_outputs(layout, everything=True)
+        what = f"a different encoding job ({_differences(previous, identity)} differ)" if previous else "a finished output of another job"
+        raise OutputError(f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it")
     shard_io.remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
     shard_io.remove(layout.path(MANIFEST))
     shard_io.remove(layout.path(shard_io.TMP_DIR))
