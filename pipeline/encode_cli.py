@@ -8,7 +8,6 @@ flag argparse does not know is a Beam pipeline option and passes through unchang
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 
 from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusSpec, InputSpec
@@ -78,18 +77,19 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
 def cmd_decode_shards(args: argparse.Namespace) -> int:
     """Print one document of an encoding output, decoded with ``--tokenizer`` (checked against the manifest)."""
     from bpe_core import Tokenizer
-    from pipeline.encode_shard_io import ShardError, find_document, load_manifest, read_file
+    from pipeline.encode_documents import tokenizer_digest
+    from pipeline.encode_shard_io import ShardError, find_document, load_manifest
 
     if args.doc is None:
         raise SystemExit("beam-bpe decode: --shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
     manifest = load_manifest(args.shards)
-    wanted = manifest["tokenizer"]["sha256"]
-    if hashlib.sha256(read_file(args.tokenizer)).hexdigest() != wanted:
+    tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
+    wanted = manifest["tokenizer"]["digest"]
+    if tokenizer_digest(tok) != wanted:
         raise ShardError(
-            f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (sha256 {wanted[:12]}...): pass "
+            f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "
             f"--tokenizer {manifest['tokenizer'].get('path', 'PATH')}"
         )
-    tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
     doc_id, ids = find_document(args.shards, args.doc)
     ids = [int(i) for i in ids]
     if args.skip_special:

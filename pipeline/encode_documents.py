@@ -1,7 +1,7 @@
 """Stage: encode documents. Document batches in, encoded batches (flat token arrays) out.
 
-The tokenizer travels to the workers as a small reference (URL, sha256, pre-tokenizer) and is loaded once per
-worker process in ``setup()``, its hash checked again there; documents are encoded a slice of about 1 MiB at a
+The tokenizer travels to the workers as a small reference (URL, pre-tokenizer, digest) and is loaded once per
+worker process in ``setup()``, its digest checked again there; documents are encoded a slice of about 1 MiB at a
 time through ``Tokenizer.encode_ordinary_batch`` (one call into the native core per slice), and the ids are
 packed into one flat numpy array per batch (plus one length per document) rather than lists of Python ints.
 
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
-import tempfile
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,19 +46,27 @@ class EncodeError(ValueError):
 # ------------------------------------------------------------------ the tokenizer, by reference
 @dataclass(frozen=True)
 class TokenizerRef:
-    """What a worker needs to load the tokenizer: its URL, the sha256 the launcher saw, and for ``.tiktoken``
-    files the pre-tokenizer. Small and picklable; the tokenizer itself never travels."""
+    """What a worker needs to load the tokenizer: its path or URL (any file or folder ``Tokenizer.from_file``
+    reads), the pre-tokenizer for rank-only files, and the digest of what the launcher loaded. Small and
+    picklable; the tokenizer itself never travels."""
 
     url: str
-    sha256: str
+    digest: str
     pretokenizer: str | None = None
 
     def load(self) -> Tokenizer:
-        """The tokenizer, loaded once per process (shared by the DoFn instances of the process)."""
+        """The tokenizer, loaded once per process (shared by the DoFn instances of the process) and checked to be
+        the one the launcher saw."""
         with _CACHE_LOCK:
             tok = _CACHE.get(self)
             if tok is None:
-                tok, _ = _load_checked(self.url, self.pretokenizer, expected_sha256=self.sha256)
+                tok = Tokenizer.from_file(self.url, pretokenizer=self.pretokenizer)
+                digest = tokenizer_digest(tok)
+                if digest != self.digest:
+                    raise EncodeError(
+                        f"the tokenizer {self.url} changed since the job started (digest {digest[:12]}..., expected "
+                        f"{self.digest[:12]}...): rerun the job, or keep the file unchanged while it runs"
+                    )
                 _CACHE[self] = tok
             return tok
 
@@ -69,32 +76,55 @@ _CACHE_LOCK = threading.Lock()
 
 
 def open_tokenizer(url: str, pretokenizer: str | None = None) -> tuple[Tokenizer, TokenizerRef]:
-    """Load and check a tokenizer file on the launching machine: a bad hash or version fails here, before work.
+    """Load a tokenizer on the launching machine: a file failing its hash or version check fails here, before any
+    work. In-process runners reuse this very object (loading cl100k takes 0.7 s, a third of encoding 4 MB).
 
     >>> tok, ref = open_tokenizer("out/tokenizer.bpe")  # doctest: +SKIP
     """
-    tok, sha = _load_checked(url, pretokenizer)
-    ref = TokenizerRef(url, sha, pretokenizer)
-    with _CACHE_LOCK:  # in-process runners reuse it: loading cl100k takes 0.7 s, a third of encoding 4 MB
+    tok = Tokenizer.from_file(url, pretokenizer=pretokenizer)
+    ref = TokenizerRef(url, tokenizer_digest(tok), pretokenizer)
+    with _CACHE_LOCK:
         _CACHE.setdefault(ref, tok)
     return tok, ref
 
 
-def _load_checked(url: str, pretokenizer: str | None, *, expected_sha256: str | None = None) -> tuple[Tokenizer, str]:
-    """Read the bytes once, hash them, and load exactly those bytes (from a local copy: every loader reads paths)."""
-    with fsspec.open(url, "rb") as f:
-        data = f.read()
-    sha = hashlib.sha256(data).hexdigest()
-    if expected_sha256 is not None and sha != expected_sha256:
-        raise EncodeError(
-            f"the tokenizer file {url} changed since the job started (sha256 {sha[:12]}..., expected "
-            f"{expected_sha256[:12]}...): rerun the job, or keep the file unchanged while it runs"
-        )
-    with tempfile.TemporaryDirectory(prefix="beam-bpe-tok-") as tmp:
-        local = os.path.join(tmp, os.path.basename(url.rstrip("/")) or "tokenizer")
-        with open(local, "wb") as f:
-            f.write(data)
-        return Tokenizer.from_file(local, pretokenizer=pretokenizer), sha
+def tokenizer_digest(tok: Tokenizer) -> str:
+    """sha256 of what decides the ids: vocabulary, merges, special and added tokens (and their flags),
+    pre-tokenizer and normalizer. The same for every file format holding the same tokenizer (a ``.tiktoken`` file
+    and its conversion to ``tokenizer.bpe`` give the same shards). Takes 0.2 s for cl100k, 1 s for Llama 3.
+    """
+    digest = hashlib.sha256()
+    vocab = tok.vocab
+    ids = sorted(vocab)
+    digest.update(np.asarray(ids, dtype="<i8").tobytes())
+    digest.update(np.asarray([len(vocab[i]) for i in ids], dtype="<i8").tobytes())
+    digest.update(b"".join(vocab[i] for i in ids))
+    if tok.kind == "merges":
+        digest.update(np.asarray(tok.merge_ids, dtype="<i8").tobytes())
+    pre = tok.pretokenizer
+    meta = {
+        "kind": tok.kind,
+        "ignore_merges": tok.ignore_merges,
+        "special_tokens": tok.special_tokens,
+        "added_tokens": tok.added_tokens,
+        "token_flags": {t: f.as_dict() for t, f in tok.token_flags.items()},
+        "pretokenizer": list(pre.patterns) if pre else None,
+        "normalizer": pre.normalizer if pre else None,
+    }
+    digest.update(json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def file_sha256(url: str) -> str | None:
+    """sha256 of a tokenizer file's bytes (None for a folder), for the manifest."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ------------------------------------------------------------------ the special-token policy

@@ -26,7 +26,7 @@ import bpe_core
 from pipeline import encode_shard_io as shard_io
 from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
 from pipeline.driver import Reporter, finish_output
-from pipeline.encode_documents import EncodeDocuments, EncodeError, open_tokenizer, resolve_policy
+from pipeline.encode_documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
 from pipeline.encode_shard_io import SHARD_FORMATS, ShardLayout
 from pipeline.files import COMPLETED, MANIFEST, OutputError
 from pipeline.options import pipeline_options, runner_name
@@ -72,9 +72,9 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     policy = resolve_policy(tok, special_tokens=job.special_tokens, bos=job.bos, eos=job.eos)
     plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
     dtype = shard_io.shard_dtype(job.shard_format, tok.n_vocab)
-    identity = job_identity(job, ref.sha256, plan, dataclasses.asdict(policy), dtype)
+    identity = job_identity(job, ref.digest, plan, dataclasses.asdict(policy), dtype)
     fingerprint = _sha256_json(identity)
-    layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.sha256, fingerprint)
+    layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.digest, fingerprint)
     reporter.stage("plan", files=len(plan.files), ranges=len(plan.ranges), bytes=plan.total_bytes, fingerprint=fingerprint[:16])
     finished = prepare_encode_output(layout, identity, overwrite=job.overwrite)
     if finished is not None:
@@ -85,7 +85,7 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     reporter.stage("resume", shards=len(plan.ranges), complete=len(done), todo=len(todo))
     if todo:
         _run_pipeline(CorpusPlan(plan.files, todo), job, ref, policy, layout, beam_args)
-    manifest = build_manifest(layout, plan, tok, job.tokenizer, identity, policy)
+    manifest = build_manifest(layout, plan, tok, job, identity, policy)
     finish_output(job.out, manifest)
     shard_io.remove(layout.path(shard_io.TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
@@ -111,12 +111,15 @@ def _run_pipeline(plan: CorpusPlan, job: EncodeJob, ref, policy, layout: ShardLa
 
 
 # ------------------------------------------------------------------ identity, resume, refusal
-def job_identity(job: EncodeJob, tokenizer_sha256: str, plan: CorpusPlan, policy: dict, dtype: str) -> dict:
-    """What the output depends on (tokenizer, inputs, settings, library version): hashed into the fingerprint."""
+def job_identity(job: EncodeJob, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dtype: str) -> dict:
+    """What the output depends on (tokenizer, inputs, settings, library version): hashed into the fingerprint.
+
+    The tokenizer counts by its digest (what decides the ids), not its file: a converted copy is the same job.
+    """
     corpus = dataclasses.asdict(job.corpus)
     settings = dict(corpus, range_bytes=job.range_bytes, shard_format=job.shard_format, prefix=job.prefix, verify=job.verify, dtype=dtype, **policy)
     return {
-        "tokenizer": {"sha256": tokenizer_sha256, "pretokenizer_option": job.pretokenizer},
+        "tokenizer": {"digest": tokenizer_digest},
         "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
         "settings": settings,
         "beam_bpe_version": bpe_core.__version__,
@@ -191,7 +194,7 @@ def complete_shards(layout: ShardLayout) -> set[int]:
 
 
 # ------------------------------------------------------------------ manifest
-def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, tokenizer_path: str, identity: dict, policy) -> dict:
+def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, job: EncodeJob, identity: dict, policy) -> dict:
     """The manifest from the shards' stats files (no times, no runner: a rerun writes the same bytes)."""
     shards = []
     for rng in plan.ranges:
@@ -208,7 +211,7 @@ def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, tokenizer_path: s
     manifest = {
         "kind": "beam-bpe encode",
         "fingerprint": layout.fingerprint,
-        "tokenizer": _tokenizer_info(tok, tokenizer_path, identity, policy),
+        "tokenizer": _tokenizer_info(tok, job.tokenizer, job.pretokenizer, identity, policy),
         "settings": identity["settings"],
         "inputs": identity["inputs"],
         "shards": shards,
@@ -224,10 +227,13 @@ def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, tokenizer_path: s
     return manifest
 
 
-def _tokenizer_info(tok, path: str, identity: dict, policy) -> dict:
+def _tokenizer_info(tok, path: str, pretokenizer_option: str | None, identity: dict, policy) -> dict:
     info = tok.describe()
     keep = ("name", "family", "kind", "normalizer", "pretokenizer", "n_vocab", "special_tokens")
-    return dict({k: info[k] for k in keep}, path=path, **identity["tokenizer"], bos_id=policy.bos_id, eos_id=policy.eos_id)
+    return dict(
+        {k: info[k] for k in keep}, path=path, sha256=file_sha256(path), pretokenizer_option=pretokenizer_option,
+        **identity["tokenizer"], bos_id=policy.bos_id, eos_id=policy.eos_id,
+    )  # fmt: skip
 
 
 def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:

@@ -38,7 +38,7 @@ SHARD_FORMATS = ("parquet", "megatron")
 STATS_DIR = "_shards"
 TMP_DIR = "_tmp"
 DEAD_DIR = "dead_letters"
-TOKENIZER_KEY = b"beam_bpe.tokenizer_sha256"
+TOKENIZER_KEY = b"beam_bpe.tokenizer_digest"
 
 
 class ShardError(ValueError):
@@ -66,7 +66,7 @@ class ShardLayout:
     num_shards: int
     shard_format: str
     dtype: str
-    tokenizer_sha256: str = ""
+    tokenizer_digest: str = ""
     fingerprint: str = ""
 
     def name(self, index: int) -> str:
@@ -177,15 +177,15 @@ def read_part(url: str) -> pa.Table:
 
 
 # ------------------------------------------------------------------ final shards
-def parquet_schema(dtype: str, tokenizer_sha256: str) -> pa.Schema:
+def parquet_schema(dtype: str, tokenizer_digest: str) -> pa.Schema:
     fields = [("doc_id", pa.string()), ("tokens", pa.list_(pa.from_numpy_dtype(np.dtype(dtype)))), ("num_tokens", pa.int64())]
-    return pa.schema(fields, metadata={TOKENIZER_KEY: tokenizer_sha256.encode()})
+    return pa.schema(fields, metadata={TOKENIZER_KEY: tokenizer_digest.encode()})
 
 
 def write_parquet_shard(layout: ShardLayout, index: int, parts: list[str], source: str, kind: str) -> dict:
     """Stream the part files into ``{name}.parquet``, one row group per part; return ``{file: {bytes, sha256}}``."""
     name = layout.name(index) + ".parquet"
-    schema = parquet_schema(layout.dtype, layout.tokenizer_sha256)
+    schema = parquet_schema(layout.dtype, layout.tokenizer_digest)
     with open_atomic(layout.path(name)) as f:
         with pq.ParquetWriter(f, schema, compression="zstd") as writer:
             for part in parts:

@@ -116,9 +116,12 @@ def test_encode_documents_stage_in_a_pipeline(r50k_file):  # noqa: F811 - the fi
 def test_the_tokenizer_travels_by_reference_and_is_checked_on_the_worker(r50k_file, tmp_path):  # noqa: F811
     tok, ref = open_tokenizer(r50k_file)
     assert ref.load() is ref.load() and ref.load().n_vocab == tok.n_vocab == 50257  # once per process
-    copy = tmp_path / "changed.bpe"
+    copy = tmp_path / "copy.bpe"
     copy.write_bytes(open(r50k_file, "rb").read())
-    changed = TokenizerRef(str(copy), "0" * 64)
+    assert TokenizerRef(str(copy), ref.digest).load().n_vocab == 50257  # the digest is of the tokenizer, not the path
+    tiktoken_file = tmp_path / "r50k.tiktoken"
+    tok.to_tiktoken(str(tiktoken_file))  # the same vocabulary, without its special token
+    changed = TokenizerRef(str(tiktoken_file), ref.digest, "r50k")
     with pytest.raises(EncodeError, match="changed since the job started"):
         changed.load()
 

@@ -4,6 +4,7 @@ resume after an interruption, refusals, bad input, ``decode --shards`` and ``dec
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import random
@@ -93,7 +94,7 @@ def parquet_run(r50k_file, inputs, tmp_path_factory) -> Path:
     return out
 
 
-def test_parquet_shards_hold_the_library_ids_with_eos_in_input_order(parquet_run, docs, inputs):
+def test_parquet_shards_hold_the_library_ids_with_eos_in_input_order(parquet_run, docs, inputs, r50k_file):
     tok = ours_openai("r50k")
     got = read_back(parquet_run)
     assert [ids for _, ids in got] == [tok.encode_ordinary(d) + [50256] for d in docs]
@@ -107,6 +108,7 @@ def test_parquet_shards_hold_the_library_ids_with_eos_in_input_order(parquet_run
     assert table.schema.field("tokens").type == pa.list_(pa.uint16()) and table.column_names == ["doc_id", "tokens", "num_tokens"]
     assert table.column("num_tokens").to_pylist() == [len(t) for t in table.column("tokens").to_pylist()]
     assert all(s["bytes_per_token"] > 2 for s in m["sources"]) and len(m["sources"]) == 3
+    assert m["tokenizer"]["sha256"] == hashlib.sha256(Path(r50k_file).read_bytes()).hexdigest()
 
 
 def test_megatron_shards_from_a_tiktoken_file_equal_tiktoken(docs, inputs, tmp_path):
