@@ -84,7 +84,9 @@ def cmd_decode_shards(args: argparse.Namespace) -> int:
         raise SystemExit("beam-bpe decode: --shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
     manifest = load_manifest(args.shards)
     tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
-    wanted = manifest["tokenizer"]["digest"]
+    wanted = manifest["tokenizer"].get("digest")
+    if wanted is None:
+        raise ShardError(f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe")
     if tokenizer_digest(tok) != wanted:
         raise ShardError(
             f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "

@@ -304,6 +304,7 @@ def find_document(out_dir: str, doc: str) -> tuple[str, np.ndarray]:
                         return item
             seen += shard["documents"]
         raise ShardError(f"--doc {doc}: the output holds {seen} documents (0 to {seen - 1})")
+    doc = _canonical_id(doc)
     for shard in _shards_that_may_hold(manifest["shards"], doc):
         for doc_id, ids in iter_shard(out_dir, shard, fmt):
             if doc_id == doc:
@@ -312,6 +313,19 @@ def find_document(out_dir: str, doc: str) -> tuple[str, np.ndarray]:
         f"--doc {doc!r}: no such document in {out_dir} (ids look like PATH@BYTE_OFFSET or PATH#ROW, as in the "
         "dead letters; or pass a 0-based document number)"
     )
+
+
+def _canonical_id(doc: str) -> str:
+    """The id with its path spelled as the planner spells sources (absolute local path, full URL)."""
+    cut = max(doc.rfind("@"), doc.rfind("#"))
+    if cut <= 0 or not doc[cut + 1 :].isdigit():
+        return doc
+    source = doc[:cut]
+    if "://" not in source:
+        return os.path.abspath(source) + doc[cut:]
+    fs, path = fsspec.core.url_to_fs(source)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return (path if protocol in ("file", "local") else fs.unstrip_protocol(path)) + doc[cut:]
 
 
 def _shards_that_may_hold(shards: list[dict], doc: str) -> list[dict]:

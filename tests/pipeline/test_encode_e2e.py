@@ -11,6 +11,7 @@ import random
 import sys
 from pathlib import Path
 
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -254,10 +255,12 @@ def test_single_text_encode_still_works(r50k_file, capsys):
         run_cli("encode", "--tokenizer", r50k_file, "--text", "x", "--runner", "DaskRunner")
 
 
-def test_decode_one_document_from_shards(parquet_run, r50k_file, docs, inputs, capsys):
+def test_decode_one_document_from_shards(parquet_run, r50k_file, docs, inputs, capsys, monkeypatch):
     m = manifest(parquet_run)
     doc_id, _ = read_back(parquet_run)[20]
-    for ref in (doc_id, "20"):
+    monkeypatch.chdir(inputs[0].parent)
+    relative = doc_id.replace(str(inputs[0].parent) + "/", "")
+    for ref in (doc_id, "20", relative):
         capsys.readouterr()
         assert run_cli("decode", "--tokenizer", r50k_file, "--shards", parquet_run, "--doc", ref, "--skip-special") == 0
         assert capsys.readouterr().out == docs[20] + "\n"
@@ -312,3 +315,17 @@ def test_the_multi_process_runner_writes_the_same_files(parquet_run, r50k_file, 
     multi = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
     assert encode_cli(r50k_file, inputs, tmp_path / "out", "--eos", "--verify", *multi) == 0
     assert files_of(tmp_path / "out") == files_of(parquet_run)
+
+
+def test_an_object_store_like_filesystem_in_one_process(r50k_file):
+    """memory:// stands for gs:// and s3:// here (objects are written in place, published when complete)."""
+    with fsspec.open("memory://enc-corpus/a.jsonl", "wb") as f:
+        f.write(b'{"text": "hello world"}\n{"text": "second doc"}\n{bad\n')
+    with fsspec.open("memory://enc-tok/r50k.bpe", "wb") as f:
+        f.write(Path(r50k_file).read_bytes())
+    for fmt in ("parquet", "megatron"):
+        args = ["encode", "--tokenizer", "memory://enc-tok/r50k.bpe", "--input", "memory://enc-corpus/*.jsonl", "--eos"]
+        assert run_cli(*args, "--out", f"memory://enc-out-{fmt}", "--shard-format", fmt) == 0
+        got = [(doc_id, ids.tolist()) for doc_id, ids in iter_documents(f"memory://enc-out-{fmt}")]
+        assert got == [("memory:///enc-corpus/a.jsonl@0", [31373, 995, 50256]), ("memory:///enc-corpus/a.jsonl@24", [12227, 2205, 50256])]
+        assert find_document(f"memory://enc-out-{fmt}", "memory://enc-corpus/a.jsonl@24")[1].tolist() == got[1][1]
