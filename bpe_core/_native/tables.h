@@ -129,10 +129,13 @@ class BytesMap {
 
     uint32_t find_hashed(const uint8_t* p, size_t n, uint64_t h) const {
         size_t i = h & mask_;
+        const uint64_t head = prefix(p, n);
         while (true) {
             const Slot& s = slots_[i];
             if (s.len == kFree) return kMissing;
-            if (s.hash == h && s.len == n && std::memcmp(arena_.data() + s.offset, p, n) == 0) return s.value;
+            if (s.hash == h && s.len == n && s.head == head &&
+                (n <= 8 || std::memcmp(arena_.data() + s.offset + 8, p + 8, n - 8) == 0))
+                return s.value;
             i = (i + 1) & mask_;
         }
     }
@@ -141,12 +144,14 @@ class BytesMap {
     void insert_hashed(const uint8_t* p, size_t n, uint64_t h, uint32_t value) {
         if (2 * (size_ + 1) > slots_.size()) rehash(slots_.size() * 2);
         size_t i = h & mask_;
+        const uint64_t head = prefix(p, n);
         while (slots_[i].len != kFree) {
             const Slot& s = slots_[i];
-            if (s.hash == h && s.len == n && std::memcmp(arena_.data() + s.offset, p, n) == 0) return;
+            if (s.hash == h && s.len == n && s.head == head && std::memcmp(arena_.data() + s.offset, p, n) == 0)
+                return;
             i = (i + 1) & mask_;
         }
-        slots_[i] = Slot{h, arena_.size(), static_cast<uint32_t>(n), value};
+        slots_[i] = Slot{h, head, arena_.size(), static_cast<uint32_t>(n), value};
         arena_.append(reinterpret_cast<const char*>(p), n);
         ++size_;
     }
@@ -161,16 +166,24 @@ class BytesMap {
 
   private:
     static constexpr uint32_t kFree = ~uint32_t(0);
+    // The first 8 bytes of the key live in the slot: most pieces and tokens are that short, and then a lookup
+    // never touches the arena (perf on cl100k encoding: find_hashed + memcmp were 18% of encode_batch).
     struct Slot {
         uint64_t hash;
+        uint64_t head;
         uint64_t offset;
         uint32_t len;
         uint32_t value;
     };
+    static uint64_t prefix(const uint8_t* p, size_t n) {
+        uint64_t w = 0;
+        std::memcpy(&w, p, n < 8 ? n : 8);
+        return w;
+    }
     void rehash(size_t cap) {
         std::vector<Slot> old;
         old.swap(slots_);
-        slots_.assign(cap, Slot{0, 0, kFree, 0});
+        slots_.assign(cap, Slot{0, 0, 0, kFree, 0});
         mask_ = cap - 1;
         for (const Slot& s : old) {
             if (s.len == kFree) continue;
