@@ -100,3 +100,27 @@ def test_estimate_for_50_million_unique_chunks_fits_24_gib():
     # Unique chunks of real corpora average under 12 bytes (cl100k on the shared corpora: measured 8 to 11).
     estimate = native._core.estimate_train_memory(50_000_000, 50_000_000 * 12)
     assert estimate < 24 * (1 << 30) * 0.75  # room left for the counts dict the caller holds
+
+
+MEASURE = """
+import pickle, sys
+from bpe_core import native
+counts = pickle.load(sys.stdin.buffer)
+def status(field):
+    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field))
+before = status("VmRSS")
+native.train_merges(counts, 8000, 2, "ids")
+print(status("VmHWM") - before, native.train_memory_estimate(counts)[2])
+"""
+
+
+def test_estimate_bounds_the_measured_peak():
+    import pickle
+    import subprocess
+    import sys
+
+    docs = [d for name in CORPORA for d in corpus(name, 300)]
+    counts = dict(bpe_core.count_chunks(docs, "cl100k"))
+    proc = subprocess.run([sys.executable, "-c", MEASURE], input=pickle.dumps(counts), capture_output=True, check=True)
+    used, estimate = map(int, proc.stdout.split())
+    assert 0 < used <= estimate, (used, estimate)
