@@ -16,14 +16,15 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
+from typing import Any
 
 BACKENDS = ("native", "python")
 REQUIRE_ENV = "BEAM_BPE_REQUIRE_NATIVE"
 
+_core: Any = None
 try:
-    from bpe_core._native import _core
+    import bpe_core._native._core as _loaded
 except ImportError as exc:  # pragma: no cover - exercised only on a broken build
-    _core = None
     _LOAD_ERROR: str | None = f"{type(exc).__name__}: {exc}"
     if os.environ.get(REQUIRE_ENV) == "1":
         raise ImportError(
@@ -31,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken buil
             "rebuild with `pip install -e .` (needs a C++17 compiler and CMake)"
         ) from exc
 else:
-    _LOAD_ERROR = None
+    _core, _LOAD_ERROR = _loaded, None
 
 _warned = False
 
