@@ -28,7 +28,7 @@ from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, In
 from pipeline.driver import Reporter, finish_output
 from pipeline.encode_documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
 from pipeline.encode_shard_io import SHARD_FORMATS, ShardLayout
-from pipeline.files import COMPLETED, MANIFEST, OutputError
+from pipeline.files import COMPLETED, MANIFEST, OutputError, exists, read_bytes, remove
 from pipeline.options import pipeline_options, runner_name
 from pipeline.read_corpus import ReadCorpus
 from pipeline.write_shards import WriteShards
@@ -87,7 +87,7 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
         _run_pipeline(CorpusPlan(plan.files, todo), job, ref, policy, layout, beam_args)
     manifest = build_manifest(layout, plan, tok, job, identity, policy)
     finish_output(job.out, manifest)
-    shard_io.remove(layout.path(shard_io.TMP_DIR))
+    remove(layout.path(shard_io.TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
     reporter.stage("done", out=job.out, seconds=seconds)
     return dict(manifest, run={"runner": runner_name(beam_args), "seconds": seconds, "shards_skipped": len(done), "already_complete": False})
@@ -137,19 +137,19 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
     fingerprint. ``overwrite`` starts afresh whatever is there, removing only the files an encoding output has.
     """
     job_path = layout.path(shard_io.STATS_DIR, JOB_FILE)
-    previous = json.loads(shard_io.read_file(job_path)) if shard_io.exists(job_path) else None
-    completed = shard_io.exists(layout.path(COMPLETED))
+    previous = json.loads(read_bytes(job_path)) if exists(job_path) else None
+    completed = exists(layout.path(COMPLETED))
     if overwrite:
         _remove_outputs(layout, everything=True)
     elif previous is not None and _sha256_json(previous) == layout.fingerprint:
         if completed:
-            return json.loads(shard_io.read_file(layout.path(MANIFEST)))
+            return json.loads(read_bytes(layout.path(MANIFEST)))
     elif previous is not None or completed:
         what = f"a different encoding job ({_differences(previous, identity)} differ)" if previous else "a finished output of another job"
         raise OutputError(f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it")
-    shard_io.remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
-    shard_io.remove(layout.path(MANIFEST))
-    shard_io.remove(layout.path(shard_io.TMP_DIR))
+    remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
+    remove(layout.path(MANIFEST))
+    remove(layout.path(shard_io.TMP_DIR))
     _remove_outputs(layout, everything=False)
     shard_io.write_file(job_path, (json.dumps(identity, indent=1, sort_keys=True) + "\n").encode())
     return None
@@ -176,7 +176,7 @@ def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
                 fs.rm(path)
     if everything:
         for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED):
-            shard_io.remove(layout.path(name))
+            remove(layout.path(name))
 
 
 def complete_shards(layout: ShardLayout) -> set[int]:

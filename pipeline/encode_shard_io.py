@@ -32,6 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import megatron
+from pipeline.files import exists
+from pipeline.files import read_bytes as read_file
 from pipeline.records import OFFSET, document_id
 
 SHARD_FORMATS = ("parquet", "megatron")
@@ -134,22 +136,6 @@ def write_file(url: str, data: bytes) -> dict:
     with open_atomic(url) as f:
         f.write(data)
     return {"bytes": f.size, "sha256": f.sha.hexdigest()}
-
-
-def read_file(url: str) -> bytes:
-    with fsspec.open(url, "rb") as f:
-        return f.read()
-
-
-def exists(url: str) -> bool:
-    fs, path = fsspec.core.url_to_fs(url)
-    return fs.exists(path)
-
-
-def remove(url: str) -> None:
-    fs, path = fsspec.core.url_to_fs(url)
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
 
 
 # ------------------------------------------------------------------ part files (one per document batch)

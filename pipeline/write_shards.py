@@ -23,13 +23,13 @@ from pipeline.encode_shard_io import (
     ShardLayout,
     part_bytes,
     read_stats,
-    remove,
     write_dead_letters,
     write_file,
     write_megatron_shard,
     write_parquet_shard,
     write_stats,
 )
+from pipeline.files import remove
 from pipeline.records import DeadLetter
 
 NAMESPACE = "beam_bpe.write_shards"
