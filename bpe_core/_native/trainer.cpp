@@ -6,17 +6,20 @@
 
 namespace bpe {
 
-// Measured with BEAM_BPE_TRAIN_STATS=1 on 20 MB of the shared corpora (cl100k pieces, 32k vocabulary): 304,126
-// words of 3,053,117 bytes (P = 2.75M pair occurrences) used 12 MB of tokens, 7 MB of word structs, 20 MB of word
-// lists (7.3 B per P), 25 MB of pair table for 508,258 distinct pairs (0.18 P) and 12 MB of heap: 77 MB, where
-// this estimate gives 154 MB. Distinct pairs grow more slowly than P on larger corpora, so P / 6 is pessimistic.
+// Measured with BEAM_BPE_TRAIN_STATS=1 (cl100k pieces, 32k vocabulary; P = pair occurrences, D = distinct pairs):
+// - 20 MB of the shared corpora: 304,126 words, 3.05M bytes, P = 2.75M, D = 508,258 (0.18 P): 77 MB in all.
+// - all 63 MB of them: 566,371 words, 5.79M bytes, P = 5.22M, D = 733,234 (0.14 P): 160 MiB peak.
+// D grows more slowly than P on text (x1.9 P gave x1.4 D), so P / 8 + 65,536 over-counts large natural corpora;
+// random synthetic chunks have more (2M chunks of 40 Zipf-weighted letters: D = 0.22 P) and may exceed it.
+// Per distinct pair: a 24 B table slot at load 0.35-0.7 plus the old table while rehashing, a 16 B heap entry or
+// two, a 24 B word-list header: 120 B.
 uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens) {
     uint64_t pair_occurrences = n_tokens > n_words ? n_tokens - n_words : 0;
-    uint64_t distinct = std::min<uint64_t>(pair_occurrences, (uint64_t(1) << 16) + pair_occurrences / 6);
+    uint64_t distinct = std::min<uint64_t>(pair_occurrences, (uint64_t(1) << 16) + pair_occurrences / 8);
     return 4 * n_tokens                // token array
            + 24 * n_words              // start, count, length per word
            + 8 * pair_occurrences      // word lists, with their growth slack and later appends
-           + 100 * distinct            // pair table (24 B slots at load <= 0.5, and a rehash's two copies), heap
+           + 120 * distinct            // pair table, heap, word-list headers
            + (uint64_t(64) << 20);     // vocabulary, merges and allocator slack
 }
 
