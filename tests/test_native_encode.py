@@ -152,3 +152,14 @@ def test_pickles_keep_the_backend():
 def test_backend_argument_is_validated():
     with pytest.raises(ValueError, match="backend must be"):
         bpe_core.Tokenizer({0: b"a"}, merges=[], pretokenizer="cl100k", backend="rust")
+
+
+def test_batches_cut_into_several_native_calls_keep_order(monkeypatch):
+    from bpe_core import tokenizer
+
+    monkeypatch.setattr(tokenizer, "NATIVE_BATCH_PIECES", 7)
+    ours = ours_openai("cl100k")
+    docs = [d[:500] for d in corpus("fortunes_multi", 60)] + ["", "a<|endoftext|>b"]
+    expected = [python_twin_cl100k().encode(d, allowed_special="all") for d in docs]
+    assert ours.encode_batch(docs, allowed_special="all") == expected
+    assert ours.encode_ordinary_batch(docs[:-1]) == expected[:-2] + [[]]
