@@ -49,8 +49,9 @@ def bench_train(data: Path, vocab_size: int, repeat: int) -> None:
     mb = sum(len(s.encode()) for s in lines) / 1e6
     print(f"\n== train: docs_python_rst, {mb:.1f} MB, vocab {vocab_size}, GPT-2 pattern ==")
 
-    def ours():
-        return bpe_core.train(bpe_core.count_chunks(lines, GPT2_HF_PATTERN), vocab_size, min_frequency=1)
+    def ours(backend):
+        counts = bpe_core.count_chunks(lines, GPT2_HF_PATTERN)
+        return bpe_core.train(counts, vocab_size, min_frequency=1, backend=backend)
 
     def hf():
         tok = Tokenizer(models.BPE())
@@ -62,12 +63,15 @@ def bench_train(data: Path, vocab_size: int, repeat: int) -> None:
     def rust():
         rustbpe.Tokenizer().train_from_iterator(iter(lines), vocab_size, pattern=GPT2_HF_PATTERN)
 
-    t_ours, _ = best_of(repeat, ours)
+    t_py, _ = best_of(repeat, lambda: ours("python"))
+    t_native, _ = best_of(repeat, lambda: ours("native"))
     t_hf, _ = best_of(repeat, hf)
     t_rust, _ = best_of(repeat, rust)
-    print(f"bpe_core (count + train)   {t_ours:7.2f} s")
-    print(f"tokenizers BpeTrainer      {t_hf:7.2f} s   ratio tokenizers/bpe_core = {t_hf / t_ours:.2f}x")
-    print(f"rustbpe                    {t_rust:7.2f} s   ratio rustbpe/bpe_core    = {t_rust / t_ours:.2f}x")
+    print("(ratio = peer time / bpe_core time: > 1 means bpe_core is faster)")
+    print(f"bpe_core python reference (count + train) {t_py:7.2f} s")
+    print(f"bpe_core native (count + train)           {t_native:7.2f} s")
+    for peer, t in (("tokenizers BpeTrainer", t_hf), ("rustbpe", t_rust)):
+        print(f"{peer:42s}{t:7.2f} s   ratio vs python {t / t_py:.2f}x, vs native {t / t_native:.2f}x")
 
 
 def bench_encode(data: Path, encode_mb: float, repeat: int) -> None:
@@ -93,18 +97,20 @@ def bench_encode(data: Path, encode_mb: float, repeat: int) -> None:
         ref = tiktoken.Encoding(name, pat_str=entry["pat_str"], mergeable_ranks=load_tiktoken_bpe(path),
                                 special_tokens=entry["special_tokens"])
 
-        def ours():
+        def ours(backend, path=path, preset=preset):
             # A fresh tokenizer each run, so that the chunk cache starts cold as tiktoken's does.
-            tok = bpe_core.Tokenizer.from_tiktoken(path, pretokenizer=preset)
+            tok = bpe_core.Tokenizer.from_tiktoken(path, pretokenizer=preset, backend=backend)
             return [tok.encode_ordinary(d) for d in docs]
 
-        t_ours, ours_ids = best_of(repeat, ours)
         t_ref, ref_ids = best_of(repeat, lambda r=ref: [r.encode_ordinary(d) for d in docs])
         t_batch, _ = best_of(repeat, lambda r=ref: r.encode_ordinary_batch(docs, num_threads=1))
-        same = "same ids" if ours_ids == ref_ids else "IDS DIFFER"
-        print(f"{preset:7s} bpe_core {mb / t_ours:6.2f} MB/s | tiktoken encode_ordinary {mb / t_ref:6.2f} MB/s "
-              f"(ratio bpe_core/tiktoken {t_ref / t_ours:.2f}x) | encode_ordinary_batch(1 thread) "
-              f"{mb / t_batch:6.2f} MB/s ({t_batch / t_ours:.2f}x) | {same}")
+        print(f"{preset}: tiktoken encode_ordinary {mb / t_ref:6.2f} MB/s, "
+              f"encode_ordinary_batch(num_threads=1) {mb / t_batch:6.2f} MB/s")
+        for backend in ("python", "native"):
+            t_ours, ours_ids = best_of(repeat, lambda b=backend: ours(b))
+            same = "same ids" if ours_ids == ref_ids else "IDS DIFFER"
+            print(f"  bpe_core {backend:6s} encode_ordinary {mb / t_ours:6.2f} MB/s: ratio vs tiktoken "
+                  f"encode_ordinary {t_ref / t_ours:.2f}x, vs encode_ordinary_batch {t_batch / t_ours:.2f}x ({same})")
 
 
 def main() -> int:
