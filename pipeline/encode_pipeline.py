@@ -29,6 +29,7 @@ from pipeline.driver import Reporter, finish_output
 from pipeline.encode_documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
 from pipeline.encode_shard_io import SHARD_FORMATS, ShardLayout
 from pipeline.files import COMPLETED, MANIFEST, OutputError, exists, read_bytes, remove
+from pipeline.launch_checks import check_launch
 from pipeline.options import pipeline_options, runner_name
 from pipeline.read_corpus import ReadCorpus
 from pipeline.write_shards import WriteShards
@@ -68,6 +69,8 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     started = time.perf_counter()
     job = _with_absolute_paths(job)
     _check_job(job)
+    paths = {"--input": [i.pattern for i in job.inputs], "--tokenizer": [job.tokenizer], "--out": [job.out]}
+    check_launch(beam_args, paths=paths)  # a runner option that cannot work fails here, before any work
     tok, ref = open_tokenizer(job.tokenizer, job.pretokenizer)  # a bad hash or version stops here, before any work
     policy = resolve_policy(tok, special_tokens=job.special_tokens, bos=job.bos, eos=job.eos)
     plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)

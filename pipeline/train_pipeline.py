@@ -24,6 +24,7 @@ from pipeline.count_chunks import PreTokenizeAndCount
 from pipeline.counts_io import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
 from pipeline.driver import Reporter, finish_output, train_tokenizer, write_tokenizer_files
 from pipeline.files import OutputError, glob, join, prepare_output
+from pipeline.launch_checks import check_launch
 from pipeline.options import pipeline_options, runner_name
 from pipeline.read_corpus import ReadCorpus, SelectDeadLetters
 from pipeline.write_counts import WriteCounts
@@ -102,6 +103,8 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     job = _with_absolute_paths(job)
     started = time.perf_counter()
     _check_job(job)
+    if not job.from_counts:  # a runner option that cannot work fails here, before anything is planned or written
+        check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
     counts_dir = join(job.from_counts or job.out, "counts")
     manifest: dict = {"kind": "beam-bpe train", "settings": job.settings, "runner": runner_name(beam_args)}
     if job.from_counts:
