@@ -20,6 +20,10 @@ TEXT_UNITS = ("line", "file")
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 # 4 MiB ranges: a 50 MB file spreads over 12 workers, and a range (plus its Python strings) stays small in memory.
 DEFAULT_RANGE_BYTES = 4 << 20
+# A longer document (line, or file with --text-unit file) is a dead letter, skipped while reading without being held:
+# without a limit, one 64 MiB line took 2 GB to count (a 1 GB line would need ~30 GB) and a gzip bomb of one line
+# took the decompressed size in memory (measured in tests/reliability/test_hostile_inputs.py).
+DEFAULT_MAX_DOCUMENT_BYTES = 32 << 20
 
 
 class CorpusError(ValueError):
@@ -43,6 +47,7 @@ class CorpusSpec:
     text_column: str = "text"
     text_unit: str = "line"
     batch_bytes: int = 4 << 20
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -53,6 +58,8 @@ class CorpusSpec:
             raise CorpusError("--text-field and --text-column must not be empty (e.g. --text-field text)")
         if not isinstance(self.batch_bytes, int) or self.batch_bytes < 1:
             raise CorpusError(f"batch_bytes must be a positive integer, got {self.batch_bytes!r}")
+        if isinstance(self.max_document_bytes, bool) or not isinstance(self.max_document_bytes, int) or self.max_document_bytes < 1:
+            raise CorpusError(f"--max-document-bytes must be a positive integer, got {self.max_document_bytes!r}")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusSpec, InputSpec
+from pipeline.corpus_plan import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusSpec, InputSpec
 
 EPILOG = """With --input, any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner
 (the default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner
@@ -27,6 +27,8 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)")
     src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
     src.add_argument("--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file")
+    src.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES, metavar="N",
+                     help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)")
     src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help="bytes per range of uncompressed text/JSONL: one output shard per range")
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
@@ -58,7 +60,7 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
         tokenizer=args.tokenizer,
         inputs=[InputSpec(pattern) for pattern in args.input],
         out=args.out,
-        corpus=CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit),
+        corpus=CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes),
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
         special_tokens=args.special_tokens,

@@ -11,9 +11,12 @@ whole file with ``--text-unit file``. Blank JSONL lines are not records (pyarrow
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import zlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import fsspec
 import pyarrow as pa
@@ -25,6 +28,16 @@ from pipeline.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
 
 READ_BLOCK = 1 << 20
 EXCERPT_CHARS = 120
+# What a document costs in a batch beyond its text (str header, position int, list slots), counted towards
+# batch_bytes: without it, 20 M empty lines (a 20 KB gzip file) made one batch and took 1.3 GB.
+DOCUMENT_OVERHEAD = 64
+_DAMAGED_STREAM: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zlib.error)
+try:
+    import zstandard
+
+    _DAMAGED_STREAM += (zstandard.ZstdError,)
+except ImportError:  # pragma: no cover - zstandard is a dependency; without it .zst files cannot be read at all
+    pass
 _STRING_TYPES = (pa.string(), pa.large_string())
 _BINARY_TYPES = (pa.binary(), pa.large_binary())
 
@@ -45,13 +58,13 @@ class _Batcher:
         self.texts.append(text)
         self.read += 1
         self.bytes += size
-        self.pending += size
+        self.pending += size + DOCUMENT_OVERHEAD
 
     def reject(self, position: int, reason: str, raw: bytes | str = b"", size: int = 0) -> None:
         self.dead.append(DeadLetter(self.rng.source, position, self.kind, reason, _excerpt(raw)))
         self.read += 1
         self.bytes += size
-        self.pending += size
+        self.pending += min(size, EXCERPT_CHARS * 4) + DOCUMENT_OVERHEAD
 
     def full(self) -> bool:
         return self.pending >= self.spec.batch_bytes
@@ -83,76 +96,144 @@ def read_range(rng: CorpusRange, spec: CorpusSpec) -> Iterator[DocumentBatch]:
 
 
 # ---------------------------------------------------------------- text and JSONL
+class _LongLine(NamedTuple):
+    """A line longer than the document limit, skipped while reading (never held whole): a dead letter."""
+
+    size: int  # bytes, without the newline
+    head: bytes  # its first bytes, for the excerpt
+
+
 def _line_documents(rng: CorpusRange, spec: CorpusSpec, batcher: _Batcher) -> Iterator[None]:
-    """Parse blocks of whole lines into the batcher, yielding after each block so the caller can cut batches."""
-    with fsspec.open(rng.source, "rb", compression=compression_of(rng.source)) as f:
-        if spec.text_unit == "file" and spec.format == "text":
-            _text_block(f.read(), 0, batcher, whole_file=True)
-            yield
-            return
-        blocks = _stream_blocks(f) if rng.kind == "file" else _range_blocks(f, rng.start, rng.end)
-        for offset, block in blocks:
-            if spec.format == "text":
-                _text_block(block, offset, batcher)
-            else:
-                _jsonl_block(block, offset, spec.text_field, batcher)
-            yield
+    """Parse blocks of whole lines into the batcher, yielding after each block so the caller can cut batches.
+
+    A compressed file that ends early or is corrupt keeps the documents read before the damage; the rest of the
+    file becomes one dead letter at the offset where reading stopped (a crawl with one truncated file among
+    thousands should not fail a job of hours). Other read errors still fail the bundle, so a runner can retry it.
+    """
+    limit = spec.max_document_bytes
+    offset = 0
+    try:
+        with fsspec.open(rng.source, "rb", compression=compression_of(rng.source)) as f:
+            if spec.text_unit == "file" and spec.format == "text":
+                _whole_file(f, limit, batcher)
+                yield
+                return
+            start = 0 if rng.kind == "file" else _first_line_start(f, rng.start, rng.end)
+            end = None if rng.kind == "file" else rng.end
+            for offset, block in _line_blocks(f, start, end, limit):
+                if isinstance(block, _LongLine):
+                    batcher.reject(offset, _too_long(block.size, limit), block.head, block.size)
+                    offset += block.size + 1
+                elif spec.format == "text":
+                    _text_block(block, offset, limit, batcher)
+                    offset += len(block)
+                else:
+                    _jsonl_block(block, offset, spec.text_field, limit, batcher)
+                    offset += len(block)
+                yield
+    except _DAMAGED_STREAM as exc:
+        if not compression_of(rng.source):
+            raise
+        reason = f"damaged compressed file: {type(exc).__name__}: {exc}; the documents before this offset were read"
+        batcher.reject(offset, reason)
+        yield
 
 
-def _range_blocks(f, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """(offset, block) of whole lines whose first byte lies in [start, end) of a seekable file."""
-    pos = _first_line_start(f, start)
-    while pos < end:
-        f.seek(pos)
-        data = f.read(min(READ_BLOCK, end - pos))
-        if not data:
-            return
-        if pos + len(data) < end:
-            cut = data.rfind(b"\n")
-            data = data[: cut + 1] if cut >= 0 else data + _read_to_newline(f)
-        elif not data.endswith(b"\n"):
-            data += _read_to_newline(f)  # the range's last line runs past its end: it is still ours
-        yield pos, data
-        pos += len(data)
+def _too_long(size: int, limit: int) -> str:
+    return f"document of {size} bytes is longer than --max-document-bytes {limit}"
 
 
-def _first_line_start(f, start: int) -> int:
+def _whole_file(f, limit: int, batcher: _Batcher) -> None:
+    data = f.read(limit + 1)
+    if len(data) <= limit:
+        _text_block(data, 0, limit, batcher, whole_file=True)
+        return
+    size = len(data)
+    for chunk in iter(lambda: f.read(READ_BLOCK), b""):
+        size += len(chunk)
+    batcher.reject(0, _too_long(size, limit), data[: EXCERPT_CHARS * 4], size)
+
+
+def _first_line_start(f, start: int, end: int) -> int:
+    """The offset of the first line starting in [start, end), or ``end`` if none does (a range inside one long
+    line scans only its own bytes: a 1 GB line cut into 256 ranges is read about twice, not 128 times)."""
     if start == 0:
         return 0
     f.seek(start - 1)
-    return start - 1 + len(_read_to_newline(f))
-
-
-def _read_to_newline(f) -> bytes:
-    parts = []
-    while True:
-        data = f.read(1 << 16)
+    pos = start - 1
+    while pos < end:
+        data = f.read(min(1 << 16, end - pos))
         if not data:
-            return b"".join(parts)
+            return end
         cut = data.find(b"\n")
         if cut >= 0:
-            parts.append(data[: cut + 1])
-            return b"".join(parts)
-        parts.append(data)
+            return pos + cut + 1
+        pos += len(data)
+    return end
 
 
-def _stream_blocks(f) -> Iterator[tuple[int, bytes]]:
-    """(offset, block) of whole lines of a whole (possibly decompressing, unseekable) stream."""
-    pos, carry = 0, b""
-    while True:
-        data = f.read(READ_BLOCK)
+def _line_blocks(f, pos: int, end: int | None, limit: int) -> Iterator[tuple[int, bytes | _LongLine]]:
+    """(offset, block of whole lines) from ``pos``, for the lines starting before ``end`` (None: to the end of a
+    possibly decompressing, unseekable stream). A line longer than ``limit`` comes alone, as a _LongLine.
+
+    Memory: one block plus at most ``limit`` bytes of one line; a long line's pieces are joined once, not
+    re-concatenated per block (which was quadratic in the line length).
+    """
+    if end is not None:
+        f.seek(pos)
+    # read1 on a decompressing stream returns what one step decompressed: at a truncation, everything before the
+    # failing step is kept (read() would drop the whole block it was filling)
+    read = f.read if end is not None else getattr(f, "read1", f.read)
+    line = _Unfinished(limit)
+    while end is None or pos < end:
+        data = read(READ_BLOCK)
         if not data:
-            if carry:
-                yield pos, carry
+            if line.size:
+                yield pos, line.finish()
             return
-        data = carry + data
-        cut = data.rfind(b"\n")
+        cut = data.find(b"\n")
         if cut < 0:
-            carry = data
+            line.add(data)
             continue
-        yield pos, data[: cut + 1]
-        pos += cut + 1
-        carry = data[cut + 1 :]
+        if line.size:  # the line carried over from earlier blocks ends here
+            line.add(data[:cut])
+            size = line.size + 1
+            yield pos, line.finish(newline=True)
+            pos, data, line = pos + size, data[cut + 1 :], _Unfinished(limit)
+            if end is not None and pos >= end:
+                return
+        last = data.rfind(b"\n")
+        if last >= 0:
+            block = data[: last + 1]
+            if end is not None and pos + len(block) > end:  # keep the lines that start before the range's end
+                yield pos, block[: block.index(b"\n", end - pos - 1) + 1]
+                return
+            yield pos, block
+            pos += len(block)
+        line.add(data[last + 1 :])
+
+
+class _Unfinished:
+    """The line in progress across blocks: its pieces while within the limit, only its length and head beyond."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size, self.parts, self.head = limit, 0, [], b""
+
+    def add(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self.size:
+            self.head = data[: EXCERPT_CHARS * 4]
+        self.size += len(data)
+        if self.size <= self.limit:
+            self.parts.append(data)
+        else:
+            self.parts = []
+
+    def finish(self, *, newline: bool = False) -> bytes | _LongLine:
+        if self.size > self.limit:
+            return _LongLine(self.size, self.head)
+        return b"".join(self.parts) + (b"\n" if newline else b"")
 
 
 def _split_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
@@ -164,22 +245,28 @@ def _split_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
         offset += len(line) + 1
 
 
-def _text_block(block: bytes, offset: int, batcher: _Batcher, *, whole_file: bool = False) -> None:
+def _text_block(block: bytes, offset: int, limit: int, batcher: _Batcher, *, whole_file: bool = False) -> None:
     pieces = [(offset, block)] if whole_file else _split_lines(block, offset)
     for position, line in pieces:
+        if len(line) > limit:
+            batcher.reject(position, _too_long(len(line), limit), line, len(line))
+            continue
         try:
             batcher.add(position, line.decode("utf-8"), len(line))
         except UnicodeDecodeError as exc:
             batcher.reject(position, f"undecodable bytes: {exc.reason} at byte {exc.start} of the line", line, len(line))
 
 
-def _jsonl_block(block: bytes, offset: int, field: str, batcher: _Batcher) -> None:
+def _jsonl_block(block: bytes, offset: int, field: str, limit: int, batcher: _Batcher) -> None:
     texts = _jsonl_fast(block, field)
     if texts is None:
-        _jsonl_slow(block, offset, field, batcher)
+        _jsonl_slow(block, offset, field, limit, batcher)
         return
     for (position, line), text in zip(_nonblank_lines(block, offset), texts, strict=True):
-        batcher.add(position, text, len(line))
+        if len(line) > limit:
+            batcher.reject(position, _too_long(len(line), limit), line, len(line))
+        else:
+            batcher.add(position, text, len(line))
 
 
 def _nonblank_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
@@ -207,9 +294,9 @@ def _jsonl_fast(block: bytes, field: str) -> list[str] | None:
     return column.to_pylist()
 
 
-def _jsonl_slow(block: bytes, offset: int, field: str, batcher: _Batcher) -> None:
+def _jsonl_slow(block: bytes, offset: int, field: str, limit: int, batcher: _Batcher) -> None:
     for position, line in _nonblank_lines(block, offset):
-        text, reason = _json_text(line, field)
+        text, reason = _json_text(line, field) if len(line) <= limit else ("", _too_long(len(line), limit))
         if reason is None:
             batcher.add(position, text, len(line))
         else:
@@ -223,6 +310,8 @@ def _json_text(line: bytes, field: str) -> tuple[str, str | None]:
         return "", f"undecodable bytes: {exc.reason} at byte {exc.start} of the line"
     except ValueError as exc:
         return "", f"malformed JSON: {exc}"
+    except RecursionError:  # json.loads recurses per nesting level: ~1,000 nested arrays exhaust the stack
+        return "", "malformed JSON: nested too deeply for Python's JSON parser"
     for name in field.split("."):
         if not isinstance(value, dict):
             return "", f"field {field!r}: expected a JSON object around {name!r}, found {type(value).__name__}"
@@ -251,11 +340,11 @@ def _parquet_documents(rng: CorpusRange, spec: CorpusSpec, batcher: _Batcher) ->
         if not pa.types.is_struct(column.type) or column.type.get_field_index(name) < 0:
             break
         column = column.field(name)
-    _parquet_column(column, rng.first_row, spec.text_column, batcher)
+    _parquet_column(column, rng.first_row, spec.text_column, spec.max_document_bytes, batcher)
     yield
 
 
-def _parquet_column(column: pa.Array, first_row: int, name: str, batcher: _Batcher) -> None:
+def _parquet_column(column: pa.Array, first_row: int, name: str, limit: int, batcher: _Batcher) -> None:
     if column.type not in _STRING_TYPES + _BINARY_TYPES:
         reason = f"wrong schema: column {name!r} is {column.type}, expected a string or binary column"
         for row in range(first_row, first_row + len(column)):
@@ -265,6 +354,9 @@ def _parquet_column(column: pa.Array, first_row: int, name: str, batcher: _Batch
     for row, value in enumerate(column.to_pylist(), start=first_row):
         if value is None:
             batcher.reject(row, f"null value in column {name!r}")
+        elif len(value) > limit and (binary or len(value.encode("utf-8", "surrogatepass")) > limit):
+            size = len(value) if binary else len(value.encode("utf-8", "surrogatepass"))
+            batcher.reject(row, _too_long(size, limit), value[: EXCERPT_CHARS * 4], size)
         elif not binary:
             batcher.add(row, value, len(value.encode("utf-8", "surrogatepass")))
         else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from pipeline.config import load_config, merge_settings
-from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusError, CorpusSpec, InputSpec
+from pipeline.corpus_plan import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusError, CorpusSpec, InputSpec
 
 EPILOG = """Any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the default),
 --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address HOST:PORT,
@@ -22,6 +22,8 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     src.add_argument("--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)")
     src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
     src.add_argument("--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file")
+    src.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES, metavar="N",
+                     help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)")
     src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help="bytes per range of uncompressed text/JSONL")
     algo = p.add_argument_group("algorithm (override --config)")
     algo.add_argument("--config", help="TOML or YAML file of algorithm settings (see configs/)")
@@ -65,7 +67,7 @@ def job_from_args(args: argparse.Namespace):
         + ("min_chunk_count", "max_chunks", "name")
     }
     settings = merge_settings(load_config(args.config) if args.config else {}, flags)
-    corpus = CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit)
+    corpus = CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes)
     return TrainJob(
         out=args.out,
         settings=settings,
