@@ -35,6 +35,7 @@ def build_tables(
         bytes_to_id[data] = tid
     extra = _extra_tokens(vocab, special_tokens, added_tokens)
     size = max([*vocab, *extra, -1]) + 1
+    _check_id_range(size, len(vocab) + len(extra))
     id_to_bytes: list[bytes | None] = [None] * size
     for tid, data in vocab.items():
         id_to_bytes[tid] = data
@@ -43,6 +44,22 @@ def build_tables(
     byte_ids = [bytes_to_id.get(bytes([b]), -1) for b in range(256)]
     merge_values = {} if merges is None else _merge_values(vocab, bytes_to_id, merges)
     return Tables(bytes_to_id, id_to_bytes, byte_ids, merge_values)
+
+
+MAX_ID = (1 << 31) - 1  # the native core, Megatron (int32) and Parquet shards hold ids in 32 bits
+SPARSE_SLACK = 1 << 20  # real vocabularies leave a few gaps (cl100k: 15 ids below its specials), never millions
+
+
+def _check_id_range(size: int, tokens: int) -> None:
+    """Refuse ids that would make the id table huge: a file declaring id 10**12 for its second token must be an
+    error naming the id, not a MemoryError (or an 8 GB table for id 10**9)."""
+    if size - 1 > MAX_ID:
+        raise VocabularyError(f"token id {size - 1} is larger than {MAX_ID}: ids are 32-bit in every output")
+    if size > 8 * tokens + SPARSE_SLACK:
+        raise VocabularyError(
+            f"token id {size - 1} for only {tokens} tokens: the ids of a vocabulary are dense (gaps of more than "
+            f"{SPARSE_SLACK} ids are refused); the file is corrupt or not a vocabulary"
+        )
 
 
 def _extra_tokens(

@@ -73,7 +73,8 @@ class _Stream:
         parts = [self.buf[self.pos :]]
         have = len(parts[0])
         while have < n:
-            chunk = self.f.read(max(_CHUNK, n - have))
+            # bounded reads: a corrupt length must end in 'truncated', not in one read of the length it declares
+            chunk = self.f.read(max(_CHUNK, min(n - have, 64 * _CHUNK)))
             if not chunk:
                 raise TokenizerFileError(self.path, f"file ends inside {what}: it is truncated or corrupt")
             parts.append(chunk)
