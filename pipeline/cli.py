@@ -129,8 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "takes_beam_args", False):
             return args.func(args, extra)  # the flags argparse does not know are Beam pipeline options
         return args.func(args)
-    except (TokenizerFileError, ValueError, OSError) as exc:
-        print(f"beam-bpe {args.command}: error: {exc}", file=sys.stderr)
+    except (TokenizerFileError, ValueError, OSError, MemoryError) as exc:
+        # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
+        print(f"beam-bpe {args.command}: error: {exc or type(exc).__name__}", file=sys.stderr)
         return 2
 
 

@@ -111,11 +111,15 @@ def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 
     """All counts (filtered) as ``ChunkCounts`` remembering their pre-tokenizer, and the filter report.
 
     ``min_chunk_count`` drops chunks counted fewer times; then ``max_chunks`` keeps the most frequent ones, ties
-    at the threshold count broken by the chunk bytes (smallest first), so the result is deterministic.
+    at the threshold count broken by the chunk bytes (smallest first), so the result is deterministic. With
+    ``max_chunks`` the driver holds at most ``2 * max_chunks`` chunks plus one record batch: the top chunks of a
+    prefix of the shards are pruned as it goes (exact: a chunk outside the top of a part is outside the top of
+    the whole), so ``--max-chunks`` also bounds the driver's memory, not only the merge loop's.
     """
     counts = ChunkCounts(pretokenizer=counts_pretokenizer(counts_dir))
     report = {"min_chunk_count": min_chunk_count, "max_chunks": max_chunks, "chunks_reduced": 0, "occurrences_reduced": 0}
     low_chunks = low_occ = 0
+    over = [0, 0]  # chunks and occurrences dropped by max_chunks
     for chunks, values in iter_counts(counts_dir):
         for chunk, n in zip(chunks, values, strict=True):
             report["chunks_reduced"] += 1
@@ -126,17 +130,31 @@ def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 
                 raise CountsError(f"chunk {chunk!r} appears in two shards of {counts_dir}: the counts are corrupt")
             else:
                 counts[chunk] = n
+        if max_chunks and len(counts) >= 2 * max_chunks:
+            _add(over, _drop_below_top(counts, max_chunks))
     report["dropped_below_min_count"] = {"chunks": low_chunks, "occurrences": low_occ}
-    report["dropped_over_max_chunks"] = _keep_top(counts, max_chunks) if max_chunks else {"chunks": 0, "occurrences": 0}
+    if max_chunks:
+        _add(over, _drop_below_top(counts, max_chunks))
+    report["dropped_over_max_chunks"] = {"chunks": over[0], "occurrences": over[1]}
+    if over[0]:
+        threshold = min(counts.values())
+        ties = sum(1 for n in counts.values() if n == threshold)
+        report["dropped_over_max_chunks"].update(threshold_count=threshold, ties_kept=ties)
     report["chunks_kept"] = len(counts)
     report["occurrences_kept"] = sum(counts.values())
     return counts, report
 
 
-def _keep_top(counts: ChunkCounts, max_chunks: int) -> dict:
-    """Keep the ``max_chunks`` most frequent chunks in place; ties at the threshold go to the smallest bytes."""
+def _add(total: list[int], dropped: tuple[int, int]) -> None:
+    total[0] += dropped[0]
+    total[1] += dropped[1]
+
+
+def _drop_below_top(counts: ChunkCounts, max_chunks: int) -> tuple[int, int]:
+    """Keep the ``max_chunks`` most frequent chunks in place (ties at the threshold: smallest bytes); return the
+    chunks and occurrences dropped."""
     if len(counts) <= max_chunks:
-        return {"chunks": 0, "occurrences": 0}
+        return 0, 0
     histogram = Counter(counts.values())
     kept, threshold = 0, 0
     for value in sorted(histogram, reverse=True):
@@ -145,8 +163,6 @@ def _keep_top(counts: ChunkCounts, max_chunks: int) -> dict:
             break
         kept += histogram[value]
     ties_kept = max_chunks - kept
-    at_threshold = heapq.nsmallest(ties_kept, (c for c, n in counts.items() if n == threshold))
-    keep_ties = set(at_threshold)
+    keep_ties = set(heapq.nsmallest(ties_kept, (c for c, n in counts.items() if n == threshold)))
     dropped = [c for c, n in counts.items() if n < threshold or (n == threshold and c not in keep_ties)]
-    occurrences = sum(counts.pop(c) for c in dropped)
-    return {"chunks": len(dropped), "occurrences": occurrences, "threshold_count": threshold, "ties_kept": ties_kept}
+    return len(dropped), sum(counts.pop(c) for c in dropped)
