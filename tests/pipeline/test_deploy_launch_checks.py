@@ -22,6 +22,13 @@ DATAFLOW = ["--runner=DataflowRunner", "--project=example-project", "--region=us
 REMOTE_PATHS = {"--input": ["gs://example-bucket/corpus/*.jsonl"], "--out": ["gs://example-bucket/out"]}
 
 
+@pytest.fixture(autouse=True)
+def gcp_extra_present(monkeypatch):
+    """The Dataflow checks below do not depend on apache-beam[gcp] being installed here (one test removes it)."""
+    importable = launch_checks._importable
+    monkeypatch.setattr(launch_checks, "_importable", lambda module: module.startswith("google.cloud") or importable(module))
+
+
 def closed_port() -> int:
     """A loopback port with nothing listening (bound, then released)."""
     with socket.socket() as s:
