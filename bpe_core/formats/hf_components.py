@@ -119,7 +119,10 @@ def _flatten(spec: dict | None, key: str, what: str) -> list[dict]:
     if not isinstance(spec, dict):
         raise UnsupportedComponent(f"{what} entry {spec!r} is not a JSON object")
     if spec.get("type") == "Sequence":
-        return [s for sub in spec.get(key, []) for s in _flatten(sub, key, what)]
+        subs = spec.get(key)
+        if not isinstance(subs, list):
+            raise UnsupportedComponent(f"{what} Sequence has {key} {subs!r}, not a list")
+        return [s for sub in subs for s in _flatten(sub, key, what)]
     return [spec]
 
 

@@ -53,6 +53,8 @@ def loads_huggingface(data: bytes, path: str = "<bytes>") -> Tokenizer:
         _check_decoder(spec.get("decoder"))
     except UnsupportedComponent as exc:
         raise TokenizerFileError(path, f"{exc}; this file cannot be loaded with the same ids") from None
+    except (TypeError, AttributeError) as exc:  # a component of the wrong JSON type deep inside (e.g. a number)
+        raise TokenizerFileError(path, f"malformed normalizer, pre_tokenizer or decoder entry: {exc}") from None
     added = _added_tokens(spec.get("added_tokens") or [], path)
     text_to_id = _model_vocab(model.get("vocab"), path)
     _check_added_ids(added, text_to_id, path)
@@ -100,6 +102,8 @@ def _check_model(model: dict, path: str) -> None:
             f"model type {kind!r} is not supported: only byte-level BPE is (WordPiece, Unigram and WordLevel "
             "tokenizers split words differently)",
         )
+    if not isinstance(model.get("ignore_merges", False), bool):
+        raise TokenizerFileError(path, f"model.ignore_merges is {model['ignore_merges']!r}, not true or false")
     if model.get("dropout") not in (None, 0, 0.0):
         raise TokenizerFileError(path, f"BPE dropout {model['dropout']} makes ids random; set it to null")
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
@@ -121,6 +125,9 @@ def _added_tokens(entries: list, path: str) -> list[dict]:
         if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or not _is_id(entry.get("id")):
             raise TokenizerFileError(path, f"added token {entry!r} needs a string 'content' and an integer 'id'")
         text, tid = entry["content"], entry["id"]
+        flags = [k for k in ("special", "lstrip", "rstrip", "single_word", "normalized") if not isinstance(entry.get(k, False), bool)]
+        if flags:  # bool("no") is True: a string flag would silently match differently
+            raise TokenizerFileError(path, f"added token {text!r}: {flags[0]} is {entry[flags[0]]!r}, not true or false")
         if not text:
             continue  # tokenizers ignores empty added tokens
         if text in seen_text:
