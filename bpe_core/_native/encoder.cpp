@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace bpe {
 
@@ -39,7 +40,8 @@ Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string>>& vocab,
     : whole_(vocab.size()), pairs_(rank_only ? vocab.size() * 2 : pair_values.size()), ignore_merges_(ignore_merges) {
     for (int b = 0; b < 256; ++b) byte_ids_[b] = -1;
     for (const auto& [id, data] : vocab) {
-        whole_.insert(reinterpret_cast<const uint8_t*>(data.data()), data.size(), id);
+        if (!whole_.insert(reinterpret_cast<const uint8_t*>(data.data()), data.size(), id))
+            throw std::length_error("the native encoder takes at most 16,777,215 tokens; use backend='python'");
         if (data.size() == 1) {
             int b = static_cast<uint8_t>(data[0]);
             if (byte_ids_[b] < 0) byte_ids_[b] = id;

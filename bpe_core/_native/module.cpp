@@ -39,6 +39,41 @@ nb::object list_of_ids(const uint32_t* ids, size_t n) {
     return nb::steal(list);
 }
 
+// One Python int per token id, made once: lists of ids then cost an INCREF per token instead of an allocation
+// (ids above 256 are not among CPython's cached small ints). As the reference's chunk cache, whose lists share
+// their int objects, does.
+class IntCache {
+  public:
+    IntCache() = default;
+    IntCache(const IntCache&) = delete;
+    IntCache& operator=(const IntCache&) = delete;
+    ~IntCache() {
+        for (PyObject* o : ints_) Py_XDECREF(o);
+    }
+    nb::object list(const uint32_t* ids, size_t n) {
+        PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+        if (!list) throw nb::python_error();
+        for (size_t i = 0; i < n; ++i) {
+            uint32_t id = ids[i];
+            if (id >= ints_.size()) ints_.resize(size_t(id) + 1, nullptr);
+            PyObject*& o = ints_[id];
+            if (!o) {
+                o = PyLong_FromUnsignedLong(id);
+                if (!o) {
+                    Py_DECREF(list);
+                    throw nb::python_error();
+                }
+            }
+            Py_INCREF(o);
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), o);
+        }
+        return nb::steal(list);
+    }
+
+  private:
+    std::vector<PyObject*> ints_;
+};
+
 // A sequence of Python objects as a borrowed array (lists and tuples directly, anything else through list()).
 struct FastSeq {
     explicit FastSeq(nb::handle obj, const char* what) {
@@ -153,7 +188,7 @@ class PyEncoder {
             const Item* bad = run(items.data(), items.size(), out, nullptr);
             if (bad) throw nb::value_error(missing_bytes_message(*enc_, bad->data, bad->size).c_str());
         }
-        return list_of_ids(out.data(), out.size());
+        return ints_.list(out.data(), out.size());
     }
 
     // One list of ids per request; a request is a sequence of pieces (and ids). The whole batch comes in one
@@ -180,7 +215,7 @@ class PyEncoder {
             const Item* bad = run(items.data(), items.size(), out, &bounds, &out_bounds);
             if (bad) throw nb::value_error(missing_bytes_message(*enc_, bad->data, bad->size).c_str());
             for (size_t j = 0; j + 1 < bounds.size(); ++j) {
-                nb::object ids = list_of_ids(out.data() + out_bounds[j], out_bounds[j + 1] - out_bounds[j]);
+                nb::object ids = ints_.list(out.data() + out_bounds[j], out_bounds[j + 1] - out_bounds[j]);
                 PyList_SET_ITEM(result, first + static_cast<Py_ssize_t>(j), ids.release().ptr());
             }
             first = r + 1;
@@ -236,6 +271,7 @@ class PyEncoder {
     }
 
     std::unique_ptr<Encoder> enc_;
+    IntCache ints_;
     ChunkCache cache_;
     std::mutex mutex_;  // the cache is per encoder; part 2 gives each thread its own
 };

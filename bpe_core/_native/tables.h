@@ -4,6 +4,7 @@
 // std::unordered_map costs a heap node per entry and a pointer chase per probe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -126,9 +127,15 @@ class U64Map {
 };
 
 // byte string -> uint32 value, keys copied into one arena. Insert-only; clear() drops everything.
+//
+// A compact index (4 bytes per slot: 8 bits of hash as a tag, 24 bits of entry number) over entries kept in
+// insertion order. A vocabulary inserted by id keeps its frequent tokens (low ranks) together, so the entries a
+// text touches stay in cache; the tag rejects most collisions without touching an entry. Before: 32-byte slots
+// at load <= 0.5, 16.8 MB for o200k, and find_hashed was the top symbol of encode_batch in perf (15% of samples).
 class BytesMap {
   public:
     static constexpr uint32_t kMissing = ~uint32_t(0);
+    static constexpr size_t kMaxEntries = (size_t(1) << 24) - 1;
 
     explicit BytesMap(size_t expected = 0) { rehash(table_capacity(expected)); }
 
@@ -136,74 +143,71 @@ class BytesMap {
 
     uint32_t find_hashed(const uint8_t* p, size_t n, uint64_t h) const {
         size_t i = h & mask_;
+        const uint32_t tag = tag_of(h);
         const uint64_t head = prefix(p, n);
         while (true) {
-            const Slot& s = slots_[i];
-            if (s.len == kFree) return kMissing;
-            if (s.hash == h && s.len == n && s.head == head &&
-                (n <= 8 || std::memcmp(arena_.data() + s.offset + 8, p + 8, n - 8) == 0))
-                return s.value;
+            const uint32_t slot = index_[i];
+            if (slot == 0) return kMissing;
+            if ((slot & kTagMask) == tag) {
+                const Entry& e = entries_[(slot & kEntryMask) - 1];
+                if (e.hash == h && e.len == n && e.head == head &&
+                    (n <= 8 || std::memcmp(arena_.data() + e.offset + 8, p + 8, n - 8) == 0))
+                    return e.value;
+            }
             i = (i + 1) & mask_;
         }
     }
 
-    // Insert (keeps the first value for a key already present).
-    void insert_hashed(const uint8_t* p, size_t n, uint64_t h, uint32_t value) {
-        if (2 * (size_ + 1) > slots_.size()) rehash(slots_.size() * 2);
-        size_t i = h & mask_;
-        const uint64_t head = prefix(p, n);
-        while (slots_[i].len != kFree) {
-            const Slot& s = slots_[i];
-            if (s.hash == h && s.len == n && s.head == head && std::memcmp(arena_.data() + s.offset, p, n) == 0)
-                return;
-            i = (i + 1) & mask_;
-        }
-        slots_[i] = Slot{h, head, arena_.size(), static_cast<uint32_t>(n), value};
+    // Insert (keeps the first value for a key already present). Returns false when the map is full (2**24 - 1).
+    bool insert_hashed(const uint8_t* p, size_t n, uint64_t h, uint32_t value) {
+        if (find_hashed(p, n, h) != kMissing) return true;
+        if (entries_.size() >= kMaxEntries) return false;
+        if (2 * (entries_.size() + 1) > index_.size()) rehash(index_.size() * 2);
+        entries_.push_back(Entry{h, prefix(p, n), arena_.size(), static_cast<uint32_t>(n), value});
         arena_.append(reinterpret_cast<const char*>(p), n);
-        ++size_;
+        place(entries_.size());
+        return true;
     }
-    void insert(const uint8_t* p, size_t n, uint32_t value) { insert_hashed(p, n, hash_bytes(p, n), value); }
+    bool insert(const uint8_t* p, size_t n, uint32_t value) { return insert_hashed(p, n, hash_bytes(p, n), value); }
 
-    size_t size() const { return size_; }
+    size_t size() const { return entries_.size(); }
     void clear() {
         arena_.clear();
-        size_ = 0;
-        for (Slot& s : slots_) s.len = kFree;
+        entries_.clear();
+        std::fill(index_.begin(), index_.end(), 0u);
     }
 
   private:
-    static constexpr uint32_t kFree = ~uint32_t(0);
-    // The first 8 bytes of the key live in the slot: most pieces and tokens are that short, and then a lookup
-    // never touches the arena (perf on cl100k encoding: find_hashed + memcmp were 18% of encode_batch).
-    struct Slot {
+    static constexpr uint32_t kTagMask = 0xFF000000u, kEntryMask = 0x00FFFFFFu;
+    struct Entry {
         uint64_t hash;
-        uint64_t head;
+        uint64_t head;  // the first 8 bytes of the key: short keys never touch the arena
         uint64_t offset;
         uint32_t len;
         uint32_t value;
     };
+    static uint32_t tag_of(uint64_t h) { return static_cast<uint32_t>(h >> 56) << 24; }
     static uint64_t prefix(const uint8_t* p, size_t n) {
         uint64_t w = 0;
         std::memcpy(&w, p, n < 8 ? n : 8);
         return w;
     }
+    void place(size_t number) {  // entry number is index + 1
+        const uint64_t h = entries_[number - 1].hash;
+        size_t i = h & mask_;
+        while (index_[i] != 0) i = (i + 1) & mask_;
+        index_[i] = tag_of(h) | static_cast<uint32_t>(number);
+    }
     void rehash(size_t cap) {
-        std::vector<Slot> old;
-        old.swap(slots_);
-        slots_.assign(cap, Slot{0, 0, 0, kFree, 0});
+        index_.assign(cap, 0u);
         mask_ = cap - 1;
-        for (const Slot& s : old) {
-            if (s.len == kFree) continue;
-            size_t i = s.hash & mask_;
-            while (slots_[i].len != kFree) i = (i + 1) & mask_;
-            slots_[i] = s;
-        }
+        for (size_t k = 1; k <= entries_.size(); ++k) place(k);
     }
 
-    std::vector<Slot> slots_;
+    std::vector<uint32_t> index_;
+    std::vector<Entry> entries_;
     std::string arena_;
     size_t mask_ = 0;
-    size_t size_ = 0;
 };
 
 }  // namespace bpe

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 namespace bpe {
 
@@ -169,7 +170,8 @@ void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void
         uint32_t new_id = bytes_to_id_.find(p, data.size());
         if (new_id == BytesMap::kMissing) {  // else: the bytes are a token already, reuse its id
             new_id = static_cast<uint32_t>(token_bytes_.size());
-            bytes_to_id_.insert(p, data.size(), new_id);
+            if (!bytes_to_id_.insert(p, data.size(), new_id))
+                throw std::length_error("the native merge loop makes at most 16,777,215 tokens; use backend='python'");
             token_bytes_.push_back(std::move(data));
             ++new_tokens;
         }
