@@ -93,3 +93,11 @@ def tiktoken_openai(preset: str):
         mergeable_ranks=load_tiktoken_bpe(enc["path"]),
         special_tokens=enc["special_tokens"],
     )
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The reliability suite's figures in the log (also from xdist workers), and RELIABILITY.md under
+    `make reliability`: see tests/reliability/report.py."""
+    from reliability.report import summarize
+
+    summarize(terminalreporter)

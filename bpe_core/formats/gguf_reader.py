@@ -74,7 +74,7 @@ class _Stream:
         have = len(parts[0])
         while have < n:
             # bounded reads: a corrupt length must end in 'truncated', not in one read of the length it declares
-            chunk = self.f.read(max(_CHUNK, min(n - have, 64 * _CHUNK)))
+            chunk = self.f.read(max(_CHUNK, min(n - have, 16 * _CHUNK)))
             if not chunk:
                 raise TokenizerFileError(self.path, f"file ends inside {what}: it is truncated or corrupt")
             parts.append(chunk)

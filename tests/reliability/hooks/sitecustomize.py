@@ -1,0 +1,58 @@
+"""Test-only fault hooks, loaded by every new Python process whose PYTHONPATH holds this folder (tests/reliability
+uses it for Beam's multi-process workers and Dask's workers, which a monkeypatch in the test process cannot reach).
+
+Armed by environment variables only; without them this file does nothing.
+
+- ``BEAM_BPE_TEST_KILL_DIR``: a worker that is handed a document containing ``KILL-ME-<token>`` kills itself with
+  SIGKILL, once per token: the first worker to see it creates ``<dir>/<token>`` (atomically) and dies, so a
+  retried task succeeds. The file holds the pid that died.
+"""
+
+from __future__ import annotations
+
+import os
+
+_KILL_DIR = os.environ.get("BEAM_BPE_TEST_KILL_DIR")
+
+
+def _maybe_die(texts) -> None:
+    import re
+    import signal
+
+    for text in texts:
+        found = re.search(r"KILL-ME-(\w+)", text) if isinstance(text, str) else None
+        if found is None:
+            continue
+        try:
+            fd = os.open(os.path.join(_KILL_DIR, found.group(1)), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _install() -> None:
+    import bpe_core
+    from bpe_core.tokenizer import Tokenizer
+
+    count_chunks = bpe_core.count_chunks
+
+    def counting(texts, pretokenizer):
+        texts = list(texts)
+        _maybe_die(texts)
+        return count_chunks(texts, pretokenizer)
+
+    bpe_core.count_chunks = counting  # what pipeline.count_chunks calls (attribute lookup at call time)
+    encode_ordinary_batch = Tokenizer.encode_ordinary_batch
+
+    def encoding(self, texts, **kwargs):
+        texts = list(texts)
+        _maybe_die(texts)
+        return encode_ordinary_batch(self, texts, **kwargs)
+
+    Tokenizer.encode_ordinary_batch = encoding  # what the encoding pipeline's default policy calls
+
+
+if _KILL_DIR:
+    _install()
