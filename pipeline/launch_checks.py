@@ -102,7 +102,8 @@ def _check_dataflow(options: PipelineOptions) -> None:
     for flag, value in (("--temp_location", gcp.temp_location), ("--staging_location", gcp.staging_location)):
         if value and not re.match(r"^gs://[a-z0-9][-a-z0-9_.]{1,220}[a-z0-9](/|$)", value):
             raise LaunchError(
-                f"{flag}={value} is not a gs://BUCKET/PATH URL: DataflowRunner stages and writes temporary files there"
+                f"{flag}={value} is not a gs://BUCKET/PATH URL with a valid bucket name (3 to 63 of a-z 0-9 - _ .): "
+                "DataflowRunner stages and writes temporary files there"
             )
     if not gcp.temp_location:
         raise LaunchError(
