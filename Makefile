@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test test-full demo bench bench-native lint clean
+.PHONY: setup test test-full demo bench bench-native lint wheel clean
 
 NATIVE_SOURCES := CMakeLists.txt $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h)
 
@@ -32,8 +32,12 @@ bench: setup
 bench-native: setup
 	$(PY) benchmarks/bench_native.py
 
+# The wheel for --extra_package (deploy/README.md), checked in a fresh venv.
+wheel: setup
+	PYTHON=$(PY) deploy/build_wheel.sh --check
+
 lint: setup
 	$(VENV)/bin/ruff check bpe_core pipeline tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
