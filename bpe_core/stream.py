@@ -9,6 +9,7 @@ complete becomes U+FFFD at once. For every split of a token stream, the concaten
 from __future__ import annotations
 
 import codecs
+import operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,15 @@ from bpe_core import native
 
 if TYPE_CHECKING:
     from bpe_core.tokenizer import Tokenizer
+
+
+def as_token_id(value):
+    """``value`` as a Python int where it is an integer of any kind (a model's ids are often numpy ints), else
+    unchanged, for the caller's error message."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 class StreamingDecoder:
@@ -40,8 +50,12 @@ class StreamingDecoder:
 
     def step(self, token_id: int) -> str:
         """Add one token; return the text that became complete."""
+        token_id = as_token_id(token_id)
         if self._native is not None:
-            text = self._native.step(token_id)
+            try:
+                text = self._native.step(token_id)
+            except TypeError:  # not an integer at all (None, a float): reported below as the reference does
+                text = None
             if text is not None:
                 return text
             self.tokenizer.token_bytes(token_id)  # raises the reference's error for a bad id

@@ -155,6 +155,9 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (special and added tokens give their UTF-8 text)."""
+        from bpe_core.stream import as_token_id
+
+        token_id = as_token_id(token_id)
         if isinstance(token_id, int) and 0 <= token_id < len(self._id_to_bytes):
             data = self._id_to_bytes[token_id]
             if data is not None:
