@@ -50,7 +50,10 @@ fi
 
 WHEEL="$(first_file "$OUT"/beam_bpe-"$BPE_VERSION"-"$TAG"-"$TAG"-*.whl)"
 [[ -n "$WHEEL" ]] || die "no beam_bpe-$BPE_VERSION-$TAG-$TAG-*.whl in $OUT after the build"
-unzip -l "$WHEEL" | grep -q 'bpe_core/_native/_core\..*\.so' || die "$WHEEL has no compiled bpe_core/_native/_core: the build skipped the native core"
+"$PY" -c 'import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+sys.exit(not any(n.startswith("bpe_core/_native/_core.") and n.endswith(".so") for n in names))' "$WHEEL" ||
+    die "$WHEEL has no compiled bpe_core/_native/_core: the build skipped the native core"
 echo "built $WHEEL"
 
 if [[ "$CHECK" == 1 ]]; then
