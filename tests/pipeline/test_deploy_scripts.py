@@ -201,3 +201,22 @@ def test_build_scripts_print_the_right_commands():
     assert argv[:4] == ["docker", "build", "--target", "wheel-only"] and "type=local,dest=/tmp/w" in argv
     argv = run(DEPLOY / "build_wheel.sh", "--out", "/tmp/w", "--print").stdout.splitlines()
     assert argv == [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", "/tmp/w", str(ROOT)]
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_runner_guides_name_every_counter_of_the_pipelines(runner):
+    """The counters to watch in the runner UIs are the ones the DoFns define (pipeline/*.py), no more, no fewer."""
+    defined = set()
+    for module in (ROOT / "pipeline").glob("*.py"):
+        text = module.read_text()
+        namespace = re.search(r'^NAMESPACE = "([\w.]+)"', text, re.M)
+        for name in re.findall(r'Metrics\.counter\(NAMESPACE, "(\w+)"\)', text):
+            defined.add((namespace[1], name))
+    assert len(defined) >= 20
+    guide = (DEPLOY / runner / "README.md").read_text()
+    parts = re.split(r"`(beam_bpe\.\w+)`", guide)  # text, namespace, its text up to the next namespace, ...
+    sections: dict[str, str] = {}
+    for namespace, text in zip(parts[1::2], parts[2::2], strict=True):
+        sections[namespace] = sections.get(namespace, "") + text
+    missing = sorted(f"{ns}/{name}" for ns, name in defined if f"`{name}`" not in sections.get(ns, ""))
+    assert not missing, f"deploy/{runner}/README.md does not name these counters: {missing}"
