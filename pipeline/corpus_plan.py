@@ -142,6 +142,8 @@ def _expand_one(pattern: str) -> list[tuple[str, int]]:
         raise CorpusError(f"cannot open input {pattern!r}: {exc}") from None
     if fsspec.core.has_magic(path):
         found = fs.glob(path, detail=True)
+        if not found and fs.isfile(path):  # a file literally named like a glob ("a[1].jsonl")
+            found = {path: fs.info(path)}
     elif fs.isdir(path):
         found = fs.find(path, detail=True)
     elif fs.exists(path):

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from pipeline.corpus_plan import CorpusSpec, compression_of
+from pipeline.corpus_plan import CorpusError, CorpusSpec, compression_of
 from pipeline.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
 
 READ_BLOCK = 1 << 20
@@ -335,7 +335,13 @@ def _parquet_documents(rng: CorpusRange, spec: CorpusSpec, batcher: _Batcher) ->
                 batcher.reject(row, reason)
             yield
             return
-        column = pfile.read_row_group(rng.start, columns=[column_path[0]]).column(0).combine_chunks()
+        try:
+            column = pfile.read_row_group(rng.start, columns=[column_path[0]]).column(0).combine_chunks()
+        except (OSError, pa.ArrowException) as exc:  # a damaged page: fail the bundle (retryable), naming the place
+            raise CorpusError(
+                f"{rng.source}: row group {rng.start} (rows {rng.first_row} to {rng.first_row + num_rows - 1}) cannot "
+                f"be read: {type(exc).__name__}: {exc}"
+            ) from exc
     for name in column_path[1:]:
         if not pa.types.is_struct(column.type) or column.type.get_field_index(name) < 0:
             break
