@@ -31,6 +31,7 @@ EXCERPT_CHARS = 120
 # What a document costs in a batch beyond its text (str header, position int, list slots), counted towards
 # batch_bytes: without it, 20 M empty lines (a 20 KB gzip file) made one batch and took 1.3 GB.
 DOCUMENT_OVERHEAD = 64
+BLOCK_LINES = 16384  # lines parsed between two checks of the batch size
 _DAMAGED_STREAM: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zlib.error)
 try:
     import zstandard
@@ -124,19 +125,39 @@ def _line_documents(rng: CorpusRange, spec: CorpusSpec, batcher: _Batcher) -> It
                 if isinstance(block, _LongLine):
                     batcher.reject(offset, _too_long(block.size, limit), block.head, block.size)
                     offset += block.size + 1
-                elif spec.format == "text":
-                    _text_block(block, offset, limit, batcher)
-                    offset += len(block)
-                else:
-                    _jsonl_block(block, offset, spec.text_field, limit, batcher)
-                    offset += len(block)
-                yield
+                    yield
+                    continue
+                for offset, lines in _few_lines(offset, block):  # noqa: B020 - offset: where the next read starts
+                    if spec.format == "text":
+                        _text_block(lines, offset, limit, batcher)
+                    else:
+                        _jsonl_block(lines, offset, spec.text_field, limit, batcher)
+                    offset += len(lines)
+                    yield
     except _DAMAGED_STREAM as exc:
         if not compression_of(rng.source):
             raise
         reason = f"damaged compressed file: {type(exc).__name__}: {exc}; the documents before this offset were read"
         batcher.reject(offset, reason)
         yield
+
+
+def _few_lines(offset: int, block: bytes) -> Iterator[tuple[int, bytes]]:
+    """The block in pieces of at most BLOCK_LINES lines, so that batches are cut by count too: a 1 MiB block of
+    empty lines is a million documents (a gzip bomb of newlines held them all in one batch)."""
+    if block.count(b"\n") <= BLOCK_LINES:
+        yield offset, block
+        return
+    start = 0
+    while start < len(block):
+        end = start
+        for _ in range(BLOCK_LINES):
+            end = block.find(b"\n", end) + 1
+            if end == 0:
+                end = len(block)
+                break
+        yield offset + start, block[start:end]
+        start = end
 
 
 def _too_long(size: int, limit: int) -> str:
