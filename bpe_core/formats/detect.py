@@ -9,6 +9,7 @@ GGUF model file is never read whole.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import fsspec
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from bpe_core.tokenizer import Tokenizer
 
 HEAD_BYTES = 4096
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}")  # "format_version 1" (an artifact without its first line) is not one
 FOLDER_FILES = ("tokenizer.json", "tokenizer.bpe", "vocab.json")
 KINDS = ("artifact", "gguf", "json", "gpt2-merges", "tiktoken")
 
@@ -40,7 +42,7 @@ def sniff(data: bytes) -> str:
     if head.startswith(b"#version"):
         return "gpt2-merges"
     first = head.split(b"\n", 1)[0].split()
-    if len(first) == 2 and first[1].isdigit():  # 'base64 rank' (a malformed one is reported by its parser)
+    if len(first) == 2 and first[1].isdigit() and _BASE64.fullmatch(first[0]):  # 'base64 rank'
         return "tiktoken"
     if len(first) == 2 and b"\x00" not in head:
         return "gpt2-merges"

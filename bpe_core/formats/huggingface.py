@@ -55,10 +55,10 @@ def loads_huggingface(data: bytes, path: str = "<bytes>") -> Tokenizer:
         raise TokenizerFileError(path, f"{exc}; this file cannot be loaded with the same ids") from None
     except (TypeError, AttributeError) as exc:  # a component of the wrong JSON type deep inside (e.g. a number)
         raise TokenizerFileError(path, f"malformed normalizer, pre_tokenizer or decoder entry: {exc}") from None
-    added = _added_tokens(spec.get("added_tokens") or [], path)
+    added = _added_tokens(_list(spec, "added_tokens", path), path)
     text_to_id = _model_vocab(model.get("vocab"), path)
     _check_added_ids(added, text_to_id, path)
-    merges = _merges(model.get("merges") or [], text_to_id, path)
+    merges = _merges(_list(model, "merges", path), text_to_id, path)
     vocab = byte_vocab(text_to_id, {t["id"] for t in added}, merge_token_ids(merges, text_to_id), path)
     try:
         return Tokenizer(
@@ -92,6 +92,13 @@ def parse_json(data: bytes, path: str):
         raise TokenizerFileError(path, f"not UTF-8 at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise TokenizerFileError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+
+
+def _list(spec: dict, key: str, path: str) -> list:
+    value = spec.get(key) or []
+    if not isinstance(value, list):
+        raise TokenizerFileError(path, f"{key} is {value!r:.60}, not a list")
+    return value
 
 
 def _check_model(model: dict, path: str) -> None:
