@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.corpus_plan import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusSpec, InputSpec
+from pipeline.corpus_plan import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_RANGE_BYTES,
+    FORMATS,
+    TEXT_UNITS,
+    CorpusSpec,
+    InputSpec,
+)
 
 EPILOG = """With --input, any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner
 (the default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner

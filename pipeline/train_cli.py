@@ -6,7 +6,15 @@ from __future__ import annotations
 import argparse
 
 from pipeline.config import load_config, merge_settings
-from pipeline.corpus_plan import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusError, CorpusSpec, InputSpec
+from pipeline.corpus_plan import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_RANGE_BYTES,
+    FORMATS,
+    TEXT_UNITS,
+    CorpusError,
+    CorpusSpec,
+    InputSpec,
+)
 
 EPILOG = """Any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the default),
 --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address HOST:PORT,

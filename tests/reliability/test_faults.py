@@ -30,7 +30,16 @@ from pipeline.cli import main
 from pipeline.corpus_plan import CorpusSpec, InputSpec
 from pipeline.encode_pipeline import EncodeJob, run_encode
 
-from .lib import FULL, ROOT, assert_no_partial_final_file, files_of, is_temporary, with_hooks, write_jsonl
+from .lib import (
+    FULL,
+    ROOT,
+    assert_no_partial_final_file,
+    files_of,
+    is_temporary,
+    visible_final_files,
+    with_hooks,
+    write_jsonl,
+)
 
 AREA = "faults"
 FAULT = "test fault"
@@ -70,7 +79,10 @@ def reference(inputs, r50k_artifact, tmp_path_factory) -> dict[str, dict[str, by
     """The undisturbed runs' files, and the number of files each publishes (renames into its output)."""
     root = tmp_path_factory.mktemp("reference")
     refs = {}
-    for name, args in (("train", train_args(inputs, root / "train")), ("encode", encode_args(r50k_artifact, inputs, root / "encode"))):
+    for name, args in (
+        ("train", train_args(inputs, root / "train")),
+        ("encode", encode_args(r50k_artifact, inputs, root / "encode")),
+    ):
         assert main(args) == 0
         refs[name] = files_of(root / name)
     return refs
@@ -85,7 +97,9 @@ def rerun_is_identical(name: str, inputs, r50k_artifact, out: Path, reference) -
     after = files_of(out)
     leftovers = [k for k in after if is_temporary(k)]
     assert not leftovers, f"temporary files left after the rerun: {leftovers}"
-    assert after == reference[name], f"files differ: {sorted(set(after) ^ set(reference[name]))[:5] or [k for k in after if after[k] != reference[name].get(k)][:5]}"
+    assert after == reference[name], (
+        f"files differ: {sorted(set(after) ^ set(reference[name]))[:5] or [k for k in after if after[k] != reference[name].get(k)][:5]}"
+    )
 
 
 # ------------------------------------------------------------------ a stage raising at a chosen element
@@ -103,6 +117,8 @@ def failing_run(args: list[str], capsys) -> str:
         message = f"error printed, exit code 2: {message}"
     assert FAULT in message, message
     return message
+
+
 def _raise_at_range(index: int):
     real = pipeline.read_corpus.read_range
 
@@ -191,7 +207,9 @@ CASES = [(name, fault) for name, faults in STAGE_FAULTS.items() for fault in fau
 
 
 @pytest.mark.parametrize(("name", "fault"), CASES, ids=[f"{n}: {f}" for n, f in CASES])
-def test_a_stage_raising_at_a_chosen_element(name, fault, docs, inputs, r50k_artifact, reference, tmp_path, monkeypatch, capsys, reliability):
+def test_a_stage_raising_at_a_chosen_element(
+    name, fault, docs, inputs, r50k_artifact, reference, tmp_path, monkeypatch, capsys, reliability
+):
     out = tmp_path / "out"
     if fault == "fail_at_shard=2":  # the pipeline's own test-only hook (FinalizeShardFn)
         job = EncodeJob(r50k_artifact, [InputSpec(str(p)) for p in inputs], str(out), CorpusSpec("jsonl"), eos="auto",
@@ -204,6 +222,7 @@ def test_a_stage_raising_at_a_chosen_element(name, fault, docs, inputs, r50k_art
             patch.setattr(*STAGE_FAULTS[name][fault](docs))
             error = failing_run(run_args(name, inputs, r50k_artifact, out), capsys)
     visible = assert_no_partial_final_file(out, reference[name])
+    assert "manifest.json" not in visible_final_files(out), "a failed job wrote its manifest"
     temporaries = sum(1 for k in files_of(out) if is_temporary(k)) if out.exists() else 0
     rerun_is_identical(name, inputs, r50k_artifact, out, reference)
     reliability.row(AREA, f"{name} pipeline: {fault}", "the job fails with the stage's error "
@@ -213,7 +232,9 @@ def test_a_stage_raising_at_a_chosen_element(name, fault, docs, inputs, r50k_art
                     temporary_files_left=temporaries, reruns_compared=1)  # fmt: skip
 
 
-def test_a_document_the_tokenizer_rejects_is_a_dead_letter_not_a_failed_job(docs, inputs, r50k_artifact, reference, tmp_path, monkeypatch, reliability):
+def test_a_document_the_tokenizer_rejects_is_a_dead_letter_not_a_failed_job(
+    docs, inputs, r50k_artifact, reference, tmp_path, monkeypatch, reliability
+):
     from bpe_core import Tokenizer
 
     poison = docs[200]
@@ -283,7 +304,9 @@ def kill_points(count: int) -> list[tuple[int, str]]:
 
 
 @pytest.mark.parametrize("name", ["train", "encode"])
-def test_a_job_killed_between_and_inside_its_writes(name, inputs, r50k_artifact, reference, tmp_path, monkeypatch, reliability):
+def test_a_job_killed_between_and_inside_its_writes(
+    name, inputs, r50k_artifact, reference, tmp_path, monkeypatch, reliability
+):
     names = publishes(name, inputs, r50k_artifact, tmp_path, monkeypatch)
     assert names[-1] == "COMPLETED" and len(names) > 5
     points = kill_points(len(names))
@@ -312,7 +335,12 @@ def test_a_worker_killed_under_multi_processing(name, inputs, r50k_artifact, ref
     out, kills = tmp_path / "out", tmp_path / "kills"
     kills.mkdir()
     env = with_hooks(dict(os.environ, BEAM_BPE_TEST_KILL_DIR=str(kills)))
-    args = run_args(name, inputs, r50k_artifact, out) + ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
+    args = run_args(name, inputs, r50k_artifact, out) + [
+        "--direct_running_mode",
+        "multi_processing",
+        "--direct_num_workers",
+        "2",
+    ]
     proc = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=600)  # fmt: skip
     assert (kills / "a").exists(), "no worker read the document that kills it"
@@ -347,7 +375,9 @@ def test_a_worker_killed_on_a_dask_cluster(inputs, r50k_artifact, reference, tmp
             assert (kills / "a").exists(), "no worker was killed"
             got, expected = files_of(out), reference[name]
             if name == "train":  # the training manifest names the runner
-                got["manifest.json"] = got["manifest.json"].replace(b'"runner": "DaskRunner"', b'"runner": "FnApiRunner"')
+                got["manifest.json"] = got["manifest.json"].replace(
+                    b'"runner": "DaskRunner"', b'"runner": "FnApiRunner"'
+                )
             assert got == expected, "the output after a killed worker differs from the undisturbed run's"
             reliability.row(AREA, f"{name} pipeline on a Dask LocalCluster (2 worker processes): the worker that reads "
                             "one chosen document is killed (SIGKILL)", "measured: Dask restarts the worker and "

@@ -256,7 +256,9 @@ def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reli
         for rng in plan.ranges:
             for batch in readers.read_range(rng, spec):
                 assert batch.documents_read == len(batch.texts) + len(batch.dead_letters)
-                got += list(zip(batch.positions, batch.texts, strict=True)) + [(d.position, None) for d in batch.dead_letters]
+                got += list(zip(batch.positions, batch.texts, strict=True)) + [
+                    (d.position, None) for d in batch.dead_letters
+                ]
         expected, position = [], 0
         lines = data.split(b"\n")
         if data.endswith(b"\n"):

@@ -23,7 +23,7 @@ from pipeline.cli import main
 from pipeline.counts_io import load_counts
 from pipeline.encode_shard_io import find_document, iter_documents
 
-from .lib import FULL, MIB, peak_kb, run_cli_measured, write_bytes
+from .lib import FULL, MIB, write_bytes
 
 AREA = "hostile inputs"
 CAP = 4 * MIB  # --max-document-bytes in these runs
@@ -151,7 +151,10 @@ def hostile(tmp_path_factory) -> tuple[Corpus, dict[str, list[Path]]]:
 def _input_flags(fmt: str, paths: list[Path], root: Path) -> list[str]:
     flags = ["--format", fmt, "--max-document-bytes", str(CAP), "--range-bytes", "65536"]
     for path in paths:
-        flags += ["--input", str(path).replace(str(root), str(root / "jsonl" / "..")) if "..dots" in path.name else str(path)]
+        flags += [
+            "--input",
+            str(path).replace(str(root), str(root / "jsonl" / "..")) if "..dots" in path.name else str(path),
+        ]
     return flags
 
 
@@ -214,7 +217,15 @@ def test_hostile_files_through_the_train_pipeline(fmt, hostile, tmp_path, reliab
 def test_hostile_files_through_the_encode_pipeline(fmt, hostile, r50k_artifact, tmp_path, reliability):
     c, files = hostile
     out = tmp_path / "out"
-    args = ["encode", "--tokenizer", r50k_artifact, *_input_flags(fmt, files[fmt], c.root), "--out", str(out), "--verify"]
+    args = [
+        "encode",
+        "--tokenizer",
+        r50k_artifact,
+        *_input_flags(fmt, files[fmt], c.root),
+        "--out",
+        str(out),
+        "--verify",
+    ]
     assert main(args) == 0
     dead = _dead_letters(out)
     if fmt == "jsonl":
@@ -245,7 +256,9 @@ def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, r
     cases = adversarial_cases()
     texts = [v for _, v in cases if isinstance(v, str)]
     blobs = [v for _, v in cases if isinstance(v, bytes)]
-    jsonl = write_bytes(tmp_path / "in" / "cases.jsonl", b"".join(json.dumps({"text": t}).encode() + b"\n" for t in texts))
+    jsonl = write_bytes(
+        tmp_path / "in" / "cases.jsonl", b"".join(json.dumps({"text": t}).encode() + b"\n" for t in texts)
+    )
     raw = b"".join(b + b"\n" for b in blobs)
     lines = raw.split(b"\n")[:-1]
     text = write_bytes(tmp_path / "in" / "cases.txt", raw)
@@ -259,22 +272,33 @@ def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, r
     for name, fmt, inputs in (("j", "jsonl", [jsonl]), ("t", "text", [text, jquery])):
         flags = ["--format", fmt, "--range-bytes", "65536"] + [a for p in inputs for a in ("--input", str(p))]
         assert main(["train", *flags, "--counts-only", "--out", str(tmp_path / f"train-{name}")]) == 0
-        assert main(["encode", "--tokenizer", r50k_artifact, *flags, "--out", str(tmp_path / f"enc-{name}"), "--verify"]) == 0
-    manifests = {n: json.loads((tmp_path / n / "manifest.json").read_text()) for n in ("train-j", "train-t", "enc-j", "enc-t")}
+        assert (
+            main(["encode", "--tokenizer", r50k_artifact, *flags, "--out", str(tmp_path / f"enc-{name}"), "--verify"])
+            == 0
+        )
+    manifests = {
+        n: json.loads((tmp_path / n / "manifest.json").read_text()) for n in ("train-j", "train-t", "enc-j", "enc-t")
+    }
     assert manifests["train-j"]["documents_read"] == manifests["enc-j"]["documents_read"] == len(texts)
-    assert manifests["train-t"]["documents_read"] == manifests["enc-t"]["documents_read"] == len(lines) + len(jquery_lines)
+    assert (
+        manifests["train-t"]["documents_read"] == manifests["enc-t"]["documents_read"] == len(lines) + len(jquery_lines)
+    )
     assert manifests["train-j"]["dead_letters"] == 0 and manifests["train-t"]["dead_letters"] == bad_lines
     counts = Counter(dict(load_counts(str(tmp_path / "train-j" / "counts"))[0]))
     counts.update(dict(load_counts(str(tmp_path / "train-t" / "counts"))[0]))
     assert dict(counts) == dict(bpe_core.count_chunks(expected_good, "cl100k"))
-    written = {doc_id: ids.tolist() for name in ("enc-j", "enc-t") for doc_id, ids in iter_documents(str(tmp_path / name))}
+    written = {
+        doc_id: ids.tolist() for name in ("enc-j", "enc-t") for doc_id, ids in iter_documents(str(tmp_path / name))
+    }
     dead = {k: v for name in ("enc-j", "enc-t") for k, v in _dead_letters(tmp_path / name).items()}
     assert len(written) + len(dead) == len(texts) + len(lines) + len(jquery_lines)
     surrogates = [t for t in texts if _has_lone_surrogate(t)]
     assert Counter(r.split(":")[0].split(" at ")[0] for r in dead.values()) == Counter(
         {"undecodable bytes": bad_lines, "round trip differs": len(surrogates)}
     ), "only invalid UTF-8 and lone surrogates (which cannot round-trip) may be dead letters"
-    assert sorted(tok.decode(ids) for ids in written.values()) == sorted(t for t in expected_good if not _has_lone_surrogate(t))
+    assert sorted(tok.decode(ids) for ids in written.values()) == sorted(
+        t for t in expected_good if not _has_lone_surrogate(t)
+    )
     for m in manifests.values():
         assert m["documents_read"] == m.get("documents_counted", m.get("documents_written")) + m["dead_letters"]
     reliability.row(AREA, f"../shared/data/adversarial: {len(texts)} text cases (JSONL), {len(blobs)} byte cases "

@@ -93,14 +93,18 @@ def counted(root: Path) -> Path:
     return root / "out"
 
 
-def test_driver_memory_is_bounded_by_max_chunks_and_a_loop_that_would_not_fit_is_refused(tmp_path, monkeypatch, capsys, reliability):
+def test_driver_memory_is_bounded_by_max_chunks_and_a_loop_that_would_not_fit_is_refused(
+    tmp_path, monkeypatch, capsys, reliability
+):
     counts_out = counted(tmp_path)
     full, _ = load_counts(str(counts_out / "counts"))
     k = 10_000
     # 1. reading the counts holds at most 2k chunks plus a record batch, and keeps exactly the top k
     peaks, results = {}, {}
     for limit in (0, k):
-        peaks[limit] = traced_peak(lambda limit=limit: results.__setitem__(limit, load_counts(str(counts_out / "counts"), max_chunks=limit)))
+        peaks[limit] = traced_peak(
+            lambda limit=limit: results.__setitem__(limit, load_counts(str(counts_out / "counts"), max_chunks=limit))
+        )
     kept, report = results[k]
     expected = dict(sorted(full.items(), key=lambda kv: (-kv[1], kv[0]))[:k])
     assert dict(kept) == expected  # pruning while reading gives exactly the top k
@@ -115,7 +119,17 @@ def test_driver_memory_is_bounded_by_max_chunks_and_a_loop_that_would_not_fit_is
     # 2. the same driver in a fresh process: its peak falls with the limit
     fresh = {}
     for limit in (0, k):
-        run = run_cli_measured("train", "--from-counts", counts_out, "--vocab-size", 600, "--max-chunks", limit, "--out", tmp_path / f"o{limit}")
+        run = run_cli_measured(
+            "train",
+            "--from-counts",
+            counts_out,
+            "--vocab-size",
+            600,
+            "--max-chunks",
+            limit,
+            "--out",
+            tmp_path / f"o{limit}",
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         fresh[limit] = peak_kb(run)
     assert fresh[k] < fresh[0], fresh
@@ -163,7 +177,11 @@ def _measured(path: Path, out: Path, *command) -> int:
 
 
 def _dead_reasons(out: Path) -> list[str]:
-    return [json.loads(line)["reason"] for p in sorted((out / "dead_letters").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    return [
+        json.loads(line)["reason"]
+        for p in sorted((out / "dead_letters").glob("*.jsonl"))
+        for line in p.read_text().splitlines()
+    ]
 
 
 def test_memory_peaks_do_not_grow_with_a_long_line_or_a_gzip_bomb(tmp_path, r50k_artifact, reliability):
@@ -180,7 +198,12 @@ def test_memory_peaks_do_not_grow_with_a_long_line_or_a_gzip_bomb(tmp_path, r50k
     line.unlink()
     reason = f"document of {size} bytes is longer than --max-document-bytes {32 * MIB}"
     assert _dead_reasons(tmp_path / "l") == _dead_reasons(tmp_path / "le") == [reason]
-    assert peak_line - base < 48 * 1024 and peak_line_encode - base_encode < 48 * 1024, (base, peak_line, base_encode, peak_line_encode)
+    assert peak_line - base < 48 * 1024 and peak_line_encode - base_encode < 48 * 1024, (
+        base,
+        peak_line,
+        base_encode,
+        peak_line_encode,
+    )
     reliability.row(HOSTILE, f"a line of {size // MIB} MiB between two short documents, through both pipelines "
                     "(4 MiB ranges, 40 of them inside the line)", "a dead letter naming its size; the peak of the "
                     "process stays within 48 MiB of a 2-line corpus's: it does not grow with the line",

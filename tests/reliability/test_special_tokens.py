@@ -23,7 +23,17 @@ from pipeline.encode_shard_io import iter_documents
 from .lib import FULL, write_jsonl
 
 AREA = "special-token injection"
-VOCABS = ("r50k", "cl100k", "o200k", "gguf:gpt-2", "gguf:llama-bpe", "gguf:qwen2", "gguf:deepseek-coder", "hf:anthropic", "trained")
+VOCABS = (
+    "r50k",
+    "cl100k",
+    "o200k",
+    "gguf:gpt-2",
+    "gguf:llama-bpe",
+    "gguf:qwen2",
+    "gguf:deepseek-coder",
+    "hf:anthropic",
+    "trained",
+)
 
 
 @cache
@@ -59,7 +69,11 @@ def test_library_never_yields_a_special_id_unless_allowed(name, reliability):
             texts += 1
             tried += 1
             spelled = token in text
-            for ids in (tok.encode_ordinary(text), tok.encode(text, disallowed_special=()), tok.encode_ordinary_batch([text])[0]):
+            for ids in (
+                tok.encode_ordinary(text),
+                tok.encode(text, disallowed_special=()),
+                tok.encode_ordinary_batch([text])[0],
+            ):
                 assert not special_ids & set(ids), (name, token, text, ids)
             if spelled:  # the default refuses it, naming the token (tiktoken's message)
                 with pytest.raises(ValueError, match="disallowed special token"):
@@ -71,7 +85,9 @@ def test_library_never_yields_a_special_id_unless_allowed(name, reliability):
                 allowed = tok.encode(text, allowed_special={token})
                 assert token_id in allowed, (name, token, text)  # the opt-in works
                 others = set(tok.special_tokens) - {token}
-                assert not (special_ids - {token_id}) & set(tok.encode(text, allowed_special=others, disallowed_special=()))
+                assert not (special_ids - {token_id}) & set(
+                    tok.encode(text, allowed_special=others, disallowed_special=())
+                )
             else:
                 assert not special_ids & set(tok.encode(text))
     assert tried == texts > 0 and checked
@@ -89,8 +105,11 @@ def test_python_reference_backend_follows_the_same_policy(reliability):
     for token in tok.special_tokens:
         for text in spellings(token):
             assert not special_ids & set(tok.encode_ordinary(text) + tok.encode(text, disallowed_special=()))
-    reliability.row(AREA, "cl100k with backend='python' (the reference), every special token spelled",
-                    "no special id from encode_ordinary or encode(disallowed_special=())")
+    reliability.row(
+        AREA,
+        "cl100k with backend='python' (the reference), every special token spelled",
+        "no special id from encode_ordinary or encode(disallowed_special=())",
+    )
 
 
 def _cli(*args) -> tuple[int, str]:
@@ -138,7 +157,19 @@ def test_encode_pipeline_gives_no_special_id_unless_special_tokens_allowed(name,
     got = {}
     for policy in ("ordinary", "allowed"):
         out = tmp_path / policy
-        args = ["encode", "--tokenizer", path, "--input", source, "--out", out, "--range-bytes", 4096, "--special-tokens", policy]
+        args = [
+            "encode",
+            "--tokenizer",
+            path,
+            "--input",
+            source,
+            "--out",
+            out,
+            "--range-bytes",
+            4096,
+            "--special-tokens",
+            policy,
+        ]
         assert main([str(a) for a in args]) == 0
         got[policy] = [ids.tolist() for _, ids in iter_documents(str(out))]
     assert got["ordinary"] == [tok.encode_ordinary(d) for d in docs]
@@ -152,10 +183,14 @@ def test_encode_pipeline_gives_no_special_id_unless_special_tokens_allowed(name,
 
 def test_train_pipeline_counts_special_token_text_as_ordinary_text(tmp_path, reliability):
     specials = ["<|endoftext|>", "<|pad|>"]
-    docs = [f"document {i} ends with <|endoftext|> and <|pad|><|pad|>" for i in range(200)] + corpus("fortunes_multi", 200)
+    docs = [f"document {i} ends with <|endoftext|> and <|pad|><|pad|>" for i in range(200)] + corpus(
+        "fortunes_multi", 200
+    )
     source = write_jsonl(tmp_path / "in" / "docs.jsonl", docs)
     out = tmp_path / "out"
-    args = ["train", "--input", source, "--vocab-size", 320, "--out", out] + [a for s in specials for a in ("--special-token", s)]
+    args = ["train", "--input", source, "--vocab-size", 320, "--out", out] + [
+        a for s in specials for a in ("--special-token", s)
+    ]
     assert main([str(a) for a in args]) == 0
     counts, _ = load_counts(str(out / "counts"))
     assert dict(counts) == dict(bpe_core.count_chunks(docs, "cl100k"))  # the text counted as text, nothing removed

@@ -114,7 +114,9 @@ def cuts(data: bytes) -> list[int]:
     """Every line boundary, and every byte offset (FULL) or every 23rd plus the first and last 64 (CI)."""
     lines = [i + 1 for i, b in enumerate(data) if b == 0x0A]
     step = 1 if FULL else 23
-    offsets = set(range(0, len(data), step)) | set(range(min(64, len(data)))) | set(range(max(0, len(data) - 64), len(data)))
+    offsets = (
+        set(range(0, len(data), step)) | set(range(min(64, len(data)))) | set(range(max(0, len(data) - 64), len(data)))
+    )
     return sorted((set(lines) | offsets) - {len(data)})
 
 
@@ -126,7 +128,9 @@ def _same(a: Tokenizer, b: Tokenizer) -> bool:
 PREFIX_FORMATS = ("tokenizer.tiktoken", "merges.txt")
 
 
-@pytest.mark.parametrize("kind", ["tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json", "vocab.json", "merges.txt", "vocab.gguf"])
+@pytest.mark.parametrize(
+    "kind", ["tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json", "vocab.json", "merges.txt", "vocab.gguf"]
+)
 def test_truncated_files_are_refused_at_every_cut(kind, files, tmp_path, reliability):
     data = files[kind]
     whole = attempt(kind, tmp_path / "whole", data, files)[1]
@@ -279,7 +283,12 @@ def test_duplicate_tokens_and_merges_of_missing_tokens_are_refused_in_every_form
         merges.append("Ġ zzz")
 
     gguf_cases = [
-        ("vocab.gguf", "two ids with the same token", gguf_bytes(tok, tmp_path / "dup.gguf", duplicate), "duplicate token"),
+        (
+            "vocab.gguf",
+            "two ids with the same token",
+            gguf_bytes(tok, tmp_path / "dup.gguf", duplicate),
+            "duplicate token",
+        ),
         ("vocab.gguf", "a merge of a missing token", gguf_bytes(tok, tmp_path / "miss.gguf", missing), "'zzz'"),
     ]
     for i, (kind, what, data, words) in enumerate(defect_cases(files) + gguf_cases):
