@@ -86,4 +86,6 @@ def prepare_output(out_dir: str, *, overwrite: bool, keep: tuple[str, ...] = ())
         if name not in keep:
             remove(join(out_dir, name))
     fs, path = fsspec.core.url_to_fs(out_dir)
+    for tmp in fs.glob(path.rstrip("/") + "/.tmp-*"):  # the temporary files of a run killed while writing
+        fs.rm(tmp)
     fs.makedirs(path, exist_ok=True)
