@@ -98,6 +98,9 @@ def _load_tiktoken(path: str, pretokenizer: PreTokenizerSpec | None) -> Tokenize
     from bpe_core.formats.tiktoken_file import load_tiktoken
 
     if pretokenizer is None:
+        from bpe_core.formats.tiktoken_file import parse_tiktoken
+
+        parse_tiktoken(read_bytes(path), path)  # a file that only starts like one is refused as malformed first
         raise ValueError(
             f"{path} is a .tiktoken rank file, which carries no pre-tokenizer: pass one "
             "(pretokenizer='cl100k' in Python, --pretokenizer cl100k on the command line)"
