@@ -523,6 +523,8 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
 
 }  // namespace
 
+void bind_pretok(nb::module_& m);  // pretok_bindings.cpp
+
 NB_MODULE(_core, m) {
     m.doc() = "beam-bpe native core: BPE encoder, decoder and merge loop (see bpe_core/native.py)";
 
@@ -551,4 +553,5 @@ NB_MODULE(_core, m) {
     m.def("estimate_train_memory", &estimate_train_memory);
     m.def("train", &train, nb::arg("chunk_counts"), nb::arg("budget"), nb::arg("min_count"), nb::arg("tie_break"),
           nb::arg("hf_rank"), nb::arg("progress").none());
+    bind_pretok(m);
 }

@@ -1,0 +1,28 @@
+// Hand-written pre-tokenizers: the exact pieces of the built-in preset regexes (r50k, cl100k, o200k, llama3,
+// qwen2), without a regex engine. Any other pattern keeps using the `regex` module in Python.
+//
+// Input is UTF-8 bytes. A byte that does not start a valid UTF-8 sequence (strict decoding, as CPython's) counts as
+// one character of category Cs, exactly as the lone surrogate that Python's surrogateescape gives it: so bytes input
+// splits as its surrogateescape-decoded str does in the reference. The Unicode property tables are generated at build
+// time from the `regex` module (gen_unicode_tables.py), so both agree on every code point.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace bpe {
+
+enum class Pretok : int { kNone = -1, kR50k = 0, kCl100k = 1, kO200k = 2, kLlama3 = 3, kQwen2 = 4 };
+
+// The preset named `name` ("r50k", "cl100k", "o200k", "llama3", "qwen2"), or kNone.
+Pretok pretok_from_name(std::string_view name);
+// The names, in enum order.
+const std::vector<std::string_view>& pretok_names();
+
+// Append the end offset (in bytes, exclusive) of each piece of text[0:n] to `ends`; the pieces tile the text, none is
+// empty. Pure function of its input: safe to call from many threads at once.
+void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends);
+
+}  // namespace bpe
