@@ -8,6 +8,7 @@ here, naming the input, before any worker starts.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import fsspec
@@ -131,7 +132,26 @@ def _expand_inputs(inputs: list[InputSpec]) -> list[SourceFile]:
                     "give each file once, so that its weight is unambiguous"
                 )
             by_path[path] = SourceFile(path, size, spec.weight, spec.pattern)
+    _refuse_aliases(sorted(by_path))
     return [by_path[p] for p in sorted(by_path)]
+
+
+def _refuse_aliases(paths: list[str]) -> None:
+    """Refuse one local file reached under two names (a symlink or a hard link): it would be read twice."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        if "://" in path:
+            continue  # object stores have no links
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # _check_readable names unreadable files
+        first = seen.setdefault((st.st_dev, st.st_ino), path)
+        if first != path:
+            raise CorpusError(
+                f"{first} and {path} are the same file (a symlink or hard link): it would be read twice. Give it "
+                "once; to count a file more than once, give it a weight (train --weight GLOB=N)"
+            )
 
 
 def _expand_one(pattern: str) -> list[tuple[str, int]]:

@@ -179,3 +179,16 @@ def test_counters_count_documents_dead_letters_and_files(tmp_path):
     assert (counters["documents_read"], counters["documents_ok"], counters["dead_letters"]) == (22, 20, 2)
     assert counters["documents_counted"] == 20 and counters["dead_letter_records"] == 2
     assert counters["dead_letters_written"] == 2 and counters["count_shards_written"] == 2
+
+
+def test_one_file_under_two_names_is_refused_naming_both(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"text": "x"}])
+    (tmp_path / "b.jsonl").symlink_to(tmp_path / "a.jsonl")
+    with pytest.raises(CorpusError, match=r"a\.jsonl and .*b\.jsonl are the same file"):
+        plan_corpus([InputSpec(str(tmp_path))], CorpusSpec("jsonl"))
+    (tmp_path / "b.jsonl").unlink()
+    (tmp_path / "c.jsonl").hardlink_to(tmp_path / "a.jsonl")
+    with pytest.raises(CorpusError, match="same file"):
+        plan_corpus([InputSpec(str(tmp_path / "a.jsonl")), InputSpec(str(tmp_path / "c.jsonl"))], CorpusSpec("jsonl"))
+    (tmp_path / "c.jsonl").unlink()
+    assert len(plan_corpus([InputSpec(str(tmp_path))], CorpusSpec("jsonl")).files) == 1
