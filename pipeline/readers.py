@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
@@ -28,6 +29,7 @@ from pipeline.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
 
 READ_BLOCK = 1 << 20
 EXCERPT_CHARS = 120
+_PARQUET_SLICE_ROWS = 4096  # cells converted to Python per step
 # What a document costs in a batch beyond its text (str header, position int, list slots), counted towards
 # batch_bytes: without it, 20 M empty lines (a 20 KB gzip file) made one batch and took 1.3 GB.
 DOCUMENT_OVERHEAD = 64
@@ -378,19 +380,33 @@ def _parquet_column(column: pa.Array, first_row: int, name: str, limit: int, bat
             batcher.reject(row, reason)
         return
     binary = column.type in _BINARY_TYPES
-    for row, value in enumerate(column.to_pylist(), start=first_row):
-        if value is None:
-            batcher.reject(row, f"null value in column {name!r}")
-        elif len(value) > limit and (binary or len(value.encode("utf-8", "surrogatepass")) > limit):
-            size = len(value) if binary else len(value.encode("utf-8", "surrogatepass"))
-            batcher.reject(row, _too_long(size, limit), value[: EXCERPT_CHARS * 4], size)
-        elif not binary:
-            batcher.add(row, value, len(value.encode("utf-8", "surrogatepass")))
-        else:
-            try:
-                batcher.add(row, value.decode("utf-8"), len(value))
-            except UnicodeDecodeError as exc:
-                batcher.reject(row, f"undecodable bytes: {exc.reason} at byte {exc.start}", value, len(value))
+    # Cell sizes come from Arrow, so that a cell over the limit is never made into a Python object (a 1 GB cell
+    # would otherwise be held twice); the others are converted a slice at a time.
+    sizes = pc.binary_length(column).to_pylist()
+    start = 0
+    while start < len(column):
+        end = min(len(column), start + _PARQUET_SLICE_ROWS)
+        long_rows = [i for i in range(start, end) if sizes[i] is not None and sizes[i] > limit]
+        end = long_rows[0] if long_rows else end
+        for row, value in enumerate(column.slice(start, end - start).to_pylist(), start=first_row + start):
+            _parquet_value(row, value, name, binary, batcher)
+        if long_rows:
+            head = pc.binary_slice(column.slice(end, 1).cast(_BINARY_TYPES[1]), 0, EXCERPT_CHARS * 4)[0].as_py()
+            batcher.reject(first_row + end, _too_long(sizes[end], limit), head, sizes[end])
+            end += 1
+        start = end
+
+
+def _parquet_value(row: int, value: str | bytes | None, name: str, binary: bool, batcher: _Batcher) -> None:
+    if value is None:
+        batcher.reject(row, f"null value in column {name!r}")
+    elif not binary:
+        batcher.add(row, value, len(value.encode("utf-8", "surrogatepass")))
+    else:
+        try:
+            batcher.add(row, value.decode("utf-8"), len(value))
+        except UnicodeDecodeError as exc:
+            batcher.reject(row, f"undecodable bytes: {exc.reason} at byte {exc.start}", value, len(value))
 
 
 def _excerpt(raw: bytes | str) -> str:

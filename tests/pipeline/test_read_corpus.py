@@ -192,3 +192,18 @@ def test_one_file_under_two_names_is_refused_naming_both(tmp_path):
         plan_corpus([InputSpec(str(tmp_path / "a.jsonl")), InputSpec(str(tmp_path / "c.jsonl"))], CorpusSpec("jsonl"))
     (tmp_path / "c.jsonl").unlink()
     assert len(plan_corpus([InputSpec(str(tmp_path))], CorpusSpec("jsonl")).files) == 1
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_binary()])
+def test_parquet_cells_over_the_limit_are_dead_letters_in_place(tmp_path, kind, monkeypatch):
+    import pipeline.readers as readers
+
+    monkeypatch.setattr(readers, "_PARQUET_SLICE_ROWS", 3)  # long cells at slice edges and inside slices
+    values = ["ab", "é" * 41, "c", None, "x" * 81, "d", "e", "f" * 100, "g"]
+    cells = [v.encode() if v is not None and kind == pa.large_binary() else v for v in values]
+    pq.write_table(pa.table({"text": pa.array(cells, kind)}), tmp_path / "long.parquet")
+    spec = CorpusSpec("parquet", max_document_bytes=80)
+    docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(tmp_path / "long.parquet"))], spec), spec)
+    assert [(int(i.rsplit("#", 1)[1]), t) for i, t in docs] == [(0, "ab"), (2, "c"), (5, "d"), (6, "e"), (8, "g")]
+    assert [p for _, p, _ in dead] == [1, 3, 4, 7]
+    assert "null" in dead[1][2] and all("82 bytes is longer than --max-document-bytes 80" in r for _, p, r in dead[:1])
