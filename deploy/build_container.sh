@@ -6,7 +6,8 @@
 #        -> us-docker.pkg.dev/my-project/beam/beam-bpe:0.1.0-beam2.77.0-py3.11, then export IMAGE=that
 #
 # Beam and Python versions come from the launching environment (the workers must have the same); the build
-# context is the repository, filtered by deploy/RUNNER/Dockerfile.dockerignore (BuildKit).
+# context is the repository, filtered by deploy/Dockerfile.dockerignore (BuildKit). All runners share deploy/Dockerfile;
+# RUNNER picks the fsspec filesystems preinstalled (FSSPEC_BACKENDS: gcsfs for Dataflow, s3fs and gcsfs otherwise).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -25,15 +26,16 @@ for arg in "$@"; do
     *) die "unknown argument $arg" ;;
     esac
 done
-[[ -f "$HERE/$RUNNER/Dockerfile" ]] || die "the runner must be dataflow, flink or spark, got $RUNNER"
+check_runner "$RUNNER" "the runner"
 [[ "$REPOSITORY" != *:* || "$REPOSITORY" == *:*/* ]] || die "give the repository without a tag ($REPOSITORY): the tag is set here"
 read_versions
 IMAGE_TAG="$REPOSITORY:$BPE_VERSION-beam$BEAM_VERSION-py$PY_VERSION"
 if [[ "$PRINT_ONLY" == 0 ]]; then
     docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed): start one, or build with Cloud Build or another machine's engine from this repository"
 fi
-run_or_print docker build -f "$HERE/$RUNNER/Dockerfile" \
-    --build-arg "PY_VERSION=$PY_VERSION" --build-arg "BEAM_VERSION=$BEAM_VERSION" -t "$IMAGE_TAG" "$REPO_ROOT"
+run_or_print docker build -f "$HERE/Dockerfile" \
+    --build-arg "PY_VERSION=$PY_VERSION" --build-arg "BEAM_VERSION=$BEAM_VERSION" \
+    --build-arg "FSSPEC_BACKENDS=$(fsspec_backends "$RUNNER")" -t "$IMAGE_TAG" "$REPO_ROOT"
 if [[ "$PUSH" == 1 ]]; then
     run_or_print docker push "$IMAGE_TAG"
 fi

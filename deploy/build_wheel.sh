@@ -6,9 +6,9 @@
 #   (default)              pip wheel . with this machine's Python and C++ compiler, into dist/
 #   --check                then install the wheel into a fresh venv (with its dependencies, from your package index)
 #                          and import the native core from there, outside the source tree
-#   --in-sdk-image RUNNER  compile inside apache/beam_pythonX.Y_sdk:BEAM instead (docker build of
-#                          deploy/RUNNER/Dockerfile, stage wheel-only): the wheel then links against the libraries the
-#                          workers have, whatever this machine's Linux is
+#   --in-sdk-image RUNNER  compile inside apache/beam_pythonX.Y_sdk:BEAM instead (docker build of deploy/Dockerfile,
+#                          stage wheel-only; the same wheel for every runner): the wheel then links against the
+#                          libraries the workers have, whatever this machine's Linux is
 #   --print                print the commands instead of running them
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,13 +36,13 @@ PY="$(python_bin)"
 TAG="cp${PY_VERSION/./}"
 
 if [[ -n "$SDK_RUNNER" ]]; then
-    [[ -f "$HERE/$SDK_RUNNER/Dockerfile" ]] || die "--in-sdk-image takes dataflow, flink or spark, got $SDK_RUNNER"
+    check_runner "$SDK_RUNNER" "--in-sdk-image"
     if [[ "$PRINT_ONLY" == 0 ]]; then
         docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed): start one, or build the wheel here without --in-sdk-image"
     fi
     run_or_print docker build --target wheel-only --output "type=local,dest=$OUT" \
         --build-arg "PY_VERSION=$PY_VERSION" --build-arg "BEAM_VERSION=$BEAM_VERSION" \
-        -f "$HERE/$SDK_RUNNER/Dockerfile" "$REPO_ROOT"
+        -f "$HERE/Dockerfile" "$REPO_ROOT"
 else
     run_or_print "$PY" -m pip wheel --no-deps --wheel-dir "$OUT" "${PIP_ARGS[@]}" "$REPO_ROOT"
 fi

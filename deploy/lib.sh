@@ -20,6 +20,21 @@ python_bin() {
     fi
 }
 
+# Stop unless $1 is a runner of deploy/ (dataflow, flink or spark); $2 names the argument in the message.
+check_runner() {
+    [[ "$1" == dataflow || "$1" == flink || "$1" == spark ]] || die "$2 must be dataflow, flink or spark, got $1"
+}
+
+# The fsspec filesystems preinstalled in RUNNER's SDK container (FSSPEC_BACKENDS of the shared deploy/Dockerfile, the
+# only build argument that differs between runners): gs:// on Dataflow; s3:// and gs:// on a Flink or Spark cluster.
+fsspec_backends() {
+    if [[ "$1" == dataflow ]]; then
+        echo gcsfs
+    else
+        echo "s3fs gcsfs"
+    fi
+}
+
 # The first existing file among the arguments (a glob's matches), or nothing.
 first_file() {
     local f
@@ -143,4 +158,26 @@ parse_submit_args() {
         esac
         shift
     done
+}
+
+# The start every deploy/RUNNER/submit.sh shares: `train|encode [--print] [--translate-only] [--] ARGS` parsed
+# (parse_submit_args), the launcher's versions read, and OPTIONS filled with RUNNER/COMMAND.options, then the
+# packaging flags. $1: the runner's folder; $2: how it takes a container image (sdk or docker, as packaging_options);
+# then the script's arguments. --translate-only is Dataflow's alone.
+start_submit() {
+    local runner_dir="$1" image_style="$2"
+    shift 2
+    parse_submit_args "$@"
+    if [[ "$TRANSLATE_ONLY" == 1 && "$(basename "$runner_dir")" != dataflow ]]; then
+        die "--translate-only is for Dataflow; here --print shows the command"
+    fi
+    read_versions
+    OPTIONS=()
+    read_options "$runner_dir/$COMMAND.options"
+    packaging_options "$image_style"
+}
+
+# Run (or print) the job: beam-bpe COMMAND with the options files' and packaging flags, then the user's (which win).
+submit_job() {
+    run_or_print "$(python_bin)" -m pipeline.cli "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}"
 }

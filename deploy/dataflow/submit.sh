@@ -15,15 +15,10 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$HERE/../lib.sh"
 
-parse_submit_args "$@"
-read_versions
-OPTIONS=()
-read_options "$HERE/$COMMAND.options"
-packaging_options sdk
-PY="$(python_bin)"
+start_submit "$HERE" sdk "$@"
 if [[ "$TRANSLATE_ONLY" == 1 ]]; then
-    run_or_print "$PY" -m pipeline.dataflow_job "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}" \
+    run_or_print "$(python_bin)" -m pipeline.dataflow_job "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}" \
         "--dataflow_job_file=${JOB_FILE:-dataflow-$COMMAND-job.json}"
 else
-    run_or_print "$PY" -m pipeline.cli "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}"
+    submit_job
 fi

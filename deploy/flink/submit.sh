@@ -13,16 +13,11 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$HERE/../lib.sh"
 
-parse_submit_args "$@"
-[[ "$TRANSLATE_ONLY" == 0 ]] || die "--translate-only is for Dataflow; here --print shows the command"
-read_versions
-OPTIONS=()
-read_options "$HERE/$COMMAND.options"
-packaging_options docker
+start_submit "$HERE" docker "$@"
 if [[ -n "${JOB_ENDPOINT:-}" ]]; then # a Beam Flink job server (deploy/flink/README.md)
     OPTIONS+=("--job_endpoint=$JOB_ENDPOINT")
 else # the pipeline as an uber jar, uploaded to the JobManager's REST API: no job server, no java here
     [[ -n "${FLINK_MASTER:-}" ]] || die "set FLINK_MASTER=HOST:8081 (the JobManager's REST address), or JOB_ENDPOINT=HOST:8099 (a Beam Flink job server)"
     OPTIONS+=("--flink_master=$FLINK_MASTER" "--flink_submit_uber_jar")
 fi
-run_or_print "$(python_bin)" -m pipeline.cli "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}"
+submit_job

@@ -14,12 +14,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$HERE/../lib.sh"
 
-parse_submit_args "$@"
-[[ "$TRANSLATE_ONLY" == 0 ]] || die "--translate-only is for Dataflow; here --print shows the command"
-read_versions
-OPTIONS=()
-read_options "$HERE/$COMMAND.options"
-packaging_options docker
+start_submit "$HERE" docker "$@"
 if [[ -n "${JOB_ENDPOINT:-}" ]]; then # a Beam Spark job server (deploy/spark/README.md): the robust way
     OPTIONS+=("--job_endpoint=$JOB_ENDPOINT")
 elif [[ -n "${SPARK_REST_URL:-}" ]]; then # uber jar through the master's REST server: the driver reads the jar
@@ -30,4 +25,4 @@ elif [[ -n "${SPARK_MASTER:-}" ]]; then # Beam starts a Spark job server here (j
 else
     die "set JOB_ENDPOINT=HOST:8099 (a Beam Spark job server), or SPARK_MASTER=spark://HOST:7077 (deploy/spark/README.md)"
 fi
-run_or_print "$(python_bin)" -m pipeline.cli "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}"
+submit_job

