@@ -1,267 +1,333 @@
-"""The native core against its peers, as ratios measured in one run on the same text (issue 6).
+"""The native core against its peers, as ratios measured in one run on the same documents (issues 6 and 7).
 
-    .venv/bin/python benchmarks/bench_native.py [--mb 20] [--vocab 32000]
+    make bench-native                                      # all sections, 20 MB, best of 3
+    .venv/bin/python benchmarks/bench_native.py [--mb 20] [--rounds 3] [--presets cl100k,o200k,llama3]
+                                                [--only split,encode,train] [--vocab 32000]
+    .venv/bin/python benchmarks/bench_native.py --quick    # smoke run: 0.2 MB, 1 round, cl100k, vocab 300
 
-Text: documents taken in turn from every shared corpus until ``--mb`` MB of UTF-8. Each measurement runs in its own
-process, so that its peak memory (VmHWM above the resident size once the text is loaded) is its own:
+Documents: taken from every shared corpus in turn until --mb MB of UTF-8 (the header says how much of each; at 20
+MB about 1,800 documents: English prose, Python docs, code, fortunes and the UDHR in ~330 languages). Vocabularies:
+cl100k_base and o200k_base (rank files), and llama3 (llama.cpp's GGUF; tiktoken on its ranks) where asked.
 
-- training to ``--vocab`` tokens: ``count_chunks`` + ``train`` (and the merge loop alone) vs rustbpe, Hugging Face
-  ``tokenizers`` (BpeTrainer after the cl100k regex) and ``gigatoken.train_bpe`` (its own pre-tokenizer, 2 threads);
-- encoding with cl100k and o200k on one thread: MB/s vs tiktoken (``encode_ordinary_batch`` with 1 thread) and
-  gigatoken (``encode`` per document), and the Python reference on the first MB;
-- decoding: MB/s of ``decode_bytes`` per document vs tiktoken's (best of five: it is fast and the noise is not).
+- split: the pre-tokenizer alone, our hand-written fast path (``_core.pretok_split``) vs ``regex`` findall with the
+  preset's regex (the reference); their pieces are compared document by document;
+- encoding on one thread: ours ``encode_ordinary`` per document and ``encode_ordinary_batch(num_threads=1)`` vs
+  tiktoken (the same two), gigatoken (``encode`` per document, ``encode_batch(parallel=False)``) and Hugging Face
+  tokenizers (``encode_batch`` with TOKENIZERS_PARALLELISM=false, on our tokenizer.json export of the vocabulary);
+- encoding on all threads: ours ``encode_ordinary_batch()`` vs tiktoken ``encode_ordinary_batch()`` (its default 8
+  threads), gigatoken ``encode_batch()`` and tokenizers ``encode_batch()``;
+- decoding (``decode_bytes`` per document vs tiktoken's, best of five in one process) and the Python reference on
+  a twentieth of the text;
+- training to --vocab tokens: ``count_chunks`` + ``train`` (and the merge loop alone) vs rustbpe, tokenizers'
+  BpeTrainer (after the cl100k regex) and ``gigatoken.train_bpe`` (its own GPT-2-like pre-tokenizer and threads).
 
-Ratios above 1 mean bpe_core is faster. Encoding and decoding are timed in CPU seconds, best of two runs; the
-machine is shared: repeat a run before trusting a ratio near 1.
+Method: every run is a fresh process (cold caches, its own peak memory: see native_cases.py). Rounds interleave all
+rows, in reverse order every other round, so that a busy spell of the shared machine hits ours and the peers alike.
+A row prints its best, median and [min-max] over the rounds; a ratio is ours/peer, best over best and, per round,
+the median [min-max] of the ratios of runs made in the same round. One-thread rows are MB per CPU second (time spent
+waiting for a core is not the library's); all-thread rows MB per wall second, with the cores they kept busy.
+Every run's ids are compared with tiktoken's, document by document: a run of ours with other ids exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
-import subprocess
+import statistics
 import sys
-import time
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("BEAM_BPE_TEST_DATA", ROOT.parent / "shared" / "data"))
-CORPORA = ("en_bible_kjv", "docs_python_rst", "multi_udhr", "code_cpython", "fortunes_multi")
-OPENAI = {"cl100k": "cl100k_base", "o200k": "o200k_base"}
-REPEAT = 2  # encoding and decoding: best of two runs
-CPU = time.process_time
+from benchlib import CORPORA, load_records, run_json, spread, utf8_len
+from native_cases import PRESETS, run_case
+
+SECTIONS = ("split", "encode", "train")
+TRAINERS = ("ours", "rustbpe", "tokenizers", "gigatoken")
 
 
-def load_docs(mb: float) -> list[str]:
-    """Documents from every corpus in turn (one from each, then the next one from each) until mb MB."""
-    per_corpus = []
-    for name in CORPORA:
-        with gzip.open(DATA / "corpora" / f"{name}.jsonl.gz", "rt", encoding="utf-8") as f:
-            per_corpus.append([json.loads(line)["text"] for line in f])
-    docs, size, i = [], 0, 0
-    limit = mb * 1e6
-    while size < limit and any(i < len(c) for c in per_corpus):
-        for c in per_corpus:
-            if i < len(c) and size < limit:
-                docs.append(c[i])
-                size += len(c[i].encode("utf-8", "surrogatepass"))
-        i += 1
-    return docs
+@dataclass(frozen=True)
+class Row:
+    lib: str
+    mode: str  # "loop": one call per document; "batch": one call for all
+    threads: int  # 1, or 0 for the library's all-thread default
+    label: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.lib}:{self.mode}:{self.threads}"
+
+    @property
+    def ours(self) -> str:
+        """The key of our row that this row is compared with."""
+        return f"ours:{self.mode}:{self.threads}"
 
 
-def memory(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    return 0
+ONE_THREAD = (
+    Row("ours", "loop", 1, "ours encode_ordinary, per document"),
+    Row("tiktoken", "loop", 1, "tiktoken encode_ordinary, per document"),
+    Row("gigatoken", "loop", 1, "gigatoken encode, per document"),
+    Row("ours", "batch", 1, "ours encode_ordinary_batch(num_threads=1)"),
+    Row("tiktoken", "batch", 1, "tiktoken encode_ordinary_batch(num_threads=1)"),
+    Row("gigatoken", "batch", 1, "gigatoken encode_batch(parallel=False)"),
+    Row("tokenizers", "batch", 1, "tokenizers encode_batch, no parallelism"),
+)
+ALL_THREADS = (
+    Row("ours", "batch", 0, "ours encode_ordinary_batch()"),
+    Row("tiktoken", "batch", 0, "tiktoken encode_ordinary_batch() (8 threads)"),
+    Row("gigatoken", "batch", 0, "gigatoken encode_batch()"),
+    Row("tokenizers", "batch", 0, "tokenizers encode_batch()"),
+)
+REFERENCE = "tiktoken:batch:1"  # the ids every run is checked against
 
 
-def timed(fn, repeat: int = 1, clock=time.perf_counter):
-    """Best time of ``repeat`` runs (the machine is shared: the best run is the least disturbed) and a result.
-
-    One-thread encoding and decoding use CPU time (``time.process_time``): on a shared machine wall time also
-    counts the time the process waited for a core. Training uses wall time (some peers use threads).
-    """
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        result = None  # free the previous run's result before the next one (peak memory)
-        start = clock()
-        result = fn()
-        best = min(best, clock() - start)
-    return best, result
-
-
-# ----------------------------------------------------------------------------------------------- cases
-
-
-def case_train(name: str, docs: list[str], vocab: int) -> dict:
-    from bpe_core.presets import CL100K_PATTERN
-
-    if name == "ours":
-        import bpe_core
-        from bpe_core import native
-
-        t_count, counts = timed(lambda: bpe_core.count_chunks(docs, "cl100k"))
-        t_loop, _ = timed(lambda: native.train_merges(counts, vocab - 256, 2, "ids"))
-        t_train, _ = timed(lambda: bpe_core.train(counts, vocab))
-        return {"seconds": t_count + t_train, "count": t_count, "train": t_train, "loop": t_loop}
-    if name == "rustbpe":
-        import rustbpe
-
-        return {
-            "seconds": timed(
-                lambda: rustbpe.Tokenizer().train_from_iterator(iter(docs), vocab, pattern=CL100K_PATTERN)
-            )[0]
-        }
-    if name == "tokenizers":
-        from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-
-        def hf():
-            tok = Tokenizer(models.BPE())
-            tok.pre_tokenizer = pre_tokenizers.Sequence(
-                [
-                    pre_tokenizers.Split(Regex(CL100K_PATTERN), behavior="isolated"),
-                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-                ]
-            )
-            trainer = trainers.BpeTrainer(
-                vocab_size=vocab,
-                min_frequency=2,
-                show_progress=False,
-                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            )
-            tok.train_from_iterator(docs, trainer)
-
-        return {"seconds": timed(hf)[0]}
-    if name == "gigatoken":
-        import gigatoken
-
-        data = "\n".join(docs).encode("utf-8", "surrogatepass")
-        return {"seconds": timed(lambda: gigatoken.train_bpe(data, vocab, []))[0]}
-    raise ValueError(name)
-
-
-def case_encode(name: str, preset: str, docs: list[str]) -> dict:
-    enc = json.loads((DATA / "tiktoken" / "encodings.json").read_text())[OPENAI[preset]]
-    path = str(DATA / "tiktoken" / enc["rank_file"])
-    mb = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs) / 1e6
-    if name in ("ours", "python"):
-        import bpe_core
-
-        tok = bpe_core.Tokenizer.from_tiktoken(
-            path,
-            pretokenizer=preset,
-            special_tokens=enc["special_tokens"],
-            backend="native" if name == "ours" else "python",
-        )
-        tok.encode_ordinary_batch(docs[:5])  # builds the native tables (once per tokenizer)
-        subset = docs[: max(1, len(docs) // 20)]  # the reference is slow: it encodes a twentieth
-        sub_mb = sum(len(d.encode("utf-8", "surrogatepass")) for d in subset) / 1e6
-        if name == "python":  # both backends on the same subset, in the same process
-            native = bpe_core.Tokenizer.from_tiktoken(path, pretokenizer=preset, special_tokens=enc["special_tokens"])
-            native.encode_ordinary_batch(docs[:5])
-            t_nat, _ = timed(lambda: native.encode_ordinary_batch(subset), REPEAT, CPU)
-            t_sub, _ = timed(lambda: tok.encode_ordinary_batch(subset), REPEAT, CPU)
-            return {"subset_mb_s": sub_mb / t_sub, "native_subset_mb_s": sub_mb / t_nat}
-        t, ids = timed(lambda: tok.encode_ordinary_batch(docs), REPEAT, CPU)
-        out = {"mb_s": mb / t, "tokens": sum(map(len, ids))}
-        if name == "ours":
-            t_split, _ = timed(lambda: [tok.pretokenizer.split(d) for d in docs], REPEAT, CPU)
-            out["split_mb_s"] = mb / t_split
-            t_dec, data = timed(lambda: [tok.decode_bytes(i) for i in ids], 5, CPU)
-            out["decode_mb_s"] = sum(map(len, data)) / 1e6 / t_dec
-        return out
-    if name == "tiktoken":
-        import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
-
-        tt = tiktoken.Encoding(
-            OPENAI[preset],
-            pat_str=enc["pat_str"],
-            mergeable_ranks=load_tiktoken_bpe(path),
-            special_tokens=enc["special_tokens"],
-        )
-        tt.encode_ordinary(docs[0])
-        t, ids = timed(lambda: tt.encode_ordinary_batch(docs, num_threads=1), REPEAT, CPU)
-        t_one, _ = timed(lambda: [tt.encode_ordinary(d) for d in docs], REPEAT, CPU)
-        t_dec, data = timed(lambda: [tt.decode_bytes(i) for i in ids], 5, CPU)
-        return {
-            "mb_s": mb / t,
-            "loop_mb_s": mb / t_one,
-            "decode_mb_s": sum(map(len, data)) / 1e6 / t_dec,
-            "tokens": sum(map(len, ids)),
-        }
-    if name == "gigatoken":
-        import gigatoken
-
-        gt = gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=preset, special_tokens=enc["special_tokens"])
-        gt.encode(docs[0])
-        t, ids = timed(lambda: [gt.encode(d) for d in docs], REPEAT, CPU)
-        return {"mb_s": mb / t, "tokens": int(sum(len(i) for i in ids))}
-    raise ValueError(name)
-
-
-def run_case(args: argparse.Namespace) -> None:
-    docs = load_docs(args.mb)
-    base = memory("VmRSS")
-    kind, name, *rest = args.case.split(":")
-    result = case_train(name, docs, args.vocab) if kind == "train" else case_encode(name, rest[0], docs)
-    result["peak_mb"] = max(0, memory("VmHWM") - base) / 1e6
-    print(json.dumps(result))
-
-
-def measure(case: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--case", case, "--mb", str(args.mb), "--vocab", str(args.vocab)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "RAYON_NUM_THREADS": "1"})
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=float, default=20.0)
-    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--mb", type=float, help="MB of text (default 20; 0.2 with --quick)")
+    parser.add_argument("--rounds", type=int, help="runs of every row, interleaved; best of these (default 3)")
+    parser.add_argument("--presets", help="comma-separated, of " + ", ".join(PRESETS) + " (default cl100k,o200k)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument("--vocab", type=int, help="training vocabulary size (default 32000; 300 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: tiny input, one round, cl100k only")
     parser.add_argument("--case", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.case:
-        run_case(args)
-        return 0
-    mb = sum(len(d.encode("utf-8", "surrogatepass")) for d in load_docs(args.mb)) / 1e6
-    print(f"text: {mb:.1f} MB from {', '.join(CORPORA)}; cpus: {os.cpu_count()}; load: {os.getloadavg()[0]:.1f}\n")
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.mb = args.mb if args.mb is not None else (0.2 if quick else 20.0)
+    args.rounds = args.rounds or (1 if quick else 3)
+    args.vocab = args.vocab or (300 if quick else 32000)
+    args.presets = (args.presets or ("cl100k" if quick else "cl100k,o200k")).split(",")
+    args.only = args.only.split(",")
+    for name, given, known in (("preset", args.presets, PRESETS), ("section", args.only, SECTIONS)):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            parser.error(f"unknown {name} {', '.join(unknown)}: use some of {', '.join(known)}")
+    return args
 
-    print(f"training to {args.vocab} tokens (seconds, peak MB; ratio = peer time / ours)")
-    train = {name: measure(f"train:{name}", args) for name in ("ours", "rustbpe", "tokenizers", "gigatoken")}
-    ours = train["ours"]
-    print(
-        f"  bpe_core count_chunks+train {ours['seconds']:7.2f} s  {ours['peak_mb']:7.0f} MB"
-        f"   (count {ours['count']:.2f} s, train {ours['train']:.2f} s, merge loop alone {ours['loop']:.2f} s)"
+
+def case_env(threads: int) -> dict[str, str]:
+    """One thread: rayon (tokenizers, gigatoken) held to one thread; all threads: the libraries' own defaults."""
+    env = dict(os.environ)
+    if threads == 1:
+        env.update(RAYON_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    else:
+        env.pop("RAYON_NUM_THREADS", None)
+        env["TOKENIZERS_PARALLELISM"] = "true"
+    return env
+
+
+class Bench:
+    """Runs the cases in their processes and keeps every run's result, by preset and row."""
+
+    def __init__(self, args: argparse.Namespace, work: str) -> None:
+        self.args, self.work = args, work
+        self.runs: dict[tuple[str, str], list[dict]] = {}
+
+    def measure(self, case: str, threads: int = 1, key: tuple[str, str] | None = None, round_: int = 0) -> dict:
+        a = self.args
+        cmd = [
+            sys.executable,
+            __file__,
+            "--case",
+            case,
+            "--mb",
+            str(a.mb),
+            "--vocab",
+            str(a.vocab),
+            "--work",
+            self.work,
+        ]
+        result = run_json(cmd, case_env(threads))
+        result["round"] = round_
+        if key is not None:
+            self.runs.setdefault(key, []).append(result)
+        return result
+
+    def ok(self, preset: str, key: str) -> list[dict]:
+        return [r for r in self.runs.get((preset, key), []) if "error" not in r]
+
+    def error(self, preset: str, key: str) -> str:
+        errors = [r["error"] for r in self.runs.get((preset, key), []) if "error" in r]
+        return errors[-1].splitlines()[-1] if errors else "no run"
+
+    def run_rounds(self) -> None:
+        rows = [*ONE_THREAD, *ALL_THREADS]
+        for round_ in range(self.args.rounds):
+            order = rows if round_ % 2 == 0 else rows[::-1]
+            for preset in self.args.presets:
+                if "split" in self.args.only:
+                    for impl in ("fast", "regex") if round_ % 2 == 0 else ("regex", "fast"):
+                        self.measure(f"split:{impl}:{preset}", 1, (preset, f"split:{impl}"), round_)
+                if "encode" in self.args.only:
+                    for row in order:
+                        self.measure(f"encode:{row.key}:{preset}", row.threads, (preset, row.key), round_)
+                    if round_ == 0:
+                        self.measure(f"python:{preset}", 1, (preset, "python"), round_)
+            print(f"  round {round_ + 1}/{self.args.rounds} done", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- report
+
+
+def ids_verdict(runs: list[dict], reference: list[int] | None) -> str:
+    """'ids = tiktoken' when every run's per-document CRCs equal the reference's, else where they first differ."""
+    if reference is None:
+        return "ids unchecked (no tiktoken run)"
+    for r in runs:
+        if r["crc"] != reference:
+            if len(r["crc"]) != len(reference):
+                return f"IDS DIFFER: {len(r['crc'])} documents, tiktoken {len(reference)}"
+            first = next(i for i, (a, b) in enumerate(zip(r["crc"], reference, strict=True)) if a != b)
+            return f"IDS DIFFER from tiktoken's (first at document {first})"
+    return "ids = tiktoken"
+
+
+def ratio_text(ours: list[dict], peer: list[dict], clock: str) -> str:
+    """ours/peer speed: best over best, and the median [min-max] of same-round ratios."""
+    best = min(p[clock] for p in peer) / min(o[clock] for o in ours)
+    by_round = {o["round"]: o[clock] for o in ours}
+    paired = [p[clock] / by_round[p["round"]] for p in peer if p["round"] in by_round]
+    lo, med, hi = spread(paired)
+    return f"ours/peer {best:5.2f}x (same round {med:.2f}x [{lo:.2f}-{hi:.2f}])"
+
+
+def rate_text(runs: list[dict], mb: float, clock: str) -> str:
+    lo, med, hi = spread([mb / r[clock] for r in runs])
+    return f"{hi:7.2f} {med:7.2f} [{lo:6.2f}-{hi:6.2f}]"
+
+
+def print_encode(bench: Bench, preset: str, mb: float) -> bool:
+    """The encoding tables of one preset; False when a run of ours gave other ids than tiktoken."""
+    ref_runs = bench.ok(preset, REFERENCE)
+    reference = ref_runs[0]["crc"] if ref_runs else None
+    good = True
+    for title, rows, clock in (("one thread, MB per CPU second", ONE_THREAD, "cpu"),
+                               ("all threads, MB per wall second", ALL_THREADS, "wall")):  # fmt: skip
+        print(f"\nencoding {preset}, {title}: best  median [min-max] of {bench.args.rounds}; peak MB")
+        for row in rows:
+            runs = bench.ok(preset, row.key)
+            if not runs:
+                print(f"  {row.label:47s} failed: {bench.error(preset, row.key)}")
+                continue
+            verdict = ids_verdict(runs, reference)
+            good = good and (row.lib != "ours" or verdict == "ids = tiktoken")
+            peak = max(r["peak_mb"] for r in runs)
+            line = f"  {row.label:47s} {rate_text(runs, mb, clock)} {peak:6.0f} MB  {verdict}"
+            if clock == "wall":
+                line += f"; {statistics.median(r['cpu'] / r['wall'] for r in runs):.1f} cores busy"
+            ours = bench.ok(preset, row.ours)
+            if row.lib != "ours" and ours and verdict == "ids = tiktoken":
+                line += "\n" + " " * 49 + ratio_text(ours, runs, clock)
+            print(line)
+    return good
+
+
+def best_rate(runs: list[dict], mb: float, clock: str) -> float:
+    return mb / min(r[clock] for r in runs) if runs else float("nan")
+
+
+def print_targets(bench: Bench, preset: str, mb: float) -> None:
+    """Issue 7's targets: one thread >= 3x tiktoken (its faster one-thread mode); all threads >= gigatoken."""
+    ok = bench.ok
+    ours1 = best_rate(ok(preset, "ours:batch:1"), mb, "cpu")
+    tt1 = max(best_rate(ok(preset, "tiktoken:loop:1"), mb, "cpu"), best_rate(ok(preset, "tiktoken:batch:1"), mb, "cpu"))
+    all_ours, all_giga = (
+        best_rate(ok(preset, "ours:batch:0"), mb, "wall"),
+        best_rate(ok(preset, "gigatoken:batch:0"), mb, "wall"),
     )
-    for name in ("rustbpe", "tokenizers", "gigatoken"):
+    for what, value, target in (("one thread, ours batch / tiktoken's faster mode", ours1 / tt1, 3.0),
+                                ("all threads, ours batch / gigatoken encode_batch", all_ours / all_giga, 1.0)):  # fmt: skip
+        verdict = "met" if value >= target else "NOT met"
+        print(f"  target {preset}: {what}: {value:.2f}x (target >= {target:g}x: {verdict})")
+
+
+def print_split(bench: Bench, preset: str, mb: float) -> None:
+    fast, ref = bench.ok(preset, "split:fast"), bench.ok(preset, "split:regex")
+    print(f"\nsplit {preset} alone, MB per CPU second: best  median [min-max]")
+    if ref:
+        print(f"  regex findall (reference)                       {rate_text(ref, mb, 'cpu')}")
+    if not fast or not ref:
+        print(f"  fast path failed: {bench.error(preset, 'split:fast' if not fast else 'split:regex')}")
+        return
+    same = all(r["crc"] == ref[0]["crc"] for r in fast)
+    print(f"  ours _core.pretok_split                         {rate_text(fast, mb, 'cpu')}  "
+          f"{'pieces = regex' if same else 'PIECES DIFFER from regex'}")  # fmt: skip
+    if same:
+        print(" " * 49 + ratio_text(fast, ref, "cpu").replace("ours/peer", "fast/regex"))
+
+
+def print_side_rows(bench: Bench, preset: str) -> None:
+    """Decoding and the Python reference, from the runs that measured them."""
+    ours, tt = bench.ok(preset, "ours:batch:1"), bench.ok(preset, "tiktoken:batch:1")
+    if ours and tt:
+        o, t = max(r["decode_mb_s"] for r in ours), max(r["decode_mb_s"] for r in tt)
+        print(f"  decode_bytes per document: ours {o:.0f} MB/s, tiktoken {t:.0f} MB/s, ratio {o / t:.2f}x")
+    py = bench.ok(preset, "python")
+    if py:
+        p = py[0]
+        print(f"  backend='python' {p['subset_mb_s']:.2f} MB/s, native {p['native_subset_mb_s']:.2f} MB/s on the same "
+              f"twentieth of the text: native/python {p['native_subset_mb_s'] / p['subset_mb_s']:.1f}x")  # fmt: skip
+
+
+def print_train(bench: Bench) -> None:
+    print(f"\ntraining to {bench.args.vocab} tokens (wall seconds, peak MB; ratio = peer time / ours)")
+    train = {name: bench.measure(f"train:{name}") for name in TRAINERS}
+    ours = train["ours"]
+    if "error" in ours:
+        print(f"  bpe_core failed: {ours['error'].splitlines()[-1]}")
+        return
+    print(f"  bpe_core count_chunks+train {ours['seconds']:7.2f} s  {ours['peak_mb']:7.0f} MB"
+          f"   (count {ours['count']:.2f} s, train {ours['train']:.2f} s, merge loop alone {ours['loop']:.2f} s)")  # fmt: skip
+    for name in TRAINERS[1:]:
         r = train[name]
         if "error" in r:
-            print(f"  {name:27s} failed: {r['error']}")
+            print(f"  {name:27s} failed: {r['error'].splitlines()[-1]}")
             continue
-        print(
-            f"  {name:27s} {r['seconds']:7.2f} s  {r['peak_mb']:7.0f} MB   ratio {r['seconds'] / ours['seconds']:.2f}x"
-            f"   merge loop alone vs its whole training: {ours['loop'] / r['seconds']:.2f}x"
-        )
+        print(f"  {name:27s} {r['seconds']:7.2f} s  {r['peak_mb']:7.0f} MB   ratio {r['seconds'] / ours['seconds']:.2f}x"
+              f"   merge loop alone vs its whole training: {ours['loop'] / r['seconds']:.2f}x")  # fmt: skip
 
-    for preset in OPENAI:
-        print(f"\nencoding {preset}, one thread (MB per CPU second, peak MB; ratio = ours / peer)")
-        res = {name: measure(f"encode:{name}:{preset}", args) for name in ("ours", "tiktoken", "gigatoken", "python")}
-        o = res["ours"]
-        print(
-            f"  bpe_core encode_ordinary_batch {o['mb_s']:7.2f} MB/s {o['peak_mb']:7.0f} MB"
-            f"   (regex split alone {o['split_mb_s']:.2f} MB/s)"
-        )
-        t = res["tiktoken"]
-        print(
-            f"  tiktoken batch (1 thread)      {t['mb_s']:7.2f} MB/s {t['peak_mb']:7.0f} MB   ratio {o['mb_s'] / t['mb_s']:.2f}x"
-            f"   (encode_ordinary loop {t['loop_mb_s']:.2f} MB/s, ratio {o['mb_s'] / t['loop_mb_s']:.2f}x)"
-        )
-        assert o["tokens"] == t["tokens"], "bpe_core and tiktoken disagree on the number of tokens"
-        g = res["gigatoken"]
-        if "error" in g:
-            print(f"  gigatoken encode               failed: {g['error']}")
-        else:
-            print(
-                f"  gigatoken encode               {g['mb_s']:7.2f} MB/s {g['peak_mb']:7.0f} MB   ratio {o['mb_s'] / g['mb_s']:.2f}x"
-            )
-        p = res["python"]
-        print(
-            f"  bpe_core backend='python'      {p['subset_mb_s']:7.2f} MB/s {p['peak_mb']:7.0f} MB   ratio "
-            f"{p['native_subset_mb_s'] / p['subset_mb_s']:.2f}x   (first twentieth of the text, native "
-            f"{p['native_subset_mb_s']:.2f} MB/s in the same process)"
-        )
-        print(
-            f"  decode_bytes: bpe_core {o['decode_mb_s']:.0f} MB/s, tiktoken {t['decode_mb_s']:.0f} MB/s,"
-            f" ratio {o['decode_mb_s'] / t['decode_mb_s']:.2f}x"
-        )
-    return 0
+
+def print_header(args: argparse.Namespace) -> float:
+    """What the documents are; their size in MB."""
+    records = load_records(args.mb)
+    mb = sum(utf8_len(r["text"]) for _, r in records) / 1e6
+    parts = []
+    for name in CORPORA:
+        mine = [r for c, r in records if c == name]
+        langs = Counter(r.get("lang", "en") for r in mine)
+        what = f"{len(langs)} languages" if len(langs) > 3 else "/".join(sorted(langs))
+        parts.append(f"{name} {sum(utf8_len(r['text']) for r in mine) / 1e6:.1f} MB ({len(mine)} docs, {what})")
+    print(f"text: {mb:.1f} MB in {len(records)} documents: {'; '.join(parts)}")
+    print(f"cpus: {os.cpu_count()}; load average at start: {os.getloadavg()[0]:.1f}; rounds: {args.rounds}")
+    return mb
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.case:
+        import json
+
+        print(json.dumps(run_case(args.case, args.mb, args.vocab, Path(args.work))))
+        return 0
+    mb = print_header(args)
+    good = True
+    with tempfile.TemporaryDirectory(prefix="bench-native-") as work:
+        bench = Bench(args, work)
+        if "train" in args.only:
+            print_train(bench)
+        bench.run_rounds()
+        for preset in args.presets:
+            if "split" in args.only:
+                print_split(bench, preset, mb)
+            if "encode" in args.only:
+                good = print_encode(bench, preset, mb) and good
+                print_side_rows(bench, preset)
+                print_targets(bench, preset, mb)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    if not good:
+        print("FAILED: a run of ours gave other ids than tiktoken (see IDS DIFFER above)")
+    return 0 if good else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,244 @@
+"""The measured side of bench_native.py: one case a process, printed as one JSON line.
+
+A case loads the documents, builds the library's tokenizer for one vocabulary (untimed, then warmed on one short
+text so that lazily built tables are not timed), times one run, and reports CPU and wall seconds, peak memory
+(VmHWM above the resident size once the text is loaded) and a CRC32 per document of the ids it produced (or of the
+piece boundaries, for a split), which the parent compares with tiktoken's. A fresh process per run means that no
+run profits from a cache filled by an earlier one: ours, gigatoken and tokenizers cache pieces, tiktoken does not.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchlib import OPENAI, data_file, load_docs, memory, text_mb, tiktoken_encoding, timed
+
+# Vocabularies: the OpenAI rank files, and Llama 3 from llama.cpp's vocab-only GGUF.
+GGUF = {"llama3": "ggml-vocab-llama-bpe.gguf"}
+PRESETS = (*OPENAI, *GGUF)
+# gigatoken's name for each pre-tokenizer (Llama 3 uses cl100k's regex, less its possessive forms: checked by ids).
+GIGATOKEN_PRETOKENIZER = {"r50k": "r50k", "cl100k": "cl100k", "o200k": "o200k", "llama3": "cl100k"}
+TIKTOKEN_DEFAULT_THREADS = 8  # tiktoken's encode_ordinary_batch default
+CPU = time.process_time
+
+
+def load_ours(preset: str, backend: str = "native"):
+    import bpe_core
+
+    if preset in GGUF:
+        return bpe_core.Tokenizer.from_gguf(str(data_file("llamacpp", GGUF[preset])), backend=backend)
+    entry = json.loads(data_file("tiktoken", "encodings.json").read_text())[OPENAI[preset]]
+    path = str(data_file("tiktoken", entry["rank_file"]))
+    return bpe_core.Tokenizer.from_tiktoken(
+        path, pretokenizer=preset, special_tokens=entry["special_tokens"], backend=backend
+    )
+
+
+def load_tiktoken(preset: str):
+    """tiktoken on the same vocabulary: the OpenAI encodings as published; Llama 3 (a tiktoken vocabulary: id =
+    rank for its 128,000 ordinary tokens) from the GGUF's token bytes and the llama3 regex."""
+    if preset not in GGUF:
+        return tiktoken_encoding(preset)
+    import tiktoken
+
+    ours = load_ours(preset)
+    ranks = {ours.token_bytes(i): i for i in range(ours.n_vocab) if not ours.is_special(i)}
+    return tiktoken.Encoding(preset, pat_str=ours.pretokenizer.patterns[0], mergeable_ranks=ranks, special_tokens={})
+
+
+def load_gigatoken(preset: str, work: Path):
+    import gigatoken
+
+    if preset in GGUF:
+        path = work / f"{preset}.tiktoken"
+        if not path.exists():
+            load_ours(preset).to_tiktoken(str(path))
+        return gigatoken.Tokenizer.from_tiktoken(str(path), pretokenizer=GIGATOKEN_PRETOKENIZER[preset])
+    entry = json.loads(data_file("tiktoken", "encodings.json").read_text())[OPENAI[preset]]
+    path = data_file("tiktoken", entry["rank_file"])
+    return gigatoken.Tokenizer.from_tiktoken(
+        str(path), pretokenizer=GIGATOKEN_PRETOKENIZER[preset], special_tokens=entry["special_tokens"]
+    )
+
+
+def load_tokenizers(preset: str, work: Path):
+    """Hugging Face tokenizers on our tokenizer.json export of the vocabulary (written once per run, in ``work``)."""
+    from tokenizers import Tokenizer
+
+    path = work / f"{preset}.tokenizer.json"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        load_ours(preset).to_huggingface(str(tmp))
+        tmp.rename(path)
+    return Tokenizer.from_str(path.read_text(encoding="utf-8"))
+
+
+def encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
+    """A function docs -> the library's own output, for ``mode`` "loop" (one call per document) or "batch" (one
+    call for all), on ``threads`` threads (0: the library's default for all threads)."""
+    if lib == "ours":
+        tok = load_ours(preset)
+        if mode == "loop":
+            return lambda docs: [tok.encode_ordinary(d) for d in docs]
+        return lambda docs: tok.encode_ordinary_batch(docs, num_threads=threads or None)
+    if lib == "tiktoken":
+        tt = load_tiktoken(preset)
+        if mode == "loop":
+            return lambda docs: [tt.encode_ordinary(d) for d in docs]
+        return lambda docs: tt.encode_ordinary_batch(docs, num_threads=threads or TIKTOKEN_DEFAULT_THREADS)
+    if lib == "gigatoken":
+        gt = load_gigatoken(preset, work)
+        if mode == "loop":
+            return lambda docs: [gt.encode(d) for d in docs]
+        return lambda docs: gt.encode_batch(docs, parallel=threads != 1)
+    if lib == "tokenizers" and mode == "batch":  # its threads: TOKENIZERS_PARALLELISM, set by the parent
+        hf = load_tokenizers(preset, work)
+        return lambda docs: hf.encode_batch(docs, add_special_tokens=False)
+    raise ValueError(f"no encoding case {lib}:{mode}")
+
+
+def id_arrays(lib: str, out: Any) -> list[np.ndarray]:
+    """The ids of each document as a uint32 array, whatever the library returned (lists, numpy, awkward, Encoding)."""
+    if lib == "tokenizers":
+        return [np.asarray(e.ids, dtype=np.uint32) for e in out]
+    if type(out).__module__.partition(".")[0] == "awkward":  # gigatoken's encode_batch: flat ids + offsets
+        import awkward as ak
+
+        flat = ak.to_numpy(ak.flatten(out)).astype(np.uint32)
+        return np.split(flat, np.cumsum(ak.to_numpy(ak.num(out)))[:-1])
+    return [np.asarray(ids, dtype=np.uint32) for ids in out]
+
+
+def crcs(arrays: list[np.ndarray]) -> list[int]:
+    return [zlib.crc32(a.tobytes()) for a in arrays]
+
+
+def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str], work: Path) -> dict:
+    run = encoder(lib, mode, threads, preset, work)
+    run(["Hello world, warm-up."])  # builds lazily made tables outside the timed run
+    cpu0, wall0 = CPU(), time.perf_counter()
+    out = run(docs)
+    cpu, wall = CPU() - cpu0, time.perf_counter() - wall0
+    arrays = id_arrays(lib, out)
+    result = {"cpu": cpu, "wall": wall, "tokens": int(sum(a.size for a in arrays)), "crc": crcs(arrays)}
+    if mode == "batch" and threads == 1 and lib in ("ours", "tiktoken"):  # decoding: fast, so best of five
+        dec = load_ours(preset) if lib == "ours" else load_tiktoken(preset)
+        ids = [a.tolist() for a in arrays]
+        out = arrays = None
+        t_dec, data = timed(lambda: [dec.decode_bytes(i) for i in ids], 5, CPU)
+        result["decode_mb_s"] = sum(map(len, data)) / 1e6 / t_dec
+    return result
+
+
+def fast_split(preset: str):
+    """Our hand-written pre-tokenizer (``_core.pretok_split``) for a preset, or None where the core has none yet."""
+    from bpe_core import native
+
+    split = getattr(native._core, "pretok_split", None)
+    return None if split is None else (lambda data: split(preset, data))
+
+
+def case_split(impl: str, preset: str, docs: list[str]) -> dict:
+    """The split alone: our fast path on the UTF-8 bytes vs ``regex`` findall on the str (the reference)."""
+    patterns = load_ours(preset).pretokenizer._compiled
+    if impl == "fast":
+        split = fast_split(preset)
+        if split is None:
+            return {"error": "bpe_core._native._core has no pretok_split yet (the fast path has not landed)"}
+        data = [d.encode("utf-8", "surrogatepass") for d in docs]
+    elif len(patterns) == 1:
+        split, data = patterns[0].findall, docs
+    else:
+        raise ValueError(f"{preset} splits with {len(patterns)} regexes: time PreTokenizer.split instead")
+    split(data[0])
+    cpu0, wall0 = CPU(), time.perf_counter()
+    pieces = [split(d) for d in data]
+    cpu, wall = CPU() - cpu0, time.perf_counter() - wall0
+    ends = [np.cumsum([len(p if impl == "fast" else p.encode("utf-8", "surrogatepass")) for p in doc], dtype=np.uint64)
+            for doc in pieces]  # fmt: skip
+    return {
+        "cpu": cpu,
+        "wall": wall,
+        "pieces": int(sum(map(len, pieces))),
+        "crc": [zlib.crc32(e.tobytes()) for e in ends],
+    }
+
+
+def case_python(preset: str, docs: list[str]) -> dict:
+    """The Python reference and the native core on the same twentieth of the text, in the same process."""
+    subset = docs[: max(1, len(docs) // 20)]
+    ref, nat = load_ours(preset, backend="python"), load_ours(preset)
+    nat.encode_ordinary_batch(subset[:5])
+    t_nat, _ = timed(lambda: nat.encode_ordinary_batch(subset, num_threads=1), 2, CPU)
+    t_ref, _ = timed(lambda: ref.encode_ordinary_batch(subset), 2, CPU)
+    mb = text_mb(subset)
+    return {"subset_mb_s": mb / t_ref, "native_subset_mb_s": mb / t_nat}
+
+
+def case_train(name: str, docs: list[str], vocab: int) -> dict:
+    """count_chunks + train (and the merge loop alone) vs the peers' whole training on the same documents."""
+    from bpe_core.presets import CL100K_PATTERN
+
+    if name == "ours":
+        import bpe_core
+        from bpe_core import native
+
+        t_count, counts = timed(lambda: bpe_core.count_chunks(docs, "cl100k"))
+        t_loop, _ = timed(lambda: native.train_merges(counts, vocab - 256, 2, "ids"))
+        t_train, _ = timed(lambda: bpe_core.train(counts, vocab))
+        return {"seconds": t_count + t_train, "count": t_count, "train": t_train, "loop": t_loop}
+    if name == "rustbpe":
+        import rustbpe
+
+        return {
+            "seconds": timed(
+                lambda: rustbpe.Tokenizer().train_from_iterator(iter(docs), vocab, pattern=CL100K_PATTERN)
+            )[0]
+        }
+    if name == "tokenizers":
+        from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+        def hf():
+            tok = Tokenizer(models.BPE())
+            tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [
+                    pre_tokenizers.Split(Regex(CL100K_PATTERN), behavior="isolated"),
+                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+                ]
+            )
+            trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, show_progress=False,
+                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+            tok.train_from_iterator(docs, trainer)
+
+        return {"seconds": timed(hf)[0]}
+    if name == "gigatoken":  # gigatoken.train_bpe: its own pre-tokenizer (GPT-2-like), its own threads
+        import gigatoken
+
+        data = "\n".join(docs).encode("utf-8", "surrogatepass")
+        return {"seconds": timed(lambda: gigatoken.train_bpe(data, vocab, []))[0]}
+    raise ValueError(f"no training case {name}")
+
+
+def run_case(case: str, mb: float, vocab: int, work: Path) -> dict:
+    """``kind:...`` -> the case's result, with its peak memory."""
+    docs = load_docs(mb)
+    base = memory("VmRSS")
+    kind, *rest = case.split(":")
+    if kind == "encode":
+        lib, mode, threads, preset = rest
+        result = case_encode(lib, mode, int(threads), preset, docs, work)
+    elif kind == "split":
+        result = case_split(rest[0], rest[1], docs)
+    elif kind == "python":
+        result = case_python(rest[0], docs)
+    elif kind == "train":
+        result = case_train(rest[0], docs, vocab)
+    else:
+        raise ValueError(f"unknown case {case}")
+    result["peak_mb"] = max(0, memory("VmHWM") - base) / 1e6
+    return result
