@@ -17,21 +17,14 @@ The token counts of the pipeline and of the in-process loop are checked to be eq
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("BEAM_BPE_TEST_DATA", ROOT.parent / "shared" / "data"))
-CORPORA = ("en_bible_kjv", "docs_python_rst", "multi_udhr", "code_cpython", "fortunes_multi")
+from benchlib import data_file, jsonl_workdir, pipeline_parser, run_phase, tiktoken_encoding, usage
+
 MODES = {
     "pipeline_in_memory": ["--direct_running_mode", "in_memory"],
     "pipeline_verify": ["--direct_running_mode", "in_memory", "--verify"],
@@ -40,13 +33,8 @@ MODES = {
 SLICE_BYTES = 1 << 20
 
 
-def _usage() -> tuple[float, int]:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, max(me.ru_maxrss, kids.ru_maxrss)
-
-
 def _rank_file() -> str:
-    return str(DATA / "tiktoken" / "cl100k_base.tiktoken")
+    return str(data_file("tiktoken", "cl100k_base.tiktoken"))
 
 
 def _texts(path: Path) -> list[str]:
@@ -72,7 +60,7 @@ def _in_process(work: Path) -> dict:
     import bpe_core
 
     tok = bpe_core.Tokenizer.from_file(_rank_file(), pretokenizer="cl100k")
-    cpu0, _ = _usage()
+    cpu0, _ = usage()
     start = time.perf_counter()
     tokens = 0
     for path in sorted(work.glob("*.jsonl")):
@@ -84,12 +72,8 @@ def _in_process(work: Path) -> dict:
 
 
 def _tiktoken(work: Path, threads: int) -> dict:
-    import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
-
-    table = json.loads((DATA / "tiktoken" / "encodings.json").read_text())["cl100k_base"]
-    enc = tiktoken.Encoding("cl100k_base", pat_str=table["pat_str"], mergeable_ranks=load_tiktoken_bpe(_rank_file()), special_tokens={})
-    cpu0, _ = _usage()
+    enc = tiktoken_encoding("cl100k")  # encode_ordinary: its special tokens play no part
+    cpu0, _ = usage()
     start = time.perf_counter()
     tokens = 0
     for path in sorted(work.glob("*.jsonl")):
@@ -103,8 +87,19 @@ def _pipeline(work: Path, name: str, shard_format: str) -> dict:
     out = work / f"out-{name}"
     shutil.rmtree(out, ignore_errors=True)
     inputs = [a for p in sorted(work.glob("*.jsonl")) for a in ("--input", str(p))]
-    args = ["encode", "--tokenizer", _rank_file(), "--pretokenizer", "cl100k", *inputs, "--out", str(out), "--shard-format", shard_format]
-    cpu0, _ = _usage()
+    args = [
+        "encode",
+        "--tokenizer",
+        _rank_file(),
+        "--pretokenizer",
+        "cl100k",
+        *inputs,
+        "--out",
+        str(out),
+        "--shard-format",
+        shard_format,
+    ]
+    cpu0, _ = usage()
     start = time.perf_counter()
     assert main([*args, *MODES[name]]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
@@ -119,45 +114,26 @@ def phase(name: str, work: Path, shard_format: str) -> dict:
     else:
         r = _pipeline(work, name, shard_format)
     wall = time.perf_counter() - r.pop("start")
-    cpu, rss_kb = _usage()
+    cpu, rss_kb = usage()
     return {"wall": wall, "cpu": cpu - r.pop("cpu0"), "rss_mb": rss_kb / 1024, **r}
 
 
 def _run_phase(name: str, work: Path, shard_format: str) -> dict:
-    cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), "--shard-format", shard_format]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"phase {name} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _prepare(work: Path, corpora: list[str]) -> float:
-    size = 0
-    for name in corpora:
-        src = DATA / "corpora" / f"{name}.jsonl.gz"
-        if not src.exists():
-            raise SystemExit(f"shared data not found: {src} (set BEAM_BPE_TEST_DATA)")
-        with gzip.open(src, "rb") as f, open(work / f"{name}.jsonl", "wb") as out:
-            shutil.copyfileobj(f, out)
-        size += sum(len(t.encode("utf-8", "surrogatepass")) for t in _texts(work / f"{name}.jsonl"))
-    return size / 1e6
+    return run_phase(__file__, ["--phase", name, "--work", str(work), "--shard-format", shard_format])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase")
-    parser.add_argument("--work")
-    parser.add_argument("--corpora", default=",".join(CORPORA))
+    parser = pipeline_parser(__doc__)
     parser.add_argument("--shard-format", default="parquet", choices=("parquet", "megatron"))
     parser.add_argument("--repeat", type=int, default=1, help="rounds of all phases; the best wall time of each counts")
     args = parser.parse_args()
     if args.phase:
         print(json.dumps(phase(args.phase, Path(args.work), args.shard_format)))
         return
-    with tempfile.TemporaryDirectory(prefix="bench-encode-") as tmp:
-        work = Path(tmp)
-        mb = _prepare(work, args.corpora.split(","))
-        print(f"corpus: {args.corpora} = {mb:.1f} MB of text; cl100k_base; {args.shard_format} shards; {os.cpu_count()} cores")
+    with jsonl_workdir("bench-encode-", args.corpora) as (work, mb):
+        print(
+            f"corpus: {args.corpora} = {mb:.1f} MB of text; cl100k_base; {args.shard_format} shards; {os.cpu_count()} cores"
+        )
         names = ["in_process", "tiktoken_1_thread", "tiktoken_8_threads", *MODES]
         results: dict[str, dict] = {}
         for round_ in range(args.repeat):  # rounds interleave the phases: a busy spell hits all of them alike

@@ -14,27 +14,14 @@ and peak RSS (imports excluded from the times, included in the RSS):
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import json
 import os
-import resource
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("BEAM_BPE_TEST_DATA", ROOT.parent / "shared" / "data"))
-CORPORA = ("en_bible_kjv", "docs_python_rst", "multi_udhr", "code_cpython", "fortunes_multi")
+from benchlib import jsonl_workdir, pipeline_parser, run_phase, usage
+
 MULTI = ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
-
-
-def _usage() -> tuple[float, int]:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, max(me.ru_maxrss, kids.ru_maxrss)
 
 
 def _docs(work: Path) -> list[str]:
@@ -51,7 +38,7 @@ def phase(name: str, work: Path, vocab: int) -> dict:
 
     inputs = [a for p in sorted(work.glob("*.jsonl")) for a in ("--input", str(p))]
     common = ["--pretokenizer", GPT2_HF_PATTERN, "--overwrite", "--out", str(work / f"out-{name}")]
-    cpu0, _ = _usage()
+    cpu0, _ = usage()
     start = time.perf_counter()
     if name == "loop":
         total: dict[bytes, int] = {}
@@ -78,49 +65,37 @@ def phase(name: str, work: Path, vocab: int) -> dict:
     else:
         raise SystemExit(f"unknown phase {name}")
     wall = time.perf_counter() - start
-    cpu, rss_kb = _usage()
+    cpu, rss_kb = usage()
     return {"wall": wall, "cpu": cpu - cpu0, "rss_mb": rss_kb / 1024, **extra}
 
 
 def _run_phase(name: str, work: Path, vocab: int) -> dict:
-    cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), "--vocab-size", str(vocab)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"phase {name} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _prepare(work: Path, corpora: list[str]) -> float:
-    size = 0
-    for name in corpora:
-        src = DATA / "corpora" / f"{name}.jsonl.gz"
-        if not src.exists():
-            raise SystemExit(f"shared data not found: {src} (set BEAM_BPE_TEST_DATA)")
-        with gzip.open(src, "rb") as f, open(work / f"{name}.jsonl", "wb") as out:
-            shutil.copyfileobj(f, out)
-        size += sum(len(json.loads(line)["text"].encode()) for line in (work / f"{name}.jsonl").open(encoding="utf-8"))
-    return size / 1e6
+    return run_phase(__file__, ["--phase", name, "--work", str(work), "--vocab-size", str(vocab)])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase")
-    parser.add_argument("--work")
+    parser = pipeline_parser(__doc__)
     parser.add_argument("--vocab-size", type=int, default=8192)
-    parser.add_argument("--corpora", default=",".join(CORPORA))
     args = parser.parse_args()
     if args.phase:
         print(json.dumps(phase(args.phase, Path(args.work), args.vocab_size)))
         return
-    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
-        work = Path(tmp)
-        mb = _prepare(work, args.corpora.split(","))
+    with jsonl_workdir("bench-train-", args.corpora) as (work, mb):
         print(f"corpus: {args.corpora} = {mb:.1f} MB of text; vocab {args.vocab_size}; {os.cpu_count()} cores")
-        names = ["loop", "pipeline_in_memory", "pipeline_multi_processing", "train_ours", "train_tokenizers", "train_rustbpe"]
+        names = [
+            "loop",
+            "pipeline_in_memory",
+            "pipeline_multi_processing",
+            "train_ours",
+            "train_tokenizers",
+            "train_rustbpe",
+        ]
         results = {}
         for name in names:
             results[name] = r = _run_phase(name, work, args.vocab_size)
-            print(f"  {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  peak RSS {r['rss_mb']:7.0f} MB  ({mb / r['wall']:.2f} MB/s)")
+            print(
+                f"  {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  peak RSS {r['rss_mb']:7.0f} MB  ({mb / r['wall']:.2f} MB/s)"
+            )
         _print_ratios(results)
 
 
@@ -132,7 +107,9 @@ def _print_ratios(r: dict) -> None:
               f"peak RSS {r[name]['rss_mb'] / loop['rss_mb']:.2f}x")  # fmt: skip
     ours = r["train_ours"]["wall"]
     for peer in ("train_tokenizers", "train_rustbpe"):
-        print(f"  end-to-end train ours / {peer[6:]}: wall {ours / r[peer]['wall']:.2f}x, cpu {r['train_ours']['cpu'] / r[peer]['cpu']:.2f}x")
+        print(
+            f"  end-to-end train ours / {peer[6:]}: wall {ours / r[peer]['wall']:.2f}x, cpu {r['train_ours']['cpu'] / r[peer]['cpu']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

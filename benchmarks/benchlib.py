@@ -7,6 +7,7 @@ same run. Scripts in this folder import this module by name (``python benchmarks
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -15,8 +16,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -83,6 +86,23 @@ def prepare_jsonl(work: Path, corpora: list[str]) -> float:
         with open(work / f"{name}.jsonl", encoding="utf-8") as f:
             size += sum(utf8_len(json.loads(line)["text"]) for line in f)
     return size / 1e6
+
+
+def pipeline_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of the pipeline benchmarks: ``--corpora``, and ``--phase``/``--work`` for a phase's process."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--corpora", default=",".join(CORPORA), help="comma-separated shared corpora")
+    return parser
+
+
+@contextmanager
+def jsonl_workdir(prefix: str, corpora: str) -> Iterator[tuple[Path, float]]:
+    """A temporary folder holding the comma-separated ``corpora`` as JSONL (:func:`prepare_jsonl`), and their MB."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        yield work, prepare_jsonl(work, corpora.split(","))
 
 
 # ----------------------------------------------------------------------------------------------- timing
