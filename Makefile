@@ -33,8 +33,9 @@ demo: setup
 bench: setup
 	$(PY) benchmarks/bench_core.py
 
+# BENCH_ARGS: e.g. --quick (a smoke run), --rounds 5, --presets cl100k,o200k,llama3, --only split,encode
 bench-native: setup
-	$(PY) benchmarks/bench_native.py
+	$(PY) benchmarks/bench_native.py $(BENCH_ARGS)
 
 # The wheel for --extra_package (deploy/README.md), checked in a fresh venv.
 wheel: setup
