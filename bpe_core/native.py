@@ -77,6 +77,25 @@ def make_encoder(vocab: Mapping[int, bytes], pair_values: Mapping[int, int] | No
     return _core.Encoder(dict(vocab), pairs, bool(ignore_merges))
 
 
+def make_chunk_counter(kind: str):
+    """A native chunk counter for the hand-written pre-tokenizer ``kind`` (``.add(texts, num_threads)``,
+    ``.to_dict()``)."""
+    return _core.ChunkCounter(kind)
+
+
+def resolve_threads(num_threads: int | None) -> int:
+    """The number of threads for a batch: None means every core this process may run on (os.sched_getaffinity,
+    which respects taskset and container CPU sets, where os.cpu_count does not)."""
+    if num_threads is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            return os.cpu_count() or 1
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int or None (all usable cores), got {num_threads!r}")
+    return num_threads
+
+
 def make_decoder(id_to_bytes: list[bytes | None], special_ids):
     return _core.Decoder(id_to_bytes, list(special_ids))
 

@@ -21,7 +21,7 @@ from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 Text = Union[str, bytes]
 SpecialSet = Union[Literal["all"], AbstractSet[str], Collection[str]]
 CHUNK_CACHE_LIMIT = 1 << 18
-NATIVE_BATCH_PIECES = 1 << 18  # about 1 MB of text per call into the native encoder
+NATIVE_BATCH_PIECES = 1 << 18  # Python-split pieces per call into the native encoder (about 1 MB of text)
 
 
 class Tokenizer:
@@ -85,6 +85,8 @@ class Tokenizer:
         self._added_matchers: dict[tuple[frozenset[str], bool], TokenMatcher | None] = {}
         self._derived_merges: list[tuple[int, int]] | None = None
         self._native_encoder = self._native_decoder = None  # built on first use
+        self._native_kind: str | None = None  # the hand-written pre-tokenizer's name, set with the encoder
+        self._plain: dict[frozenset[str], bool] = {}
 
     def __getstate__(self) -> dict:
         keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens",
@@ -107,6 +109,8 @@ class Tokenizer:
         if self._native_encoder is None:
             pairs = None if self._merge_ids is None else self._pairs
             self._native_encoder = native.make_encoder(self._vocab, pairs, self.ignore_merges)
+            pre = self.pretokenizer
+            self._native_kind = None if pre is None else getattr(pre, "native_kind", None)
         return self._native_encoder
 
     def _decoder(self):
@@ -191,23 +195,54 @@ class Tokenizer:
         >>> tok.encode("hello <|endoftext|>", allowed_special={"<|endoftext|>"})  # doctest: +SKIP
         """
         allowed = self._resolve_allowed(allowed_special)
-        text = _as_str(text)
         disallowed = self._resolve_disallowed(disallowed_special, allowed)
+        if self.backend == "native":
+            text = _as_text(text)
+            self._check_disallowed(text, disallowed)
+            encoder = self._encoder()
+            return encoder.encode(self._native_request(text, allowed), self._native_kind)
+        text = _as_str(text)
         self._check_disallowed(text, disallowed)
         return self._encode_text(text, allowed)
 
-    def _check_disallowed(self, text: str, disallowed: frozenset[str]) -> None:
-        if disallowed:
-            matcher = self._matcher(frozenset(disallowed), with_added=False)
-            found = matcher.search(text) if matcher is not None else None
-            if found is not None:
-                raise_disallowed(found.group())
+    def _check_disallowed(self, text: Text, disallowed: frozenset[str]) -> None:
+        """Raise if text holds a disallowed special token. Bytes are searched as bytes (the UTF-8 of a token
+        matches there exactly where the token matches the surrogateescape decoding); a str is searched as it is,
+        lone surrogates included, as tiktoken does."""
+        if not disallowed:
+            return
+        if isinstance(text, bytes):
+            found_bytes = self._bytes_matcher(frozenset(disallowed))
+            if found_bytes is not None:
+                match = found_bytes.search(text)
+                if match is not None:
+                    raise_disallowed(match.group().decode())
+                return
+            text = _as_str(text)
+        matcher = self._matcher(frozenset(disallowed), with_added=False)
+        found = matcher.search(text) if matcher is not None else None
+        if found is not None:
+            raise_disallowed(found.group())
+
+    def _bytes_matcher(self, specials: frozenset[str]) -> regex.Pattern | None:
+        """As _matcher, over UTF-8 bytes; None if a token has no UTF-8 (a lone surrogate): search the str then."""
+        key = specials | {"\x00bytes"}
+        if key not in self._matchers:
+            try:
+                ordered = sorted((s.encode() for s in specials if s), key=lambda b: (-len(b), b))
+            except UnicodeEncodeError:
+                ordered = []
+            self._matchers[key] = regex.compile(b"|".join(regex.escape(b) for b in ordered)) if ordered else None
+        return self._matchers[key]
 
     def encode_ordinary(self, text: Text) -> list[int]:
         """Encode text treating special-token text as plain text (added non-special tokens still match).
 
         >>> tok.encode_ordinary("<|endoftext|>")  # several ordinary tokens  # doctest: +SKIP
         """
+        if self.backend == "native":
+            encoder = self._encoder()
+            return encoder.encode(self._native_request(_as_text(text), frozenset()), self._native_kind)
         return self._encode_text(_as_str(text), frozenset())
 
     def encode_batch(
@@ -218,37 +253,76 @@ class Tokenizer:
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
     ) -> list[list[int]]:
-        """One list of ids per text, in order. The native backend splits the texts with the pre-tokenizer, then
-        BPEs the pieces of many texts per call without the GIL; ``num_threads`` is for part 2's threads."""
-        del num_threads  # one thread for now, the calling one
+        """One list of ids per text, in order, identical to ``[encode(t, ...) for t in texts]``.
+
+        The native backend encodes the documents on ``num_threads`` native threads (None: every core this process
+        may use; 1: the calling thread only; small batches stay on the calling thread), without the GIL.
+
+        >>> tok.encode_batch(["hello", "world"], num_threads=2)  # doctest: +SKIP
+        """
+        threads = native.resolve_threads(num_threads)
         if self.backend == "native":
             allowed = self._resolve_allowed(allowed_special)
-            return self._native_batch(texts, allowed, self._resolve_disallowed(disallowed_special, allowed))
+            return self._native_batch(texts, allowed, self._resolve_disallowed(disallowed_special, allowed), threads)
         return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
 
     def encode_ordinary_batch(self, texts: Iterable[Text], *, num_threads: int | None = None) -> list[list[int]]:
-        del num_threads
+        """``encode_ordinary`` of each text, in order, on native threads as :meth:`encode_batch`."""
+        threads = native.resolve_threads(num_threads)
         if self.backend == "native":
-            return self._native_batch(texts, frozenset(), frozenset())
+            return self._native_batch(texts, frozenset(), frozenset(), threads)
         return [self.encode_ordinary(t) for t in texts]
 
     def _native_batch(
-        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str]
+        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
     ) -> list[list[int]]:
-        """One crossing per NATIVE_BATCH_PIECES pieces: the pieces of a 20 MB batch held at once cost 530 MB."""
+        """Whole texts go to the native encoder in one call when it splits them itself; else one call per
+        NATIVE_BATCH_PIECES Python-split pieces (the pieces of a 20 MB batch held at once cost 530 MB)."""
         encoder = self._encoder()
+        kind = self._native_kind
+        if kind is not None and self._is_plain(allowed):
+            docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]
+            for text in docs if disallowed else ():
+                self._check_disallowed(text, disallowed)
+            return encoder.encode_batch(docs, kind, threads)
         out: list[list[int]] = []
-        requests: list[list[str | int]] = []
+        requests: list[Text | list[Text | int]] = []
         pending = 0
         for text in texts:
-            text = _as_str(text)
+            text = _as_text(text)
             self._check_disallowed(text, disallowed)
-            requests.append(self._pieces(text, allowed))
+            requests.append(self._native_request(text, allowed))
             pending += len(requests[-1])
             if pending >= NATIVE_BATCH_PIECES:
-                out += encoder.encode_batch(requests)
+                out += encoder.encode_batch(requests, kind, threads)
                 requests, pending = [], 0
-        return out + encoder.encode_batch(requests) if requests else out
+        return out + encoder.encode_batch(requests, kind, threads) if requests else out
+
+    def _is_plain(self, allowed: frozenset[str]) -> bool:
+        """True when a text is one segment as it is: no token to find, no normalizer."""
+        plain = self._plain.get(allowed)
+        if plain is None:
+            plain = self._plain[allowed] = (
+                self._added_matcher(allowed, normalized=False) is None
+                and self._added_matcher(allowed, normalized=True) is None
+                and not (self.pretokenizer is not None and self.pretokenizer.normalizer)
+            )
+        return plain
+
+    def _native_request(self, text: Text, allowed: frozenset[str]) -> Text | list[Text | int]:
+        """What the native encoder takes for one text. With a hand-written pre-tokenizer: the text itself when it
+        is one plain segment (bytes stay bytes: invalid UTF-8 splits as its surrogateescape decoding), else its
+        normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
+        kind = self._native_kind
+        if kind is not None and self._is_plain(allowed):
+            return text
+        text = _as_str(text)
+        if kind is None:
+            return self._pieces(text, allowed)
+        pre = self.pretokenizer
+        if pre is None or not pre.normalizer:
+            return list(self._segments(text, allowed))
+        return [s if isinstance(s, int) else pre.normalize(s) for s in self._segments(text, allowed)]
 
     def _resolve_allowed(self, allowed_special: SpecialSet) -> frozenset[str]:
         if allowed_special == "all":
@@ -281,8 +355,7 @@ class Tokenizer:
         return self._matchers[key]
 
     def _encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
-        if self.backend == "native":
-            return self._encoder().encode_pieces(self._pieces(text, allowed))
+        """The reference: segments, then the regex split and BPE of each (with the chunk cache)."""
         out: list[int] = []
         for segment in self._segments(text, allowed):
             if isinstance(segment, int):
@@ -511,6 +584,17 @@ class Tokenizer:
     def __repr__(self) -> str:
         pre = self.pretokenizer.describe() if self.pretokenizer else "no pre-tokenizer"
         return f"<Tokenizer {self.name or ''} {self.kind}, n_vocab={self.n_vocab}, {pre}>"
+
+
+def _as_text(text: object) -> Text:
+    """Text as str or bytes for the native encoder, which takes both as they are."""
+    if type(text) is str or type(text) is bytes:
+        return text  # type: ignore[return-value]
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    if isinstance(text, str):
+        return str(text)
+    raise TypeError(f"expected str or bytes, got {type(text).__name__}")
 
 
 def _as_str(text: Text) -> str:

@@ -33,6 +33,36 @@ void ChunkCache::clear() {
     ids_.clear();
 }
 
+// ------------------------------------------------------------------------------------------ cache pool
+
+// Caches kept for later calls: enough for every thread of a machine, not one per thread ever asked for.
+constexpr size_t kPoolKeep = 64;
+
+std::unique_ptr<ChunkCache> CachePool::acquire() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<ChunkCache>();
+    std::unique_ptr<ChunkCache> cache = std::move(free_.back());
+    free_.pop_back();
+    return cache;
+}
+
+void CachePool::release(std::unique_ptr<ChunkCache> cache) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() < kPoolKeep) free_.push_back(std::move(cache));
+}
+
+void CachePool::clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& cache : free_) cache->clear();
+}
+
+size_t CachePool::size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = 0;
+    for (const auto& cache : free_) n += cache->size();
+    return n;
+}
+
 // ------------------------------------------------------------------------------------------ encoder
 
 Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string>>& vocab,
@@ -88,6 +118,23 @@ bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::v
     size_t start = out.size();
     if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
     if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
+    return true;
+}
+
+bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, std::vector<size_t>& ends,
+                          std::vector<uint32_t>& out, BadPiece* bad) const {
+    ends.clear();
+    pretok_split(kind, text, n, ends);
+    size_t start = 0;
+    int missing = -1;
+    for (size_t end : ends) {
+        if (!encode_piece(text + start, end - start, cache, out, &missing)) {
+            bad->data = text + start;
+            bad->size = end - start;
+            return false;
+        }
+        start = end;
+    }
     return true;
 }
 

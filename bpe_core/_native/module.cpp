@@ -11,11 +11,15 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "batch.h"
 #include "encoder.h"
+#include "pretok.h"
 #include "trainer.h"
 
 namespace nb = nanobind;
@@ -88,40 +92,9 @@ struct FastSeq {
     PyObject** items;
 };
 
-// One item of an encode request: a piece (UTF-8 bytes to BPE) or a token id emitted as it is.
-struct Item {
-    const uint8_t* data;
-    size_t size;
-    int64_t id;  // >= 0: emit this id
-};
-
-// str pieces are read through their cached UTF-8 form; a piece with surrogates (bytes input decoded with
-// surrogateescape) is encoded back with surrogateescape, as Tokenizer._encode_piece does.
-Item read_item(PyObject* o, std::vector<nb::object>& keep) {
-    if (PyUnicode_Check(o)) {
-        Py_ssize_t n;
-        const char* s = PyUnicode_AsUTF8AndSize(o, &n);
-        if (!s) {
-            PyErr_Clear();
-            PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "surrogateescape");
-            if (!b) throw nb::python_error();
-            keep.push_back(nb::steal(b));
-            return Item{reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(b)), size_t(PyBytes_GET_SIZE(b)), -1};
-        }
-        return Item{reinterpret_cast<const uint8_t*>(s), size_t(n), -1};
-    }
-    if (PyBytes_Check(o))
-        return Item{reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(o)), size_t(PyBytes_GET_SIZE(o)), -1};
-    if (PyLong_Check(o)) {
-        long long id = PyLong_AsLongLong(o);
-        if (id == -1 && PyErr_Occurred()) throw nb::python_error();
-        if (id < 0 || id > 0xFFFFFFFFll) throw nb::value_error("token id out of range in an encode request");
-        return Item{nullptr, 0, id};
-    }
-    throw nb::type_error("encode requests hold str or bytes pieces and int token ids");
-}
-
-std::string missing_bytes_message(const Encoder& enc, const uint8_t* p, size_t n) {
+std::string missing_bytes_message(const Encoder& enc, const std::string& piece) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(piece.data());
+    size_t n = piece.size();
     std::set<int> missing;
     for (size_t i = 0; i < n; ++i)
         if (enc.byte_id(p[i]) < 0) missing.insert(p[i]);
@@ -138,10 +111,52 @@ std::string missing_bytes_message(const Encoder& enc, const uint8_t* p, size_t n
 
 // ------------------------------------------------------------------------------------------ encoder
 
+// A hand-written pre-tokenizer by name ("cl100k", ...), or kNone for None (the texts are pieces already).
+Pretok parse_kind(nb::handle name) {
+    if (name.is_none()) return Pretok::kNone;
+    if (!PyUnicode_Check(name.ptr())) throw nb::type_error("kind must be a pre-tokenizer name (str) or None");
+    const char* text = PyUnicode_AsUTF8(name.ptr());
+    if (!text) throw nb::python_error();
+    Pretok kind = pretok_from_name(text);
+    if (kind == Pretok::kNone)
+        throw nb::value_error((std::string("no hand-written pre-tokenizer is named '") + text + "'").c_str());
+    return kind;
+}
+
+// Text per GIL release on the calling thread; the least text (code units) worth one more thread (spawning one
+// costs about 30 us, encoding 64 K units about 1 ms); texts shorter than kReleaseGil keep the GIL.
+constexpr size_t kChunkUnits = size_t(1) << 20;
+constexpr size_t kUnitsPerThread = size_t(1) << 16;
+constexpr size_t kReleaseGil = size_t(1) << 13;
+
+size_t units_of(const std::vector<Source>& sources, size_t begin, size_t end) {
+    size_t n = 0;
+    for (size_t i = begin; i < end; ++i) n += sources[i].length;
+    return n;
+}
+
+size_t threads_for(size_t wanted, size_t docs, size_t units) {
+    if (wanted < 1) throw nb::value_error("num_threads must be at least 1");
+    return std::min({wanted, docs, std::max<size_t>(1, units / kUnitsPerThread)});
+}
+
+PyObject* sequence_tuple(nb::handle seq, const char* what) {
+    PyObject* tuple = PySequence_Tuple(seq.ptr());
+    if (!tuple) {
+        PyErr_Clear();
+        throw nb::type_error((std::string(what) + " must be a sequence, got " + type_name(seq.ptr())).c_str());
+    }
+    return tuple;
+}
+
+// The calling thread's scratch space (no call re-enters: nothing in an encode runs Python code).
+Scratch& thread_scratch() {
+    static thread_local Scratch scratch;
+    return scratch;
+}
+
 class PyEncoder {
   public:
-    static constexpr Py_ssize_t kChunkItems = 1 << 16;
-
     PyEncoder(nb::handle vocab, nb::handle pair_values, bool ignore_merges) {
         std::vector<std::pair<uint32_t, std::string>> tokens;
         std::vector<std::pair<uint64_t, uint64_t>> pairs;
@@ -173,57 +188,61 @@ class PyEncoder {
         enc_ = std::make_unique<Encoder>(tokens, pairs, rank_only, ignore_merges);
     }
 
-    // The ids of a sequence of pieces (and ids), concatenated.
-    nb::object encode_pieces(nb::handle pieces) {
-        FastSeq seq(pieces, "pieces must be a sequence");
+    // The ids of one request on the calling thread: a whole text (str or bytes), split by `kind`, or a sequence of
+    // segments (split by `kind`) or pieces (kind None) and token ids.
+    nb::object encode(nb::handle request, nb::handle kind_name) {
+        Pretok kind = parse_kind(kind_name);
+        std::vector<Source> sources;
         std::vector<nb::object> keep;
-        std::vector<Item> items;
-        std::vector<uint32_t> out;
-        out.reserve(seq.size + seq.size / 2);
-        for (Py_ssize_t begin = 0; begin < seq.size; begin += kChunkItems) {
-            Py_ssize_t end = std::min<Py_ssize_t>(seq.size, begin + kChunkItems);
-            items.clear();
-            keep.clear();
-            for (Py_ssize_t i = begin; i < end; ++i) items.push_back(read_item(seq.items[i], keep));
-            const Item* bad = run(items.data(), items.size(), out, nullptr);
-            if (bad) throw nb::value_error(missing_bytes_message(*enc_, bad->data, bad->size).c_str());
+        read_request(request.ptr(), sources, keep);
+        Scratch& scratch = thread_scratch();
+        static thread_local std::vector<uint32_t> out;
+        out.clear();
+        std::string bad;
+        CacheLease cache(pool_);
+        DocStatus s;
+        {
+            std::optional<nb::gil_scoped_release> release;
+            if (units_of(sources, 0, sources.size()) >= kReleaseGil) release.emplace();
+            s = encode_sources(*enc_, kind, sources.data(), sources.size(), cache.get(), scratch, out, &bad);
         }
-        return ints_.list(out.data(), out.size());
+        if (s == DocStatus::kNeedsGil)
+            s = encode_sources_with_gil(*enc_, kind, sources.data(), sources.size(), cache.get(), scratch, out, &bad);
+        if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
+        nb::object ids = ints_.list(out.data(), out.size());
+        if (out.capacity() > (size_t(1) << 22)) std::vector<uint32_t>().swap(out);  // keep no 16 MB buffer
+        return ids;
     }
 
-    // One list of ids per request; a request is a sequence of pieces (and ids). The whole batch comes in one
-    // call; it is encoded in chunks of about kChunkItems pieces, each without the GIL, so that the buffers stay
-    // small and warm (one buffer for a 5 MB batch cost 15% of the time in page faults and 10% in vector copies).
-    nb::object encode_batch(nb::handle requests) {
-        FastSeq outer(requests, "requests must be a sequence");
-        PyObject* result = PyList_New(outer.size);
+    // One list of ids per request (as encode), in order. With num_threads > 1 and enough text, the documents are
+    // encoded by native threads while this thread builds the lists (ParallelEncode); else on this thread, in
+    // chunks of about kChunkUnits without the GIL.
+    nb::object encode_batch(nb::handle requests, nb::handle kind_name, size_t num_threads) {
+        Pretok kind = parse_kind(kind_name);
+        nb::object outer = nb::steal(sequence_tuple(requests, "requests"));
+        size_t n = static_cast<size_t>(PyTuple_GET_SIZE(outer.ptr()));
+        std::vector<Source> sources;
+        std::vector<nb::object> keep;
+        std::vector<size_t> bounds{0};
+        bounds.reserve(n + 1);
+        for (size_t d = 0; d < n; ++d) {
+            read_request(PyTuple_GET_ITEM(outer.ptr(), d), sources, keep);
+            bounds.push_back(sources.size());
+        }
+        PyObject* result = PyList_New(static_cast<Py_ssize_t>(n));
         if (!result) throw nb::python_error();
         nb::object owner = nb::steal(result);
-        std::vector<nb::object> keep;
-        std::vector<FastSeq> inner;
-        std::vector<Item> items;
-        std::vector<size_t> bounds{0}, out_bounds;
-        std::vector<uint32_t> out;
-        Py_ssize_t first = 0;  // first request of the chunk
-        for (Py_ssize_t r = 0; r < outer.size; ++r) {
-            inner.emplace_back(nb::handle(outer.items[r]), "each request must be a sequence of pieces");
-            for (Py_ssize_t i = 0; i < inner.back().size; ++i) items.push_back(read_item(inner.back().items[i], keep));
-            bounds.push_back(items.size());
-            if (items.size() < static_cast<size_t>(kChunkItems) && r + 1 < outer.size) continue;
-            out.clear();
-            out_bounds.assign(bounds.size(), 0);
-            const Item* bad = run(items.data(), items.size(), out, &bounds, &out_bounds);
-            if (bad) throw nb::value_error(missing_bytes_message(*enc_, bad->data, bad->size).c_str());
-            for (size_t j = 0; j + 1 < bounds.size(); ++j) {
-                nb::object ids = ints_.list(out.data() + out_bounds[j], out_bounds[j + 1] - out_bounds[j]);
-                PyList_SET_ITEM(result, first + static_cast<Py_ssize_t>(j), ids.release().ptr());
+        size_t threads = n ? threads_for(num_threads, n, units_of(sources, 0, sources.size())) : 1;
+        if (threads >= 2) {
+            ParallelEncode run(*enc_, kind, pool_, sources, bounds, threads);
+            for (size_t d = 0; d < n; ++d) {
+                DocStatus s = run.wait(d);
+                if (s == DocStatus::kFailed) run.rethrow();
+                set_doc(result, d, s, sources, bounds, kind, run.ids(d), run.bad_piece(d));
             }
-            first = r + 1;
-            items.clear();
-            keep.clear();
-            inner.clear();
-            bounds.assign(1, 0);
+            return owner;
         }
+        encode_on_caller(result, sources, bounds, kind);
         return owner;
     }
 
@@ -234,46 +253,171 @@ class PyEncoder {
         MergeStats stats;
         const uint8_t* p = reinterpret_cast<const uint8_t*>(data.c_str());
         if (!enc_->merge_bytes(p, data.size(), out, &missing, with_stats ? &stats : nullptr))
-            throw nb::value_error(missing_bytes_message(*enc_, p, data.size()).c_str());
+            throw nb::value_error(missing_bytes_message(*enc_, std::string(data.c_str(), data.size())).c_str());
         return nb::make_tuple(list_of_ids(out.data(), out.size()), stats.pushes, stats.pops);
     }
 
-    void clear_cache() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        cache_.clear();
-    }
-    size_t cache_size() const { return cache_.size(); }
+    void clear_cache() { pool_.clear(); }
+    size_t cache_size() const { return pool_.size(); }
     size_t pair_count() const { return enc_->pair_count(); }
 
   private:
-    // Encode items into out without the GIL; returns the item whose bytes have no token, else nullptr. With
-    // bounds (request r is items[bounds[r]:bounds[r + 1]]), out_bounds receives where each request's ids start.
-    const Item* run(const Item* items, size_t n, std::vector<uint32_t>& out, const std::vector<size_t>* bounds,
-                    std::vector<size_t>* out_bounds = nullptr) {
-        nb::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(mutex_);
-        int missing = -1;
-        size_t requests = bounds ? bounds->size() - 1 : 1;
-        for (size_t r = 0; r < requests; ++r) {
-            if (out_bounds) (*out_bounds)[r] = out.size();
-            size_t end = bounds ? (*bounds)[r + 1] : n;
-            for (size_t i = bounds ? (*bounds)[r] : 0; i < end; ++i) {
-                const Item& it = items[i];
-                if (it.id >= 0) {
-                    out.push_back(static_cast<uint32_t>(it.id));
-                } else if (!enc_->encode_piece(it.data, it.size, &cache_, out, &missing)) {
-                    return &it;
+    // Put doc d's list into result (finishing it with the GIL if its str needs Python's surrogate rules), or
+    // raise the reference's error for a byte without a token.
+    void set_doc(PyObject* result, size_t d, DocStatus s, const std::vector<Source>& sources,
+                 const std::vector<size_t>& bounds, Pretok kind, std::vector<uint32_t>& ids, std::string bad) {
+        if (s == DocStatus::kNeedsGil) {
+            CacheLease cache(pool_);
+            s = encode_sources_with_gil(*enc_, kind, sources.data() + bounds[d], bounds[d + 1] - bounds[d],
+                                        cache.get(), thread_scratch(), ids, &bad);
+        }
+        if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
+        PyList_SET_ITEM(result, static_cast<Py_ssize_t>(d), ints_.list(ids.data(), ids.size()).release().ptr());
+        std::vector<uint32_t>().swap(ids);
+    }
+
+    // One thread: chunks of documents encoded into one buffer without the GIL, then their lists built.
+    void encode_on_caller(PyObject* result, const std::vector<Source>& sources, const std::vector<size_t>& bounds,
+                          Pretok kind) {
+        size_t n = bounds.size() - 1;
+        CacheLease cache(pool_);
+        Scratch& scratch = thread_scratch();
+        std::vector<uint32_t> out, doc_ids;
+        std::vector<size_t> starts;
+        std::vector<DocStatus> status;
+        std::string bad;
+        for (size_t begin = 0; begin < n;) {
+            size_t end = begin, units = 0;
+            while (end < n && (end == begin || units < kChunkUnits)) units += units_of(sources, bounds[end], bounds[end + 1]), ++end;
+            out.clear();
+            starts.assign(1, 0);
+            status.clear();
+            {
+                std::optional<nb::gil_scoped_release> release;
+                if (units >= kReleaseGil) release.emplace();
+                for (size_t d = begin; d < end; ++d) {
+                    DocStatus s = encode_sources(*enc_, kind, sources.data() + bounds[d], bounds[d + 1] - bounds[d],
+                                                 cache.get(), scratch, out, &bad);
+                    if (s == DocStatus::kNeedsGil) out.resize(starts.back());
+                    status.push_back(s);
+                    starts.push_back(out.size());
+                    if (s == DocStatus::kBadPiece) break;
                 }
             }
+            for (size_t i = 0; i < status.size(); ++i) {
+                doc_ids.assign(out.begin() + starts[i], out.begin() + starts[i + 1]);
+                set_doc(result, begin + i, status[i], sources, bounds, kind, doc_ids, bad);
+            }
+            begin = end;
         }
-        if (out_bounds) (*out_bounds)[requests] = out.size();
-        return nullptr;
     }
 
     std::unique_ptr<Encoder> enc_;
     IntCache ints_;
-    ChunkCache cache_;
-    std::mutex mutex_;  // the cache is per encoder; part 2 gives each thread its own
+    CachePool pool_;
+};
+
+// ------------------------------------------------------------------------------------------ chunk counting
+
+// count_chunks with a hand-written pre-tokenizer: every piece of every text counted in a native hash map (one per
+// thread, merged when read), without the GIL. Texts are whole user texts: str (lone surrogates replaced as
+// tiktoken does) or bytes (invalid UTF-8 split as its surrogateescape decoding).
+class PyChunkCounter {
+  public:
+    explicit PyChunkCounter(nb::handle kind_name) : kind_(parse_kind(kind_name)) {
+        if (kind_ == Pretok::kNone) throw nb::value_error("ChunkCounter needs a hand-written pre-tokenizer name");
+        maps_.push_back(std::make_unique<CountMap>());
+    }
+    PyChunkCounter(const PyChunkCounter&) = delete;
+    PyChunkCounter& operator=(const PyChunkCounter&) = delete;
+
+    void add(nb::handle texts, size_t num_threads) {
+        nb::object tuple = nb::steal(sequence_tuple(texts, "texts"));
+        size_t n = static_cast<size_t>(PyTuple_GET_SIZE(tuple.ptr()));
+        std::vector<Source> sources;
+        sources.reserve(n);
+        for (size_t d = 0; d < n; ++d) sources.push_back(text_source(PyTuple_GET_ITEM(tuple.ptr(), d), true));
+        if (n == 0) return;
+        size_t threads = threads_for(num_threads, n, units_of(sources, 0, n));
+        while (maps_.size() < threads) maps_.push_back(std::make_unique<CountMap>());
+        std::vector<size_t> needs_gil;
+        std::exception_ptr error;
+        std::mutex mutex;
+        std::atomic<size_t> next{0};
+        std::atomic<bool> stop{false};
+        auto work = [&](size_t w) {
+            try {
+                Scratch scratch;
+                CountMap& map = *maps_[w];
+                for (size_t d; !stop.load(std::memory_order_relaxed) && (d = next.fetch_add(1)) < n;) {
+                    const uint8_t* p;
+                    size_t size;
+                    if (!utf8_of(sources[d], scratch.utf8, &p, &size)) {
+                        std::lock_guard<std::mutex> lock(mutex);
+                        needs_gil.push_back(d);
+                        continue;
+                    }
+                    count(p, size, scratch.ends, map);
+                }
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mutex);
+                if (!error) error = std::current_exception();
+                stop.store(true);
+            }
+        };
+        {
+            nb::gil_scoped_release release;
+            std::vector<std::thread> workers;
+            try {
+                for (size_t w = 1; w < threads; ++w) workers.emplace_back(work, w);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mutex);
+                if (!error) error = std::current_exception();
+            }
+            work(0);
+            for (auto& t : workers) t.join();
+        }
+        if (error) std::rethrow_exception(error);
+        std::sort(needs_gil.begin(), needs_gil.end());
+        std::vector<size_t> ends;
+        for (size_t d : needs_gil) {
+            nb::bytes data = utf8_with_gil(sources[d]);
+            count(reinterpret_cast<const uint8_t*>(data.c_str()), data.size(), ends, *maps_[0]);
+        }
+    }
+
+    // piece bytes -> count
+    nb::dict to_dict() {
+        {
+            nb::gil_scoped_release release;
+            for (size_t w = 1; w < maps_.size(); ++w) {
+                maps_[0]->merge(*maps_[w]);
+                maps_[w] = std::make_unique<CountMap>();
+            }
+        }
+        nb::dict out;
+        maps_[0]->for_each([&](const uint8_t* p, size_t n, uint64_t c) {
+            nb::object key = nb::steal(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p), Py_ssize_t(n)));
+            nb::object value = nb::steal(PyLong_FromUnsignedLongLong(c));
+            if (!key.is_valid() || !value.is_valid() || PyDict_SetItem(out.ptr(), key.ptr(), value.ptr()) < 0)
+                throw nb::python_error();
+        });
+        return out;
+    }
+
+  private:
+    void count(const uint8_t* p, size_t n, std::vector<size_t>& ends, CountMap& map) const {
+        ends.clear();
+        pretok_split(kind_, p, n, ends);
+        size_t start = 0;
+        for (size_t end : ends) {
+            map.add(p + start, end - start);
+            start = end;
+        }
+    }
+
+    Pretok kind_;
+    std::vector<std::unique_ptr<CountMap>> maps_;
 };
 
 // ------------------------------------------------------------------------------------------ decoder
@@ -531,12 +675,18 @@ NB_MODULE(_core, m) {
     nb::class_<PyEncoder>(m, "Encoder")
         .def(nb::init<nb::handle, nb::handle, bool>(), nb::arg("vocab"), nb::arg("pair_values").none(),
              nb::arg("ignore_merges"))
-        .def("encode_pieces", &PyEncoder::encode_pieces)
-        .def("encode_batch", &PyEncoder::encode_batch)
+        .def("encode", &PyEncoder::encode, nb::arg("request"), nb::arg("kind").none())
+        .def("encode_batch", &PyEncoder::encode_batch, nb::arg("requests"), nb::arg("kind").none(),
+             nb::arg("num_threads"))
         .def("merge_bytes", &PyEncoder::merge_bytes, nb::arg("data"), nb::arg("with_stats") = false)
         .def("clear_cache", &PyEncoder::clear_cache)
         .def_prop_ro("cache_size", &PyEncoder::cache_size)
         .def_prop_ro("pair_count", &PyEncoder::pair_count);
+
+    nb::class_<PyChunkCounter>(m, "ChunkCounter")
+        .def(nb::init<nb::handle>(), nb::arg("kind"))
+        .def("add", &PyChunkCounter::add, nb::arg("texts"), nb::arg("num_threads"))
+        .def("to_dict", &PyChunkCounter::to_dict);
 
     nb::class_<Decoder>(m, "Decoder")
         .def(nb::init<nb::handle, nb::handle>())

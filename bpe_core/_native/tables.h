@@ -210,4 +210,65 @@ class BytesMap {
     size_t mask_ = 0;
 };
 
+// byte string -> uint64 count (count_chunks): keys copied into one arena, entries in insertion order behind an index
+// of entry numbers (load <= 0.5). No limit on the number of keys but memory, unlike BytesMap's 24-bit entries.
+class CountMap {
+  public:
+    CountMap() { rehash(1024); }
+
+    void add(const uint8_t* p, size_t n, uint64_t h, uint64_t count) {
+        size_t i = h & mask_;
+        while (true) {
+            const uint64_t slot = index_[i];
+            if (slot == 0) break;
+            Entry& e = entries_[slot - 1];
+            if (e.hash == h && e.len == n && std::memcmp(arena_.data() + e.offset, p, n) == 0) {
+                e.count += count;
+                return;
+            }
+            i = (i + 1) & mask_;
+        }
+        entries_.push_back(Entry{h, arena_.size(), count, n});
+        arena_.append(reinterpret_cast<const char*>(p), n);
+        index_[i] = entries_.size();
+        if (2 * entries_.size() > index_.size()) rehash(index_.size() * 2);
+    }
+    void add(const uint8_t* p, size_t n, uint64_t count = 1) { add(p, n, hash_bytes(p, n), count); }
+
+    // Add every (key, count) of other into this map.
+    void merge(const CountMap& other) {
+        for (const Entry& e : other.entries_)
+            add(reinterpret_cast<const uint8_t*>(other.arena_.data() + e.offset), e.len, e.hash, e.count);
+    }
+
+    size_t size() const { return entries_.size(); }
+    // f(const uint8_t* key, size_t len, uint64_t count) for each key, in insertion order.
+    template <class F>
+    void for_each(F&& f) const {
+        for (const Entry& e : entries_) f(reinterpret_cast<const uint8_t*>(arena_.data() + e.offset), e.len, e.count);
+    }
+
+  private:
+    struct Entry {
+        uint64_t hash;
+        uint64_t offset;
+        uint64_t count;
+        size_t len;
+    };
+    void rehash(size_t cap) {
+        index_.assign(cap, 0);
+        mask_ = cap - 1;
+        for (size_t k = 0; k < entries_.size(); ++k) {
+            size_t i = entries_[k].hash & mask_;
+            while (index_[i] != 0) i = (i + 1) & mask_;
+            index_[i] = k + 1;
+        }
+    }
+
+    std::vector<uint64_t> index_;  // entry number + 1, 0 = empty
+    std::vector<Entry> entries_;
+    std::string arena_;
+    size_t mask_ = 0;
+};
+
 }  // namespace bpe
