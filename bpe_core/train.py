@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from bpe_core import native
 from bpe_core.bytelevel import huggingface_base_order
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
-from bpe_core.tokenizer import Text, Tokenizer, _as_str
+from bpe_core.tokenizer import Text, Tokenizer, _as_str, _as_text
 
 TIE_BREAKS = ("ids", "huggingface", "bytes")
 
@@ -39,13 +39,30 @@ def _rebuild_counts(data: dict, pretokenizer: PreTokenizer | None) -> ChunkCount
     return ChunkCounts(data, pretokenizer=pretokenizer)
 
 
-def count_chunks(texts: Iterable[Text], pretokenizer: PreTokenizerSpec) -> ChunkCounts:
+COUNT_WINDOW = 1 << 24  # characters per native call when texts come from an iterator (bounds what is held)
+
+
+def count_chunks(
+    texts: Iterable[Text],
+    pretokenizer: PreTokenizerSpec,
+    *,
+    num_threads: int | None = None,
+    backend: str | None = None,
+) -> ChunkCounts:
     """Pre-tokenize texts in-process and count each distinct piece (as UTF-8 bytes).
+
+    With a hand-written pre-tokenizer (``PreTokenizer.native_kind``) the native core splits and counts on
+    ``num_threads`` threads (None: every usable core); the counts are the reference's (``backend="python"``).
 
     >>> count_chunks(["hi hi"], "cl100k") == {b"hi": 1, b" hi": 1}
     True
     """
     pre = PreTokenizer.from_spec(pretokenizer)
+    threads = native.resolve_threads(num_threads)
+    if native.resolve_backend(backend) == "native":
+        kind = getattr(pre, "native_kind", None)
+        if kind is not None:
+            return ChunkCounts(_count_native(texts, pre, kind, threads), pretokenizer=pre)
     pieces: Counter[str] = Counter()
     for text in texts:
         pieces.update(pre.split(_as_str(text)))
@@ -53,6 +70,29 @@ def count_chunks(texts: Iterable[Text], pretokenizer: PreTokenizerSpec) -> Chunk
     for piece, n in pieces.items():
         counts[piece.encode("utf-8", "surrogateescape")] = n
     return counts
+
+
+def _count_native(texts: Iterable[Text], pre: PreTokenizer, kind: str, threads: int) -> dict[bytes, int]:
+    """Whole texts to the native counter: a list in one call, an iterator in windows of COUNT_WINDOW characters.
+    A normalizer runs here first (the text then goes as its surrogateescape UTF-8, as the reference counts it)."""
+    counter = native.make_chunk_counter(kind)
+    if isinstance(texts, list) and not pre.normalizer and all(type(t) is str or type(t) is bytes for t in texts):
+        counter.add(texts, threads)
+        return counter.to_dict()
+    window: list[Text] = []
+    size = 0
+    for text in texts:
+        if pre.normalizer:
+            text = pre.normalize(_as_str(text)).encode("utf-8", "surrogateescape")
+        elif type(text) is not str and type(text) is not bytes:
+            text = _as_text(text)
+        window.append(text)
+        size += len(text)
+        if size >= COUNT_WINDOW:
+            counter.add(window, threads)
+            window, size = [], 0
+    counter.add(window, threads)
+    return counter.to_dict()
 
 
 def train(
