@@ -54,8 +54,29 @@ PRESETS: dict[str, Preset] = {
     "qwen2": Preset("qwen2", LLAMACPP_PRETOKENIZERS["qwen2"][0], ignore_merges=False),
 }
 # Aliases spelled as tiktoken encoding names.
-for _alias, _target in (("r50k_base", "r50k"), ("p50k_base", "r50k"), ("cl100k_base", "cl100k"), ("o200k_base", "o200k")):
+for _alias, _target in (
+    ("r50k_base", "r50k"),
+    ("p50k_base", "r50k"),
+    ("cl100k_base", "cl100k"),
+    ("o200k_base", "o200k"),
+):
     PRESETS[_alias] = PRESETS[_target]
+
+
+# The presets with a hand-written C++ pre-tokenizer (bpe_core/_native/pretok.cpp), by the name the core knows them.
+NATIVE_PRESETS: tuple[str, ...] = ("r50k", "cl100k", "o200k", "llama3", "qwen2")
+
+
+def native_preset_for(patterns: tuple[str, ...]) -> str | None:
+    """The name of the hand-written pre-tokenizer whose regexes are exactly ``patterns``, or None.
+
+    Compared by pattern text, not by name: a pattern read from a GGUF or tokenizer.json file that equals a preset's
+    gets the fast path too, and a renamed preset with a different regex does not.
+    """
+    for name in NATIVE_PRESETS:
+        if PRESETS[name].patterns == tuple(patterns):
+            return name
+    return None
 
 
 def lookup_preset(name: str) -> Preset | None:

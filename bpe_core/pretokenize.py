@@ -3,17 +3,23 @@
 Each regex splits every piece left by the previous one; the matches and the text between them both become pieces,
 so no character is ever dropped. This is the model of tiktoken (one regex), of Hugging Face ``Split`` with the
 ``Isolated`` behaviour and of llama.cpp (several regexes in turn).
+
+The built-in presets (r50k, cl100k, o200k, llama3, qwen2) also have a hand-written C++ matcher
+(``bpe_core/_native/pretok.cpp``, about 20x faster than ``regex``) with exactly the same pieces:
+``PreTokenizer.native_kind`` says when it applies, ``split_bytes`` uses it.
 """
 
 from __future__ import annotations
 
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from typing import Literal, Union, cast
 
 import regex
 
-from bpe_core.presets import Preset, lookup_preset, preset_names
+from bpe_core import native
+from bpe_core.presets import Preset, lookup_preset, native_preset_for, preset_names
 
 NORMALIZERS = ("NFC", "NFKC")
 
@@ -76,7 +82,45 @@ class PreTokenizer:
 
     def split(self, text: str) -> list[str]:
         """The pieces of ``text`` (normalized first); their concatenation is the normalized text."""
-        pieces = [self.normalize(text)] if text else []
+        return self._split_normalized(self.normalize(text)) if text else []
+
+    @property
+    def native_kind(self) -> str | None:
+        """The hand-written pre-tokenizer that splits exactly as these regexes do, or None (then `regex` splits).
+
+        Set when the patterns are exactly one preset's (whatever the name or the normalizer: it runs before the
+        split), the native core loaded, and its property tables come from the `regex` version imported now (else
+        None, with one RuntimeWarning saying why).
+        """
+        kind = native_preset_for(self.patterns)
+        return kind if kind is not None and _native_split_usable() else None
+
+    def split_bytes(self, data: bytes) -> list[bytes]:
+        """The pieces of UTF-8 ``data`` (normalized first), as bytes; their concatenation is the normalized data.
+
+        Bytes that are not valid UTF-8 split as their surrogateescape characters do (one character per byte), so the
+        pieces are those of ``split(data.decode("utf-8", "surrogateescape"))``, re-encoded.
+
+        >>> PreTokenizer.from_spec("cl100k").split_bytes(b"Hello world!")
+        [b'Hello', b' world', b'!']
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"split_bytes takes bytes, not {type(data).__name__}; use split() for str")
+        data = bytes(data)
+        text: str | None = None
+        if self.normalizer:
+            text = self.normalize(data.decode("utf-8", "surrogateescape"))
+            data = text.encode("utf-8", "surrogateescape")
+        kind = self.native_kind
+        if kind is not None:
+            return cast("list[bytes]", native._core.pretok_split(kind, data))
+        if text is None:
+            text = data.decode("utf-8", "surrogateescape")
+        return [p.encode("utf-8", "surrogateescape") for p in self._split_normalized(text)]
+
+    def _split_normalized(self, text: str) -> list[str]:
+        """The pieces of ``text``, already normalized."""
+        pieces = [text] if text else []
         for pattern in self._compiled:
             pieces = [p for piece in pieces for p in _split_one(pattern, piece)]
         return pieces
@@ -110,6 +154,42 @@ class PreTokenizer:
 
 
 PreTokenizerSpec = Union[str, Sequence[str], PreTokenizer]
+
+
+_native_split_state: list[bool] = []  # [usable], decided once per process
+
+
+def _native_split_usable() -> bool:
+    """True if the native core has the hand-written pre-tokenizers and its tables match the imported `regex`."""
+    if not _native_split_state:
+        _native_split_state.append(_check_native_split())
+    return _native_split_state[0]
+
+
+def _check_native_split() -> bool:
+    if not native.available():
+        return False  # native.resolve_backend already warns about that once
+    core = native._core
+    if not hasattr(core, "pretok_split"):
+        warnings.warn(
+            "beam-bpe: the native core has no hand-written pre-tokenizers (an older build); splitting with the "
+            "regex module, which is slower. Rebuild with `pip install --force-reinstall beam-bpe`",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return False
+    built = core.unicode_tables_info()["regex_version"]
+    if built != regex.__version__:
+        warnings.warn(
+            f"beam-bpe: the native pre-tokenizers' Unicode tables were generated from regex {built}, but regex "
+            f"{regex.__version__} is imported, and the two may class some characters differently; splitting with "
+            "the regex module, which is slower. Rebuild beam-bpe against this regex "
+            "(`pip install --force-reinstall --no-binary beam-bpe beam-bpe`) or install regex=={built}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return False
+    return True
 
 
 def _compile(pattern: str) -> regex.Pattern:

@@ -1,9 +1,373 @@
-// Hand-written pre-tokenizers (see pretok.h).
+// Hand-written pre-tokenizers (see pretok.h): one "next piece" function per preset, each a transcription of its
+// regex's ordered alternation. Notation in the comments: L N S = \p{L} \p{N} \s; O = [^\s\p{L}\p{N}] (marks and
+// surrogates included); P = [^\r\n\p{L}\p{N}] (the optional one-character prefix of a letter run); U and W are
+// o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and [\p{Ll}\p{Lm}\p{Lo}\p{M}].
+//
+// Facts the transcription relies on (each checked by tests/test_native_pretok.py against `regex`):
+// - a run of S ends at a non-S character or at the end, so `\s++$` matches exactly when the run reaches the end
+//   (`$` also matches before a final "\n", but a possessive \s++ has taken that "\n" already);
+// - `\s+(?!\S)` over a run [i, j): all of it when j is the end, else [i, j-1) when that is not empty, else nothing;
+// - `\s*[\r\n]` and `\s*[\r\n]+` both end just after the last \r or \n of the run;
+// - `[^\r\n\p{L}\p{N}]?\p{L}+` gives the same match whether `?` is possessive or not (a P character is not L);
+// - o200k's `P?U*W+`: U* backtracks to the last position that starts a W character, see o200k_upper_lower.
 #include "pretok.h"
 
 #include <stdexcept>
 
 namespace bpe {
+
+namespace {
+
+#include "unicode_tables.inc"
+
+// Flag bits of a code point (gen_unicode_tables.py FLAGS and CR_LF).
+enum : uint8_t { kL = 1, kN = 2, kS = 4, kU = 8, kW = 16, kCrLf = 32 };
+// Case-insensitive contraction letters (gen_unicode_tables.py CI_LETTERS order).
+enum : uint16_t {
+    kCiS = 1,
+    kCiD = 2,
+    kCiM = 4,
+    kCiT = 8,
+    kCiL = 16,
+    kCiV = 32,
+    kCiR = 64,
+    kCiE = 128,
+    kCiApos = 256,
+};
+
+inline uint8_t flags_of(uint32_t cp) {
+    return kStage2[(size_t(kStage1[cp >> kBlockShift]) << kBlockShift) | (cp & ((1u << kBlockShift) - 1))];
+}
+
+// Strict UTF-8 (as CPython decodes): the code point of the valid sequence at s[i], or, where none starts there, the
+// lone surrogate U+DC00+byte that surrogateescape gives that one byte.
+uint32_t decode_multi(const uint8_t* s, size_t n, size_t i, uint32_t& len) {
+    const uint8_t b0 = s[i];
+    const size_t rem = n - i;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        if (rem >= 2 && (s[i + 1] & 0xC0) == 0x80) {
+            len = 2;
+            return (uint32_t(b0 & 0x1F) << 6) | (s[i + 1] & 0x3F);
+        }
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+        if (rem >= 3 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80) {
+            len = 3;
+            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+        }
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+        if (rem >= 4 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80 && (s[i + 3] & 0xC0) == 0x80) {
+            len = 4;
+            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[i + 1] & 0x3F) << 12) | (uint32_t(s[i + 2] & 0x3F) << 6) |
+                   (s[i + 3] & 0x3F);
+        }
+    }
+    len = 1;
+    return 0xDC00u + b0;
+}
+
+struct Ch {
+    uint32_t cp;
+    uint32_t len;
+    uint8_t f;
+};
+
+// The character at s[i] (i < n).
+inline Ch at(const uint8_t* s, size_t n, size_t i) {
+    const uint8_t b = s[i];
+    if (b < 0x80) return Ch{b, 1, kAsciiFlags[b]};
+    Ch c;
+    c.cp = decode_multi(s, n, i, c.len);
+    c.f = flags_of(c.cp);
+    return c;
+}
+
+inline bool is_o(uint8_t f) { return !(f & (kS | kL | kN)); }     // [^\s\p{L}\p{N}]
+inline bool is_p(uint8_t f) { return !(f & (kCrLf | kL | kN)); }  // [^\r\n\p{L}\p{N}]
+
+// End of the run of characters whose flags satisfy `pred`, from i.
+template <class Pred>
+inline size_t run_while(const uint8_t* s, size_t n, size_t i, Pred pred) {
+    while (i < n) {
+        const uint8_t b = s[i];
+        if (b < 0x80) {
+            if (!pred(kAsciiFlags[b])) break;
+            ++i;
+        } else {
+            const Ch c = at(s, n, i);
+            if (!pred(c.f)) break;
+            i += c.len;
+        }
+    }
+    return i;
+}
+
+inline size_t run_letters(const uint8_t* s, size_t n, size_t i) {
+    return run_while(s, n, i, [](uint8_t f) { return (f & kL) != 0; });
+}
+inline size_t run_digits(const uint8_t* s, size_t n, size_t i) {
+    return run_while(s, n, i, [](uint8_t f) { return (f & kN) != 0; });
+}
+inline size_t run_other(const uint8_t* s, size_t n, size_t i) { return run_while(s, n, i, is_o); }
+
+// \p{N}{1,max} from i (s[i] is N).
+inline size_t digits_upto(const uint8_t* s, size_t n, size_t i, int max) {
+    for (int k = 0; k < max && i < n; ++k) {
+        const Ch c = at(s, n, i);
+        if (!(c.f & kN)) break;
+        i += c.len;
+    }
+    return i;
+}
+
+// [\r\n]* (and '/' too for o200k) from i.
+inline size_t run_crlf(const uint8_t* s, size_t n, size_t i, bool slash) {
+    while (i < n && (s[i] == '\r' || s[i] == '\n' || (slash && s[i] == '/'))) ++i;
+    return i;
+}
+
+// The whitespace run from i (s[i] starts an S character).
+struct WsRun {
+    size_t end;         // first position after the run
+    size_t last_start;  // start of its last character
+    size_t crlf_end;    // just after its last \r or \n, or 0 if it has none
+};
+
+inline WsRun ws_run(const uint8_t* s, size_t n, size_t i) {
+    WsRun w{i, i, 0};
+    while (i < n) {
+        const Ch c = at(s, n, i);
+        if (!(c.f & kS)) break;
+        w.last_start = i;
+        i += c.len;
+        if (c.f & kCrLf) w.crlf_end = i;
+    }
+    w.end = i;
+    return w;
+}
+
+inline uint16_t ci_mask(uint32_t cp) {
+    if (cp < 128) return kAsciiCi[cp];
+    for (unsigned k = 0; k < kOtherCiCount; ++k)
+        if (kOtherCiCp[k] == cp) return kOtherCiMask[k];
+    return 0;
+}
+
+// Masks of the contraction letters of the next two characters after position i (for the case-insensitive forms).
+struct Ci2 {
+    uint16_t m1, m2;
+    size_t e1, e2;  // ends of the first and of the second character
+};
+
+inline Ci2 ci_two(const uint8_t* s, size_t n, size_t i) {
+    Ci2 r{0, 0, i, i};
+    if (i >= n) return r;
+    const Ch c1 = at(s, n, i);
+    r.m1 = ci_mask(c1.cp);
+    r.e1 = r.e2 = i + c1.len;
+    if (r.e1 < n) {
+        const Ch c2 = at(s, n, r.e1);
+        r.m2 = ci_mask(c2.cp);
+        r.e2 = r.e1 + c2.len;
+    }
+    return r;
+}
+
+// r50k `'(?:[sdmt]|ll|ve|re)` at i (s[i] == '\''): its end, or 0.
+inline size_t contraction_r50k(const uint8_t* s, size_t n, size_t i) {
+    if (i + 1 >= n) return 0;
+    const uint8_t a = s[i + 1];
+    if (a == 's' || a == 'd' || a == 'm' || a == 't') return i + 2;
+    if (i + 2 >= n) return 0;
+    const uint8_t b = s[i + 2];
+    if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return i + 3;
+    return 0;
+}
+
+// llama.cpp's `'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]` at i (s[i] == '\''): ASCII letters only.
+inline size_t contraction_llama(const uint8_t* s, size_t n, size_t i) {
+    if (i + 1 >= n) return 0;
+    const uint8_t a = s[i + 1] | 0x20;  // folds exactly the ASCII capitals onto the lower-case letters below
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (i + 2 >= n) return 0;
+    const uint8_t b = s[i + 2] | 0x20;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return 0;
+}
+
+// cl100k `'(?i:[sdmt]|ll|ve|re)` at i (s[i] == '\''), with regex's case folding: its end, or 0.
+inline size_t contraction_cl100k(const uint8_t* s, size_t n, size_t i) {
+    const Ci2 c = ci_two(s, n, i + 1);
+    if (c.m1 & (kCiS | kCiD | kCiM | kCiT)) return c.e1;
+    if (c.e2 == c.e1) return 0;
+    if (((c.m1 & kCiL) && (c.m2 & kCiL)) || ((c.m1 & kCiV) && (c.m2 & kCiE)) || ((c.m1 & kCiR) && (c.m2 & kCiE)))
+        return c.e2;
+    return 0;
+}
+
+// o200k `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` at e: the end of the optional contraction (e itself when there is none).
+inline size_t contraction_o200k(const uint8_t* s, size_t n, size_t e) {
+    if (e >= n) return e;
+    const Ch q = at(s, n, e);
+    if (!(ci_mask(q.cp) & kCiApos)) return e;
+    const Ci2 c = ci_two(s, n, e + q.len);
+    if (c.m1 & (kCiS | kCiT)) return c.e1;
+    if (c.e2 != c.e1 && (((c.m1 & kCiR) && (c.m2 & kCiE)) || ((c.m1 & kCiV) && (c.m2 & kCiE)))) return c.e2;
+    if (c.m1 & kCiM) return c.e1;
+    if (c.e2 != c.e1 && (c.m1 & kCiL) && (c.m2 & kCiL)) return c.e2;
+    if (c.m1 & kCiD) return c.e1;
+    return e;
+}
+
+// ------------------------------------------------------------------------------------------ r50k
+// '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
+inline size_t next_r50k(const uint8_t* s, size_t n, size_t i) {
+    if (s[i] == '\'') {
+        if (size_t e = contraction_r50k(s, n, i)) return e;
+    }
+    const Ch c = at(s, n, i);
+    if (c.f & kL) return run_letters(s, n, i + c.len);
+    if (c.f & kN) return run_digits(s, n, i + c.len);
+    if (is_o(c.f)) return run_other(s, n, i + c.len);
+    if (s[i] == ' ' && i + 1 < n) {  // ` ?` then a run
+        const Ch d = at(s, n, i + 1);
+        if (d.f & kL) return run_letters(s, n, i + 1 + d.len);
+        if (d.f & kN) return run_digits(s, n, i + 1 + d.len);
+        if (is_o(d.f)) return run_other(s, n, i + 1 + d.len);
+    }
+    const WsRun w = ws_run(s, n, i);
+    if (w.end == n) return n;                     // \s++$
+    if (w.last_start > i) return w.last_start;    // \s+(?!\S)
+    return i + c.len;                             // \s
+}
+
+// ------------------------------------------------------------------------------------------ cl100k
+// '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|
+// \s+(?!\S)|\s
+inline size_t next_cl100k(const uint8_t* s, size_t n, size_t i) {
+    if (s[i] == '\'') {
+        if (size_t e = contraction_cl100k(s, n, i)) return e;
+    }
+    const Ch c = at(s, n, i);
+    if (c.f & kL) return run_letters(s, n, i + c.len);
+    if (is_p(c.f) && i + c.len < n) {
+        const Ch d = at(s, n, i + c.len);
+        if (d.f & kL) return run_letters(s, n, i + c.len + d.len);
+    }
+    if (c.f & kN) return digits_upto(s, n, i, 3);
+    if (is_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
+    if (s[i] == ' ' && i + 1 < n) {
+        const Ch d = at(s, n, i + 1);
+        if (is_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
+    }
+    const WsRun w = ws_run(s, n, i);
+    if (w.end == n) return n;                   // \s++$
+    if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]
+    if (w.last_start > i) return w.last_start;  // \s+(?!\S)
+    return i + c.len;                           // \s
+}
+
+// ------------------------------------------------------------------------------------------ o200k
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+
+// `U*W+` then the optional contraction, from p: its end, or 0. Greedy U* takes the whole U run [p, q); W+ then
+// needs a W at q (only an Ll can be there: it is not U); else U* gives back characters until one that is also W
+// (Lm, Lo, M) comes next, and W+ takes just that one (the one after it is U but not W, or q).
+inline size_t o200k_upper_lower(const uint8_t* s, size_t n, size_t p) {
+    size_t q = p, last_w_end = 0;
+    uint8_t fq = 0;
+    while (q < n) {
+        const Ch c = at(s, n, q);
+        fq = c.f;
+        if (!(c.f & kU)) break;
+        q += c.len;
+        if (c.f & kW) last_w_end = q;
+    }
+    size_t e;
+    if (q < n && (fq & kW))
+        e = run_while(s, n, q, [](uint8_t f) { return (f & kW) != 0; });
+    else if (last_w_end)
+        e = last_w_end;
+    else
+        return 0;
+    return contraction_o200k(s, n, e);
+}
+
+// `U+W*` then the optional contraction, from p: its end, or 0.
+inline size_t o200k_upper_then_lower(const uint8_t* s, size_t n, size_t p) {
+    const size_t q = run_while(s, n, p, [](uint8_t f) { return (f & kU) != 0; });
+    if (q == p) return 0;
+    return contraction_o200k(s, n, run_while(s, n, q, [](uint8_t f) { return (f & kW) != 0; }));
+}
+
+inline size_t next_o200k(const uint8_t* s, size_t n, size_t i) {
+    const Ch c = at(s, n, i);
+    const bool prefix = is_p(c.f) && i + c.len < n;
+    if (prefix) {
+        if (size_t e = o200k_upper_lower(s, n, i + c.len)) return e;
+    }
+    if (c.f & (kU | kW)) {
+        if (size_t e = o200k_upper_lower(s, n, i)) return e;
+    }
+    if (prefix) {
+        if (size_t e = o200k_upper_then_lower(s, n, i + c.len)) return e;
+    }
+    if (c.f & kU) {
+        if (size_t e = o200k_upper_then_lower(s, n, i)) return e;
+    }
+    if (c.f & kN) return digits_upto(s, n, i, 3);
+    if (is_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), true);
+    if (s[i] == ' ' && i + 1 < n) {
+        const Ch d = at(s, n, i + 1);
+        if (is_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), true);
+    }
+    const WsRun w = ws_run(s, n, i);
+    if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]+
+    if (w.end == n) return n;                   // \s+(?!\S) at the end
+    if (w.last_start > i) return w.last_start;  // \s+(?!\S)
+    return w.end;                               // \s+
+}
+
+// ------------------------------------------------------------------------------------------ llama3, qwen2
+// (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+      (qwen2: \p{N} instead of \p{N}{1,3})
+template <int kMaxDigits>
+inline size_t next_llama(const uint8_t* s, size_t n, size_t i) {
+    if (s[i] == '\'') {
+        if (size_t e = contraction_llama(s, n, i)) return e;
+    }
+    const Ch c = at(s, n, i);
+    if (c.f & kL) return run_letters(s, n, i + c.len);
+    if (is_p(c.f) && i + c.len < n) {
+        const Ch d = at(s, n, i + c.len);
+        if (d.f & kL) return run_letters(s, n, i + c.len + d.len);
+    }
+    if (c.f & kN) return digits_upto(s, n, i, kMaxDigits);
+    if (is_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
+    if (s[i] == ' ' && i + 1 < n) {
+        const Ch d = at(s, n, i + 1);
+        if (is_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
+    }
+    const WsRun w = ws_run(s, n, i);
+    if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]+
+    if (w.end == n) return n;                   // \s+(?!\S) at the end
+    if (w.last_start > i) return w.last_start;  // \s+(?!\S)
+    return w.end;                               // \s+
+}
+
+template <size_t (*Next)(const uint8_t*, size_t, size_t)>
+void split_with(const uint8_t* s, size_t n, std::vector<size_t>& ends) {
+    size_t i = 0;
+    while (i < n) {
+        i = Next(s, n, i);
+        ends.push_back(i);
+    }
+}
+
+}  // namespace
 
 const std::vector<std::string_view>& pretok_names() {
     static const std::vector<std::string_view> names{"r50k", "cl100k", "o200k", "llama3", "qwen2"};
@@ -17,8 +381,19 @@ Pretok pretok_from_name(std::string_view name) {
     return Pretok::kNone;
 }
 
-void pretok_split(Pretok, const uint8_t*, size_t, std::vector<size_t>&) {
-    throw std::logic_error("pretok_split: not implemented yet");  // placeholder until the matchers land
+void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
+    switch (kind) {
+        case Pretok::kR50k: return split_with<next_r50k>(text, n, ends);
+        case Pretok::kCl100k: return split_with<next_cl100k>(text, n, ends);
+        case Pretok::kO200k: return split_with<next_o200k>(text, n, ends);
+        case Pretok::kLlama3: return split_with<next_llama<3>>(text, n, ends);
+        case Pretok::kQwen2: return split_with<next_llama<1>>(text, n, ends);
+        case Pretok::kNone: break;
+    }
+    throw std::invalid_argument("pretok_split: no hand-written pre-tokenizer for this kind");
 }
+
+const char* pretok_regex_version() { return kRegexVersion; }
+const char* pretok_unicode_version() { return kUnicodeVersion; }
 
 }  // namespace bpe

@@ -25,4 +25,8 @@ const std::vector<std::string_view>& pretok_names();
 // empty. Pure function of its input: safe to call from many threads at once.
 void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends);
 
+// The `regex` version and the Unicode version (unicodedata.unidata_version) the property tables were generated from.
+const char* pretok_regex_version();
+const char* pretok_unicode_version();
+
 }  // namespace bpe

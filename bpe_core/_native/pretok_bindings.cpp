@@ -1,5 +1,11 @@
-// Python bindings of the hand-written pre-tokenizers (called from module.cpp's NB_MODULE).
+// Python bindings of the hand-written pre-tokenizers (called from module.cpp's NB_MODULE): for tests, the fuzzer and
+// PreTokenizer.split_bytes. Bulk encoding calls pretok_split from C++ directly, without a Python object per piece.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include <string>
+#include <vector>
 
 #include "pretok.h"
 
@@ -7,6 +13,61 @@ namespace nb = nanobind;
 
 void bind_pretok(nb::module_& m);
 
+namespace {
+
+nb::list names_list() {
+    nb::list out;
+    for (std::string_view name : bpe::pretok_names()) out.append(nb::str(name.data(), name.size()));
+    return out;
+}
+
+// The pieces of `data` under the preset `name`, as bytes objects.
+nb::list split_to_bytes(const std::string& name, nb::bytes data) {
+    const bpe::Pretok kind = bpe::pretok_from_name(name);
+    if (kind == bpe::Pretok::kNone) {
+        std::string known;
+        for (std::string_view n : bpe::pretok_names()) known += (known.empty() ? "" : ", ") + std::string(n);
+        throw nb::value_error(("pretok_split: no hand-written pre-tokenizer named '" + name + "'; use one of " + known +
+                               " (PreTokenizer.native_kind gives it)")
+                                  .c_str());
+    }
+    const auto* text = reinterpret_cast<const uint8_t*>(data.c_str());
+    const size_t n = data.size();
+    std::vector<size_t> ends;
+    {
+        nb::gil_scoped_release release;  // `data` stays referenced (and immutable) by the caller's frame
+        bpe::pretok_split(kind, text, n, ends);
+    }
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(ends.size()));
+    if (!list) throw nb::python_error();
+    size_t start = 0;
+    for (size_t k = 0; k < ends.size(); ++k) {
+        PyObject* piece = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(text + start),
+                                                    static_cast<Py_ssize_t>(ends[k] - start));
+        if (!piece) {
+            Py_DECREF(list);
+            throw nb::python_error();
+        }
+        PyList_SET_ITEM(list, static_cast<Py_ssize_t>(k), piece);
+        start = ends[k];
+    }
+    return nb::steal<nb::list>(list);
+}
+
+}  // namespace
+
 void bind_pretok(nb::module_& m) {
-    (void)m;  // split / pretok_names bindings: see the pre-tokenizer work
+    m.def("pretok_names", &names_list, "Names of the presets with a hand-written pre-tokenizer, in enum order.");
+    m.def("pretok_split", &split_to_bytes, nb::arg("name"), nb::arg("data"),
+          "The pieces of UTF-8 `data` under the preset `name` (invalid bytes split as their surrogateescape "
+          "characters would).");
+    m.def(
+        "unicode_tables_info",
+        []() {
+            nb::dict info;
+            info["regex_version"] = bpe::pretok_regex_version();
+            info["unicode_version"] = bpe::pretok_unicode_version();
+            return info;
+        },
+        "The `regex` version and Unicode version the pre-tokenizers' property tables were generated from.");
 }
