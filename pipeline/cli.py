@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 
 import bpe_core
 from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
+from pipeline.cli_common import add_verbose_argument, failure_line, in_a_pipeline_step, is_verbose, quiet_tracebacks
 
 
 def _load(args: argparse.Namespace) -> Tokenizer:
@@ -84,6 +86,7 @@ def cmd_demo(args: argparse.Namespace, beam_args: list[str]) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="beam-bpe", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"beam-bpe {bpe_core.__version__}")
+    add_verbose_argument(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_tokenizer(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -116,8 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)
     p.add_argument("--max-mb", type=float, default=4.0, help="megabytes of standard-library source to train on")
+    add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo, takes_beam_args=True)
     return parser
+
+
+def runs_a_pipeline(args: argparse.Namespace) -> bool:
+    """Whether the command runs a Beam pipeline (train, demo, encode of a corpus), whose failure leaves an output
+    directory to report on."""
+    return args.command in ("train", "demo") or (args.command == "encode" and bool(args.input or args.out))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,14 +135,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_beam_args", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    try:
-        if getattr(args, "takes_beam_args", False):
-            return args.func(args, extra)  # the flags argparse does not know are Beam pipeline options
-        return args.func(args)
-    except (TokenizerFileError, ValueError, OSError, MemoryError) as exc:
-        # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
-        print(f"beam-bpe {args.command}: error: {exc or type(exc).__name__}", file=sys.stderr)
-        return 2
+    pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
+    with quiet_tracebacks(pipeline and not verbose) as thread_errors:
+        try:
+            if getattr(args, "takes_beam_args", False):
+                code = args.func(args, extra)  # the flags argparse does not know are Beam pipeline options
+            else:
+                code = args.func(args)
+        except (TokenizerFileError, ValueError, OSError, MemoryError) as exc:
+            if pipeline and in_a_pipeline_step(exc):
+                return _report_failure(args, exc, thread_errors, verbose)
+            # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
+            print(f"beam-bpe {args.command}: error: {exc or type(exc).__name__}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # noqa: BLE001 - a failed run (a worker lost, a step raising): reported in one line
+            if not pipeline:
+                raise
+            return _report_failure(args, exc, thread_errors, verbose)
+    for error in thread_errors:  # a Beam thread ended with an error, yet the run completed
+        print(f"beam-bpe {args.command}: warning: {error}", file=sys.stderr)
+    return code
+
+
+def _report_failure(args: argparse.Namespace, exc: Exception, thread_errors: list[str], verbose: bool) -> int:
+    if verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+    print(failure_line(args.command, exc, args.out, thread_errors), file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

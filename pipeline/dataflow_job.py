@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -56,16 +55,18 @@ def translate(command: str, argv: Sequence[str], *, staged_copy: str | None = No
 
 
 def _train_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.Pipeline, dict]:
+    from pipeline import train_pipeline as tp
     from pipeline.corpus_plan import plan_corpus
     from pipeline.train_cli import job_from_args
-    from pipeline.train_pipeline import COUNT_SHARD_BYTES, _with_absolute_paths, build_train_graph
 
-    job = _with_absolute_paths(job_from_args(args))
+    job = tp.with_absolute_paths(job_from_args(args))
+    tp.check_job(job)
+    if job.from_counts:
+        raise LaunchError("--from-counts trains from existing counts with no pipeline: there is no job to translate")
     check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
     plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
-    num_shards = job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.ranges)))
-    build_train_graph(pipeline, plan, job, num_shards)
+    tp.build_train_graph(pipeline, plan, job, tp.num_count_shards(plan, job))
     return pipeline, {"command": "train", "ranges": len(plan.ranges), "bytes": plan.total_bytes}
 
 
@@ -73,18 +74,13 @@ def _encode_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.
     import dataclasses
 
     from pipeline import encode_pipeline as ep
-    from pipeline.corpus_plan import CorpusSpec, InputSpec, plan_corpus
+    from pipeline.corpus_plan import plan_corpus
+    from pipeline.encode_cli import job_from_args
     from pipeline.encode_documents import open_tokenizer, resolve_policy
     from pipeline.encode_shard_io import ShardLayout, shard_dtype
 
-    job = ep.EncodeJob(
-        args.tokenizer, [InputSpec(p) for p in args.input], args.out or "",
-        CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit), shard_format=args.shard_format,
-        pretokenizer=args.pretokenizer, special_tokens=args.special_tokens, bos=args.bos, eos=args.eos,
-        range_bytes=args.range_bytes, verify=args.verify, prefix=args.prefix,
-    )  # fmt: skip
-    job = ep._with_absolute_paths(job)
-    ep._check_job(job)
+    job = ep.with_absolute_paths(job_from_args(args))  # the same EncodeJob, hence fingerprint, as the real launch
+    ep.check_job(job)
     check_launch(
         beam_args,
         paths={"--input": [i.pattern for i in job.inputs], "--tokenizer": [job.tokenizer], "--out": [job.out]},
@@ -93,7 +89,7 @@ def _encode_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.
     policy = resolve_policy(tok, special_tokens=job.special_tokens, bos=job.bos, eos=job.eos)
     plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
     dtype = shard_dtype(job.shard_format, tok.n_vocab)
-    fingerprint = ep._sha256_json(ep.job_identity(job, ref.digest, plan, dataclasses.asdict(policy), dtype))
+    fingerprint = ep.sha256_json(ep.job_identity(job, ref.digest, plan, dataclasses.asdict(policy), dtype))
     layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.digest, fingerprint)
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.ranges)))
     ep.build_encode_graph(pipeline, plan, job, ref, policy, layout)

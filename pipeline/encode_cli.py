@@ -10,33 +10,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.corpus_plan import (
-    DEFAULT_MAX_DOCUMENT_BYTES,
-    DEFAULT_RANGE_BYTES,
-    FORMATS,
-    TEXT_UNITS,
-    CorpusSpec,
-    InputSpec,
-)
+from pipeline.cli_common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.corpus_plan import InputSpec
 
-EPILOG = """With --input, any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner
-(the default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner
---dask_client_address HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
+EPILOG = f"With --input, {BEAM_OPTIONS}"
 
 
 def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     """The encoding pipeline's flags, on the ``encode`` sub-command (which also takes ``--text``)."""
     p.allow_abbrev = False  # a Beam flag must never be taken for an abbreviation of ours
     p.epilog = EPILOG
-    src = p.add_argument_group("corpus (the encoding pipeline; same flags as train)")
-    src.add_argument("--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)")
-    src.add_argument("--format", choices=FORMATS, default="jsonl")
-    src.add_argument("--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)")
-    src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
-    src.add_argument("--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file")
-    src.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES, metavar="N",
-                     help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)")
-    src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help="bytes per range of uncompressed text/JSONL: one output shard per range")
+    add_corpus_arguments(p, title="corpus (the encoding pipeline; same flags as train)",
+                         range_help="bytes per range of uncompressed text/JSONL: one output shard per range")  # fmt: skip
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
     out.add_argument("--shard-format", choices=("parquet", "megatron"), default="parquet")
@@ -47,6 +32,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
                      help="text spelling a special token: encoded as ordinary text (default) or as the control token")
     out.add_argument("--verify", action="store_true", help="decode every document back (streaming) and compare it with its text")
     out.add_argument("--overwrite", action="store_true", help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)")
+    add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
 def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,8 +40,9 @@ def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--doc", metavar="ID", help="document id (PATH@OFFSET, PATH#ROW) or 0-based document number")
 
 
-def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.encode_pipeline import EncodeJob, run_encode, summary_line  # imports Apache Beam: only here
+def job_from_args(args: argparse.Namespace):
+    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.dataflow_job encode`` translates)."""
+    from pipeline.encode_pipeline import EncodeJob  # imports Apache Beam: only for the pipeline
 
     if args.text is not None:
         raise SystemExit("beam-bpe encode: give --text (one text) or --input (a corpus), not both")
@@ -63,11 +50,11 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
         raise SystemExit("beam-bpe encode: --out DIR needs --input GLOB (the corpus to encode); for one text: --text")
     if not args.out:
         raise SystemExit("beam-bpe encode: --input needs --out DIR")
-    job = EncodeJob(
+    return EncodeJob(
         tokenizer=args.tokenizer,
         inputs=[InputSpec(pattern) for pattern in args.input],
         out=args.out,
-        corpus=CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes),
+        corpus=corpus_spec(args),
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
         special_tokens=args.special_tokens,
@@ -78,6 +65,12 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
         prefix=args.prefix,
         overwrite=args.overwrite,
     )
+
+
+def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipeline.encode_pipeline import run_encode, summary_line
+
+    job = job_from_args(args)
     manifest = run_encode(job, beam_args)
     print(f"{summary_line(manifest)} -> {job.out}")
     return 0

@@ -67,8 +67,8 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     beam_args = list(beam_args or [])
     reporter = reporter or Reporter()
     started = time.perf_counter()
-    job = _with_absolute_paths(job)
-    _check_job(job)
+    job = with_absolute_paths(job)
+    check_job(job)
     paths = {"--input": [i.pattern for i in job.inputs], "--tokenizer": [job.tokenizer], "--out": [job.out]}
     check_launch(beam_args, paths=paths)  # a runner option that cannot work fails here, before any work
     tok, ref = open_tokenizer(job.tokenizer, job.pretokenizer)  # a bad hash or version stops here, before any work
@@ -76,7 +76,7 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
     dtype = shard_io.shard_dtype(job.shard_format, tok.n_vocab)
     identity = job_identity(job, ref.digest, plan, dataclasses.asdict(policy), dtype)
-    fingerprint = _sha256_json(identity)
+    fingerprint = sha256_json(identity)
     layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.digest, fingerprint)
     reporter.stage("plan", files=len(plan.files), ranges=len(plan.ranges), bytes=plan.total_bytes, fingerprint=fingerprint[:16])
     finished = prepare_encode_output(layout, identity, overwrite=job.overwrite)
@@ -129,7 +129,8 @@ def job_identity(job: EncodeJob, tokenizer_digest: str, plan: CorpusPlan, policy
     }
 
 
-def _sha256_json(value: dict) -> str:
+def sha256_json(value: dict) -> str:
+    """The job fingerprint: SHA-256 of the canonical JSON (sorted keys, no spaces) of ``value``."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -144,7 +145,7 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
     completed = exists(layout.path(COMPLETED))
     if overwrite:
         _remove_outputs(layout, everything=True)
-    elif previous is not None and _sha256_json(previous) == layout.fingerprint:
+    elif previous is not None and sha256_json(previous) == layout.fingerprint:
         if completed:
             return json.loads(read_bytes(layout.path(MANIFEST)))
     elif previous is not None or completed:
@@ -276,7 +277,7 @@ def summary_line(manifest: dict) -> str:
 
 
 # ------------------------------------------------------------------ checks
-def _with_absolute_paths(job: EncodeJob) -> EncodeJob:
+def with_absolute_paths(job: EncodeJob) -> EncodeJob:
     """Local paths made absolute: workers of another process or directory must find the same files."""
 
     def absolute(path: str) -> str:
@@ -286,7 +287,8 @@ def _with_absolute_paths(job: EncodeJob) -> EncodeJob:
     return dataclasses.replace(job, tokenizer=absolute(job.tokenizer), out=absolute(job.out), inputs=inputs)
 
 
-def _check_job(job: EncodeJob) -> None:
+def check_job(job: EncodeJob) -> None:
+    """Refuse a shard format, prefix or input list that cannot work, before anything is read or written."""
     if job.shard_format not in SHARD_FORMATS:
         raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {job.shard_format!r}")
     if not job.prefix or any(c in job.prefix for c in "/\\*?[]") or job.prefix.startswith("."):

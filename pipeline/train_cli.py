@@ -5,34 +5,17 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline.cli_common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
 from pipeline.config import load_config, merge_settings
-from pipeline.corpus_plan import (
-    DEFAULT_MAX_DOCUMENT_BYTES,
-    DEFAULT_RANGE_BYTES,
-    FORMATS,
-    TEXT_UNITS,
-    CorpusError,
-    CorpusSpec,
-    InputSpec,
-)
+from pipeline.corpus_plan import CorpusError, InputSpec
 
-EPILOG = """Any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the default),
---direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address HOST:PORT,
---runner DataflowRunner --project P --region R --temp_location gs://..."""
+EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 
 
 def add_train_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a tokenizer on a corpus with Apache Beam", epilog=EPILOG, allow_abbrev=False)
-    src = p.add_argument_group("corpus")
-    src.add_argument("--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)")
+    src = add_corpus_arguments(p, title="corpus", range_help="bytes per range of uncompressed text/JSONL")
     src.add_argument("--weight", action="append", default=[], metavar="GLOB=N", help="integer weight of the documents of one --input (repeat the --input value exactly)")
-    src.add_argument("--format", choices=FORMATS, default="jsonl")
-    src.add_argument("--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)")
-    src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
-    src.add_argument("--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file")
-    src.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES, metavar="N",
-                     help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)")
-    src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help="bytes per range of uncompressed text/JSONL")
     algo = p.add_argument_group("algorithm (override --config)")
     algo.add_argument("--config", help="TOML or YAML file of algorithm settings (see configs/)")
     algo.add_argument("--vocab-size", type=int)
@@ -50,6 +33,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--from-counts", metavar="DIR", help="train from the counts/ of an earlier run (no pipeline)")
     out.add_argument("--count-shards", type=int, default=0, help="number of counts files (default: one per GiB of input)")
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
+    add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train, takes_beam_args=True)
     return p
 
@@ -75,12 +59,11 @@ def job_from_args(args: argparse.Namespace):
         + ("min_chunk_count", "max_chunks", "name")
     }
     settings = merge_settings(load_config(args.config) if args.config else {}, flags)
-    corpus = CorpusSpec(args.format, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes)
     return TrainJob(
         out=args.out,
         settings=settings,
         inputs=_inputs(args),
-        corpus=corpus,
+        corpus=corpus_spec(args),
         range_bytes=args.range_bytes,
         count_shards=args.count_shards,
         counts_only=args.counts_only,

@@ -59,7 +59,7 @@ def build_train_graph(pipeline: beam.Pipeline, plan: CorpusPlan, job: TrainJob, 
 
 def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
     """Run the counting pipeline; return the corpus statistics, checked to reconcile."""
-    num_shards = job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
+    num_shards = num_count_shards(plan, job)
     options = pipeline_options(beam_args, num_ranges=len(plan.ranges))
     pipeline = beam.Pipeline(options=options)
     build_train_graph(pipeline, plan, job, num_shards)
@@ -83,6 +83,11 @@ def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
     return stats
 
 
+def num_count_shards(plan: CorpusPlan, job: TrainJob) -> int:
+    """``--count-shards``, or one counts shard per GiB of input (1 to 1024)."""
+    return job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
+
+
 def check_reconciled(stats: dict) -> None:
     read, counted, dead = stats["documents_read"], stats["documents_counted"], stats["dead_letters"]
     if read != counted + dead:
@@ -100,9 +105,9 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     """
     beam_args = list(beam_args or [])
     reporter = reporter or Reporter()
-    job = _with_absolute_paths(job)
+    job = with_absolute_paths(job)
     started = time.perf_counter()
-    _check_job(job)
+    check_job(job)
     if not job.from_counts:  # a runner option that cannot work fails here, before anything is planned or written
         check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
     counts_dir = join(job.from_counts or job.out, "counts")
@@ -143,7 +148,7 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, "artifacts": files, "train_seconds": seconds}
 
 
-def _with_absolute_paths(job: TrainJob) -> TrainJob:
+def with_absolute_paths(job: TrainJob) -> TrainJob:
     """Local paths made absolute: workers of another process or directory must find the same files."""
 
     def absolute(path: str | None) -> str | None:
@@ -162,7 +167,8 @@ def _same(a: str, b: str) -> bool:
     return a.rstrip("/") == b.rstrip("/")
 
 
-def _check_job(job: TrainJob) -> None:
+def check_job(job: TrainJob) -> None:
+    """Refuse flag combinations that cannot run or would do nothing, naming the flags and the fix."""
     if job.from_counts and job.inputs:
         raise OutputError("--from-counts trains from existing counts: do not also pass --input")
     if not job.from_counts and not job.inputs:

@@ -168,4 +168,9 @@ def test_translation_runs_the_launch_checks(gcs, no_network, tmp_path):
         dataflow_job.translate("train", argv)
     with pytest.raises(LaunchError, match=r"pass --dataflow_job_file=PATH"):
         dataflow_job.translate("train", argv[:-2])
+    remote = ["--input", f"{BUCKET}/corpus/*.jsonl", "--out", f"{BUCKET}/out", *DATAFLOW, "--dataflow_job_file", tmp_path / "job.json"]
+    with pytest.raises(ValueError, match=r"--vocab-size is required to train"):  # the job's own checks, as at launch
+        dataflow_job.translate("train", remote)
+    with pytest.raises(LaunchError, match=r"--from-counts trains from existing counts with no pipeline"):
+        dataflow_job.translate("train", ["--from-counts", f"{BUCKET}/tok", "--vocab-size", 300, *remote[2:]])
     assert not (tmp_path / "job.json").exists()

@@ -189,6 +189,8 @@ def test_a_different_job_into_the_same_directory_is_refused(parquet_run, r50k_fi
     assert "different encoding job" in capsys.readouterr().err and files_of(out) == before
     assert encode_cli(r50k_file, inputs[:2], out) == 2
     assert "inputs differ" in capsys.readouterr().err
+    assert encode_cli(r50k_file, inputs, out, "--max-document-bytes", "1000000") == 2  # part of the fingerprint
+    assert "(--max-document-bytes differ)" in capsys.readouterr().err and files_of(out) == before
     enc = openai_encoding("r50k")
     assert encode_cli(enc["path"], inputs, out, "--pretokenizer", "r50k") == 2
     assert "tokenizer" in capsys.readouterr().err and files_of(out) == before

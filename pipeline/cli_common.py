@@ -1,0 +1,129 @@
+"""What the pipeline sub-commands (``train``, ``encode --input``, ``demo``) share: the corpus flags, ``--verbose``,
+and the one-line report of a run that failed.
+
+Both pipelines read a corpus the same way (:mod:`pipeline.corpus_plan`), so its flags are declared once here. A
+failed run is reported in one line that says what failed, in what state the output directory is and what a rerun
+does; the traceback (ours, Beam's logged one, and those of Beam's threads) only with ``-v`` or
+``BEAM_BPE_VERBOSE=1``: a worker killed under multi_processing otherwise ended in 80 lines of Beam internals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pipeline.corpus_plan import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusSpec
+
+VERBOSE_ENV = "BEAM_BPE_VERBOSE"
+BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
+default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address
+HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
+# What a failed run leaves in --out and what a rerun of the same command does, as each pipeline guarantees
+# (tests/reliability/test_faults.py checks both for every stage of each).
+AFTER_FAILURE = {
+    "train": "no file in {out} is partial and there is neither manifest.json nor COMPLETED; rerun the same command "
+    "to start again (training does not resume: it counts the corpus again)",
+    "encode": "no file in {out} is partial and there is neither manifest.json nor COMPLETED; rerun the same command "
+    "to resume: the shards already complete are kept, the others written",
+}
+AFTER_FAILURE["demo"] = AFTER_FAILURE["train"]
+BEAM_STEP_MARKER = "[while running '"  # Beam appends it to an exception raised inside a step
+
+
+def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: str) -> argparse._ArgumentGroup:
+    """The corpus flags (``--input``, ``--format``, ... ``--range-bytes``) in a group ``title``; returns the group."""
+    src = p.add_argument_group(title)
+    src.add_argument(
+        "--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)"
+    )
+    src.add_argument("--format", choices=FORMATS, default="jsonl")
+    src.add_argument(
+        "--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)"
+    )
+    src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
+    src.add_argument(
+        "--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file"
+    )
+    src.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES, metavar="N",
+                     help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)")  # fmt: skip
+    src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help=range_help)
+    return src
+
+
+def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
+    """The CorpusSpec of the corpus flags."""
+    return CorpusSpec(
+        args.format, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes
+    )
+
+
+def add_verbose_argument(p: argparse.ArgumentParser, *, default=False) -> None:
+    """``-v/--verbose``; a sub-command passes ``default=argparse.SUPPRESS`` so as not to undo ``beam-bpe -v CMD``."""
+    p.add_argument("-v", "--verbose", action="store_true", default=default,
+                   help=f"on failure, print the tracebacks too (or set {VERBOSE_ENV}=1)")  # fmt: skip
+
+
+def is_verbose(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "verbose", False)) or os.environ.get(VERBOSE_ENV, "") not in ("", "0")
+
+
+def in_a_pipeline_step(exc: BaseException) -> bool:
+    """Whether Beam raised ``exc`` out of a running step (an OSError there is a failed run, not a bad argument)."""
+    return BEAM_STEP_MARKER in str(exc)
+
+
+def failure_line(command: str, exc: BaseException, out: str, thread_errors: list[str]) -> str:
+    """One line: what failed, the output directory's state and what a rerun does, where to find the traceback."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    message = " ... ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
+    what = [f"{type(exc).__name__}: {message}".rstrip(".") if message else type(exc).__name__]
+    what += [_explain(e) for e in dict.fromkeys(thread_errors)]  # e.g. which worker process died, and how
+    after = AFTER_FAILURE[command].format(out=out)
+    return (
+        f"beam-bpe {command}: error: the run failed: {'; '.join(what)}. {after[0].upper()}{after[1:]}. "
+        f"-v or {VERBOSE_ENV}=1 shows the traceback"
+    )
+
+
+def _explain(error: str) -> str:
+    if "return code 137" in error or "return code -9" in error:
+        return error + ": killed by SIGKILL, often the kernel's out-of-memory killer"
+    return error
+
+
+@contextmanager
+def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
+    """If ``enabled``: Beam's logged tracebacks are cut to their message, and an exception ending one of Beam's
+    threads (``Worker subprocess exited with return code 137``) is collected into the list yielded, not printed."""
+    errors: list[str] = []
+    if not enabled:
+        yield errors
+        return
+    handler = None
+    if not logging.root.handlers:  # Beam's PipelineOptions calls logging.basicConfig(); this is that handler
+        logging.basicConfig()
+        handler = logging.root.handlers[0]
+        handler.addFilter(_without_traceback)
+    previous = threading.excepthook
+
+    def collect(a: threading.ExceptHookArgs) -> None:
+        if str(a.exc_value).strip():  # a gRPC reader's empty RpcError after a worker died says nothing more
+            errors.append(f"{a.exc_type.__name__} in thread {a.thread.name if a.thread else '?'}: {a.exc_value}")
+
+    threading.excepthook = collect
+    try:
+        yield errors
+    finally:
+        threading.excepthook = previous
+        if handler is not None:
+            handler.removeFilter(_without_traceback)
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+    if record.name.startswith("apache_beam"):
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+    return True
