@@ -89,3 +89,20 @@ def test_bad_pairs_are_refused(tmp_path):
     refused(write_pair(tmp_path, {**base, "a b": 3}, "a b\n"), "byte-level form")
     (tmp_path / "merges.txt").unlink()
     refused(str(tmp_path / "vocab.json"), "merges.txt does not exist")
+
+
+def test_a_merges_file_cut_at_a_line_boundary_warns_naming_the_unmade_tokens(exported, tmp_path):
+    """A cut merges.txt still parses; the tokens no merge makes any more are the evidence, and the load says so."""
+    import warnings
+
+    _, vocab_path, merges_path = exported
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the whole file: no warning
+        Tokenizer.from_gpt2_files(vocab_path, merges_path)
+    lines = open(merges_path, encoding="utf-8").read().split("\n")
+    cut = tmp_path / "merges.txt"
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"multi-byte token\(s\) of the vocabulary are made by no merge") as record:
+        Tokenizer.from_gpt2_files(vocab_path, str(cut))
+    count = int(str(record[0].message).split(": ", 1)[1].split(" ", 1)[0])
+    assert count >= len(lines) // 2 - 2  # about every merge cut off leaves one token unmade

@@ -11,6 +11,7 @@ a message naming the component and the file.
 from __future__ import annotations
 
 import json
+import warnings
 from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
@@ -219,7 +220,24 @@ def byte_vocab(text_to_id: dict[str, int], owned: set[int], used: set[int], path
             raise TokenizerFileError(
                 path, f"vocab entry {text!r} (id {tid}) is not in GPT-2 byte-level form: not a byte-level BPE"
             ) from None
+    _warn_unmade(vocab, owned | used, path)
     return vocab
+
+
+def _warn_unmade(vocab: dict[int, bytes], reached: set[int], path: str) -> None:
+    """Warn where multi-byte tokens above every merged id are made by no merge: the sign of a merge list cut short
+    (cut at a line boundary, merges.txt still parses and would load as a smaller tokenizer giving other ids).
+    Unmade tokens below that (special tokens first in the vocabulary, say) are left alone."""
+    last_reached = max((tid for tid in reached if len(vocab.get(tid, b"")) > 1), default=-1)
+    unmade = sorted(tid for tid, b in vocab.items() if len(b) > 1 and tid not in reached and tid > last_reached)
+    if unmade:  # only after the last token a merge makes or uses: where a cut list leaves them
+        examples = ", ".join(f"{vocab[t]!r} (id {t})" for t in unmade[:3])
+        warnings.warn(
+            f"{path}: {len(unmade)} multi-byte token(s) of the vocabulary are made by no merge ({examples}); BPE "
+            "never produces them. If the merge list was cut short, this tokenizer is not the one it was meant to be",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _merges(entries: list, text_to_id: dict[str, int], path: str) -> list[tuple[int, int]]:
