@@ -247,8 +247,11 @@ def print_split(bench: Bench, preset: str, mb: float) -> None:
     print(f"\nsplit {preset} alone, MB per CPU second: best  median [min-max]")
     if ref:
         print(f"  regex findall (reference)                       {rate_text(ref, mb, 'cpu')}")
+    else:
+        print(f"  regex findall failed: {bench.error(preset, 'split:regex')}")
+    if not fast:
+        print(f"  fast path failed: {bench.error(preset, 'split:fast')}")
     if not fast or not ref:
-        print(f"  fast path failed: {bench.error(preset, 'split:fast' if not fast else 'split:regex')}")
         return
     same = all(r["crc"] == ref[0]["crc"] for r in fast)
     print(f"  ours _core.pretok_split                         {rate_text(fast, mb, 'cpu')}  "

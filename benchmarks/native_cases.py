@@ -21,8 +21,10 @@ from benchlib import OPENAI, data_file, load_docs, memory, text_mb, tiktoken_enc
 # Vocabularies: the OpenAI rank files, and Llama 3 from llama.cpp's vocab-only GGUF.
 GGUF = {"llama3": "ggml-vocab-llama-bpe.gguf"}
 PRESETS = (*OPENAI, *GGUF)
-# gigatoken's name for each pre-tokenizer (Llama 3 uses cl100k's regex, less its possessive forms: checked by ids).
-GIGATOKEN_PRETOKENIZER = {"r50k": "r50k", "cl100k": "cl100k", "o200k": "o200k", "llama3": "cl100k"}
+# The Llama 3 regex as Meta's tokenizer.json spells it (llama.cpp's spelling, (?:'[sS]|...), matches the same).
+HF_SPELLING = {
+    "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+}
 TIKTOKEN_DEFAULT_THREADS = 8  # tiktoken's encode_ordinary_batch default
 CPU = time.process_time
 
@@ -52,30 +54,35 @@ def load_tiktoken(preset: str):
 
 
 def load_gigatoken(preset: str, work: Path):
+    """gigatoken on the same vocabulary: the OpenAI rank files; Llama 3 from our tokenizer.json export with the
+    regex spelled as in Meta's tokenizer.json (gigatoken refuses a Split regex it has no fast path for, and its
+    from_tiktoken panics on Llama 3's ranks: some tokens are not a merge of two)."""
     import gigatoken
 
     if preset in GGUF:
-        path = work / f"{preset}.tiktoken"
-        if not path.exists():
-            load_ours(preset).to_tiktoken(str(path))
-        return gigatoken.Tokenizer.from_tiktoken(str(path), pretokenizer=GIGATOKEN_PRETOKENIZER[preset])
+        exported = hf_json(preset, work)
+        pattern = json.dumps(load_ours(preset).pretokenizer.patterns[0])[1:-1]
+        return gigatoken.Tokenizer.from_json(exported.replace(pattern, json.dumps(HF_SPELLING[preset])[1:-1]))
     entry = json.loads(data_file("tiktoken", "encodings.json").read_text())[OPENAI[preset]]
     path = data_file("tiktoken", entry["rank_file"])
-    return gigatoken.Tokenizer.from_tiktoken(
-        str(path), pretokenizer=GIGATOKEN_PRETOKENIZER[preset], special_tokens=entry["special_tokens"]
-    )
+    return gigatoken.Tokenizer.from_tiktoken(str(path), pretokenizer=preset, special_tokens=entry["special_tokens"])
 
 
-def load_tokenizers(preset: str, work: Path):
-    """Hugging Face tokenizers on our tokenizer.json export of the vocabulary (written once per run, in ``work``)."""
-    from tokenizers import Tokenizer
-
+def hf_json(preset: str, work: Path) -> str:
+    """Our tokenizer.json export of the vocabulary (written once per benchmark run, in ``work``)."""
     path = work / f"{preset}.tokenizer.json"
     if not path.exists():
         tmp = path.with_suffix(".tmp")
         load_ours(preset).to_huggingface(str(tmp))
         tmp.rename(path)
-    return Tokenizer.from_str(path.read_text(encoding="utf-8"))
+    return path.read_text(encoding="utf-8")
+
+
+def load_tokenizers(preset: str, work: Path):
+    """Hugging Face tokenizers on our tokenizer.json export (the ids check makes sure it is the same vocabulary)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(hf_json(preset, work))
 
 
 def encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
@@ -135,38 +142,40 @@ def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str],
     return result
 
 
-def fast_split(preset: str):
-    """Our hand-written pre-tokenizer (``_core.pretok_split``) for a preset, or None where the core has none yet."""
+def fast_split(pretokenizer):
+    """Our hand-written pre-tokenizer (``_core.pretok_split``) for a PreTokenizer, or None where there is none (the
+    core predates it, or the pattern has no native kind)."""
     from bpe_core import native
 
     split = getattr(native._core, "pretok_split", None)
-    return None if split is None else (lambda data: split(preset, data))
+    kind = getattr(pretokenizer, "native_kind", None)
+    return None if split is None or kind is None else (lambda data: split(kind, data))
 
 
 def case_split(impl: str, preset: str, docs: list[str]) -> dict:
     """The split alone: our fast path on the UTF-8 bytes vs ``regex`` findall on the str (the reference)."""
-    patterns = load_ours(preset).pretokenizer._compiled
+    import regex
+
+    pretokenizer = load_ours(preset).pretokenizer
     if impl == "fast":
-        split = fast_split(preset)
+        split = fast_split(pretokenizer)
         if split is None:
-            return {"error": "bpe_core._native._core has no pretok_split yet (the fast path has not landed)"}
+            return {
+                "error": f"no fast split for {preset}: the core has no pretok_split or {pretokenizer} no native_kind"
+            }
         data = [d.encode("utf-8", "surrogatepass") for d in docs]
-    elif len(patterns) == 1:
-        split, data = patterns[0].findall, docs
+    elif len(pretokenizer.patterns) == 1:
+        split, data = regex.compile(pretokenizer.patterns[0]).findall, docs
     else:
-        raise ValueError(f"{preset} splits with {len(patterns)} regexes: time PreTokenizer.split instead")
+        raise ValueError(f"{preset} splits with {len(pretokenizer.patterns)} regexes: time PreTokenizer.split instead")
     split(data[0])
     cpu0, wall0 = CPU(), time.perf_counter()
     pieces = [split(d) for d in data]
     cpu, wall = CPU() - cpu0, time.perf_counter() - wall0
-    ends = [np.cumsum([len(p if impl == "fast" else p.encode("utf-8", "surrogatepass")) for p in doc], dtype=np.uint64)
-            for doc in pieces]  # fmt: skip
-    return {
-        "cpu": cpu,
-        "wall": wall,
-        "pieces": int(sum(map(len, pieces))),
-        "crc": [zlib.crc32(e.tobytes()) for e in ends],
-    }
+    sizes = [[len(p if impl == "fast" else p.encode("utf-8", "surrogatepass")) for p in doc] for doc in pieces]
+    ends = [np.cumsum(doc, dtype=np.uint64) for doc in sizes]
+    crc = [zlib.crc32(e.tobytes()) for e in ends]
+    return {"cpu": cpu, "wall": wall, "pieces": int(sum(map(len, pieces))), "crc": crc}
 
 
 def case_python(preset: str, docs: list[str]) -> dict:
