@@ -125,6 +125,33 @@ def test_a_library_command_keeps_its_traceback(tokenizer, monkeypatch):
         run_cli("info", "--tokenizer", tokenizer)
 
 
+FAILING_CLI = """
+import sys
+import pipeline.read_corpus as rc
+from pipeline.cli import main
+real = rc.read_range
+def read_range(rng, spec):
+    if rng.index == 1:
+        raise RuntimeError("test fault: ReadCorpus raises at range 1")
+    return real(rng, spec)
+rc.read_range = read_range
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_beams_logged_traceback_is_cut_to_its_message(inputs, tokenizer, tmp_path):
+    """In a process of its own (no logging configured, as from the shell), Beam logs the step's error with its
+    traceback (ERROR:apache_beam.runners.common): one line of it stays (-v keeps the traceback: tested above)."""
+    args = args_for("train", inputs, tokenizer, tmp_path / "out")
+    env = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
+    proc = subprocess.run([sys.executable, "-c", FAILING_CLI, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    logged = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:apache_beam.runners.common:")]
+    assert logged and FAULT in logged[0], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last_line(proc.stderr).startswith("beam-bpe train: error: the run failed: RuntimeError: test fault")
+
+
 def test_a_worker_killed_under_multi_processing_is_one_line(inputs, tokenizer, tmp_path):
     kills = tmp_path / "kills"
     kills.mkdir()
