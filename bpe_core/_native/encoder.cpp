@@ -28,6 +28,7 @@ void ChunkCache::put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids
 }
 
 void ChunkCache::clear() {
+    std::fill(hot_.begin(), hot_.end(), Hot{0, 0, 0});
     keys_.clear();
     spans_.clear();
     ids_.clear();
@@ -98,14 +99,7 @@ Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string>>& vocab,
 bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::vector<uint32_t>& out,
                            int* missing_byte) const {
     if (n == 0) return true;
-    uint64_t h = hash_bytes(p, n);
-    if (ignore_merges_) {
-        uint32_t whole = whole_.find_hashed(p, n, h);
-        if (whole != BytesMap::kMissing) {
-            out.push_back(whole);
-            return true;
-        }
-    }
+    // One byte: its token (the whole-piece lookup would find the same one: both keep the first in vocab order).
     if (n == 1) {
         if (byte_ids_[p[0]] < 0) {
             *missing_byte = p[0];
@@ -114,10 +108,31 @@ bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::v
         out.push_back(static_cast<uint32_t>(byte_ids_[p[0]]));
         return true;
     }
-    if (cache && cache->get(p, n, h, out)) return true;
+    const bool hot = cache && n >= 2 && n <= 8;
+    uint64_t head = 0;
+    if (hot) {
+        uint32_t id;
+        head = ChunkCache::head_of(p, n);
+        if (cache->hot_get(head, n, &id)) {
+            out.push_back(id);
+            return true;
+        }
+    }
+    uint64_t h = hash_bytes(p, n);
+    if (ignore_merges_) {
+        uint32_t whole = whole_.find_hashed(p, n, h);
+        if (whole != BytesMap::kMissing) {
+            out.push_back(whole);
+            if (hot) cache->hot_put(head, n, whole);
+            return true;
+        }
+    }
     size_t start = out.size();
-    if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
-    if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
+    if (!(cache && cache->get(p, n, h, out))) {
+        if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
+        if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
+    }
+    if (hot && out.size() == start + 1) cache->hot_put(head, n, out.back());
     return true;
 }
 
