@@ -207,8 +207,7 @@ inline size_t contraction_cl100k(const uint8_t* s, size_t n, size_t i) {
 }
 
 // o200k `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` at e: the end of the optional contraction (e itself when there is none).
-inline size_t contraction_o200k(const uint8_t* s, size_t n, size_t e) {
-    if (e >= n) return e;
+size_t contraction_o200k_at(const uint8_t* s, size_t n, size_t e) {
     const Ch q = at(s, n, e);
     if (!(ci_mask(q.cp) & kCiApos)) return e;
     const Ci2 c = ci_two(s, n, e + q.len);
@@ -218,6 +217,12 @@ inline size_t contraction_o200k(const uint8_t* s, size_t n, size_t e) {
     if (c.e2 != c.e1 && (c.m1 & kCiL) && (c.m2 & kCiL)) return c.e2;
     if (c.m1 & kCiD) return c.e1;
     return e;
+}
+
+// The same, with the common case (no apostrophe next: an ASCII character that is not one) inline.
+inline size_t contraction_o200k(const uint8_t* s, size_t n, size_t e) {
+    if (e >= n || (s[e] < 0x80 && !(kAsciiCi[s[e]] & kCiApos))) return e;
+    return contraction_o200k_at(s, n, e);
 }
 
 // ------------------------------------------------------------------------------------------ r50k
