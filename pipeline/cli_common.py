@@ -26,7 +26,7 @@ HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://.
 # (tests/reliability/test_faults.py checks both for every stage of each).
 AFTER_FAILURE = {
     "train": "no file in {out} is partial and there is neither manifest.json nor COMPLETED; rerun the same command "
-    "to start again (training does not resume: it counts the corpus again)",
+    "to run it again from the start (training does not resume)",
     "encode": "no file in {out} is partial and there is neither manifest.json nor COMPLETED; rerun the same command "
     "to resume: the shards already complete are kept, the others written",
 }

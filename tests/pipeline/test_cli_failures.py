@@ -26,7 +26,7 @@ HOOKS = ROOT / "tests" / "reliability" / "hooks"  # sitecustomize.py: kills the 
 FAULT = "test fault"
 KILL_DOC = "this document kills the worker that reads it: KILL-ME-a"
 RERUN = {
-    "train": "rerun the same command to start again (training does not resume: it counts the corpus again)",
+    "train": "rerun the same command to run it again from the start (training does not resume)",
     "encode": "rerun the same command to resume: the shards already complete are kept, the others written",
 }
 
