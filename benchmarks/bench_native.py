@@ -9,8 +9,9 @@ Documents: taken from every shared corpus in turn until --mb MB of UTF-8 (the he
 MB about 1,800 documents: English prose, Python docs, code, fortunes and the UDHR in ~330 languages). Vocabularies:
 cl100k_base and o200k_base (rank files), and llama3 (llama.cpp's GGUF; tiktoken on its ranks) where asked.
 
-- split: the pre-tokenizer alone, our hand-written fast path (``_core.pretok_split``) vs ``regex`` findall with the
-  preset's regex (the reference); their pieces are compared document by document;
+- split: the pre-tokenizer alone, our hand-written fast path (``_core.pretok_split`` on the UTF-8 bytes) vs
+  ``regex`` findall with the preset's regex on the str (the reference); their pieces are compared document by
+  document. Both make one Python object per piece, which bounds the fast path here: the encoder calls it from C++;
 - encoding on one thread: ours ``encode_ordinary`` per document and ``encode_ordinary_batch(num_threads=1)`` vs
   tiktoken (the same two), gigatoken (``encode`` per document, ``encode_batch(parallel=False)``) and Hugging Face
   tokenizers (``encode_batch`` with TOKENIZERS_PARALLELISM=false, on our tokenizer.json export of the vocabulary);
