@@ -36,14 +36,6 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def listening():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def fails(args, match, paths=None):
     with pytest.raises(LaunchError, match=match) as info:
         check_launch(args, paths=paths)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -63,14 +62,6 @@ def printed(runner: str, command: str, *user_args, env=None) -> list[str]:
 def beam_flags(argv: list[str], command: str) -> list[str]:
     assert argv[:4] == [sys.executable, "-m", "pipeline.cli", command], argv[:4]
     return argv[4:]
-
-
-@pytest.fixture
-def listening():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
 # ------------------------------------------------------------------ static checks
