@@ -24,7 +24,8 @@ cl100k_base and o200k_base (rank files), and llama3 (llama.cpp's GGUF; tiktoken 
 
 Method: every run is a fresh process (cold caches, its own peak memory: see native_cases.py). Rounds interleave all
 rows, in reverse order every other round, so that a busy spell of the shared machine hits ours and the peers alike.
-A row prints its best, median and [min-max] over the rounds; a ratio is ours/peer, best over best and, per round,
+A row prints its best, median and [min-max] over the rounds (tokenizers' rows run in the first round only: at a
+tenth of our speed they took a third of the time); a ratio is ours/peer, best over best and, per round,
 the median [min-max] of the ratios of runs made in the same round. One-thread rows are MB per CPU second (time spent
 waiting for a core is not the library's); all-thread rows MB per wall second, with the cores they kept busy.
 Every run's ids are compared with tiktoken's, document by document: a run of ours with other ids exits 1.
@@ -54,6 +55,7 @@ class Row:
     mode: str  # "loop": one call per document; "batch": one call for all
     threads: int  # 1, or 0 for the library's all-thread default
     label: str
+    once: bool = False  # measured in the first round only (tokenizers: a tenth of our speed, a third of the time)
 
     @property
     def key(self) -> str:
@@ -72,13 +74,13 @@ ONE_THREAD = (
     Row("ours", "batch", 1, "ours encode_ordinary_batch(num_threads=1)"),
     Row("tiktoken", "batch", 1, "tiktoken encode_ordinary_batch(num_threads=1)"),
     Row("gigatoken", "batch", 1, "gigatoken encode_batch(parallel=False)"),
-    Row("tokenizers", "batch", 1, "tokenizers encode_batch, no parallelism"),
+    Row("tokenizers", "batch", 1, "tokenizers encode_batch, no parallelism", once=True),
 )
 ALL_THREADS = (
     Row("ours", "batch", 0, "ours encode_ordinary_batch()"),
     Row("tiktoken", "batch", 0, "tiktoken encode_ordinary_batch() (8 threads)"),
     Row("gigatoken", "batch", 0, "gigatoken encode_batch()"),
-    Row("tokenizers", "batch", 0, "tokenizers encode_batch()"),
+    Row("tokenizers", "batch", 0, "tokenizers encode_batch()", once=True),
 )
 REFERENCE = "tiktoken:batch:1"  # the ids every run is checked against
 
@@ -161,7 +163,7 @@ class Bench:
                     for impl in ("fast", "regex") if round_ % 2 == 0 else ("regex", "fast"):
                         self.measure(f"split:{impl}:{preset}", 1, (preset, f"split:{impl}"), round_)
                 if "encode" in self.args.only:
-                    for row in order:
+                    for row in (r for r in order if round_ == 0 or not r.once):
                         self.measure(f"encode:{row.key}:{preset}", row.threads, (preset, row.key), round_)
                     if round_ == 0:
                         self.measure(f"python:{preset}", 1, (preset, "python"), round_)
@@ -195,7 +197,7 @@ def ratio_text(ours: list[dict], peer: list[dict], clock: str) -> str:
 
 def rate_text(runs: list[dict], mb: float, clock: str) -> str:
     lo, med, hi = spread([mb / r[clock] for r in runs])
-    return f"{hi:7.2f} {med:7.2f} [{lo:6.2f}-{hi:6.2f}]"
+    return f"{hi:7.2f} {med:7.2f} [{lo:6.2f}-{hi:6.2f}] n={len(runs)}"
 
 
 def print_encode(bench: Bench, preset: str, mb: float) -> bool:
@@ -205,7 +207,7 @@ def print_encode(bench: Bench, preset: str, mb: float) -> bool:
     good = True
     for title, rows, clock in (("one thread, MB per CPU second", ONE_THREAD, "cpu"),
                                ("all threads, MB per wall second", ALL_THREADS, "wall")):  # fmt: skip
-        print(f"\nencoding {preset}, {title}: best  median [min-max] of {bench.args.rounds}; peak MB")
+        print(f"\nencoding {preset}, {title}: best  median [min-max] of n runs; peak MB")
         for row in rows:
             runs = bench.ok(preset, row.key)
             if not runs:
@@ -245,7 +247,7 @@ def print_targets(bench: Bench, preset: str, mb: float) -> None:
 
 def print_split(bench: Bench, preset: str, mb: float) -> None:
     fast, ref = bench.ok(preset, "split:fast"), bench.ok(preset, "split:regex")
-    print(f"\nsplit {preset} alone, MB per CPU second: best  median [min-max]")
+    print(f"\nsplit {preset} alone, MB per CPU second: best  median [min-max] of n runs")
     if ref:
         print(f"  regex findall (reference)                       {rate_text(ref, mb, 'cpu')}")
     else:
