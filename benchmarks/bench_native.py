@@ -20,7 +20,8 @@ cl100k_base and o200k_base (rank files), and llama3 (llama.cpp's GGUF; tiktoken 
 - decoding (``decode_bytes`` per document vs tiktoken's, best of five in one process) and the Python reference on
   a twentieth of the text;
 - training to --vocab tokens: ``count_chunks`` + ``train`` (and the merge loop alone) vs rustbpe, tokenizers'
-  BpeTrainer (after the cl100k regex) and ``gigatoken.train_bpe`` (its own GPT-2-like pre-tokenizer and threads).
+  BpeTrainer (after the cl100k regex) and ``gigatoken.train_bpe`` (its own GPT-2-like pre-tokenizer), all on one
+  thread, in CPU seconds.
 
 Method: every run is a fresh process (cold caches, its own peak memory: see native_cases.py). Rounds interleave all
 rows, in reverse order every other round, so that a busy spell of the shared machine hits ours and the peers alike.
@@ -277,7 +278,7 @@ def print_side_rows(bench: Bench, preset: str) -> None:
 
 
 def print_train(bench: Bench) -> None:
-    print(f"\ntraining to {bench.args.vocab} tokens (wall seconds, peak MB; ratio = peer time / ours)")
+    print(f"\ntraining to {bench.args.vocab} tokens (one thread, CPU seconds, peak MB; ratio = peer time / ours)")
     train = {name: bench.measure(f"train:{name}") for name in TRAINERS}
     ours = train["ours"]
     if "error" in ours:

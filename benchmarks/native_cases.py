@@ -189,23 +189,29 @@ def case_python(preset: str, docs: list[str]) -> dict:
     return {"subset_mb_s": mb / t_ref, "native_subset_mb_s": mb / t_nat}
 
 
+def cpu_timed(fn):
+    return timed(fn, 1, CPU)
+
+
 def case_train(name: str, docs: list[str], vocab: int) -> dict:
-    """count_chunks + train (and the merge loop alone) vs the peers' whole training on the same documents."""
+    """count_chunks + train (and the merge loop alone) vs the peers' whole training on the same documents, in CPU
+    seconds on one thread: count_chunks(num_threads=1), and RAYON_NUM_THREADS=1 (set by the parent) holds rustbpe,
+    tokenizers and gigatoken to one."""
     from bpe_core.presets import CL100K_PATTERN
 
     if name == "ours":
         import bpe_core
         from bpe_core import native
 
-        t_count, counts = timed(lambda: bpe_core.count_chunks(docs, "cl100k"))
-        t_loop, _ = timed(lambda: native.train_merges(counts, vocab - 256, 2, "ids"))
-        t_train, _ = timed(lambda: bpe_core.train(counts, vocab))
+        t_count, counts = cpu_timed(lambda: bpe_core.count_chunks(docs, "cl100k", num_threads=1))
+        t_loop, _ = cpu_timed(lambda: native.train_merges(counts, vocab - 256, 2, "ids"))
+        t_train, _ = cpu_timed(lambda: bpe_core.train(counts, vocab))
         return {"seconds": t_count + t_train, "count": t_count, "train": t_train, "loop": t_loop}
     if name == "rustbpe":
         import rustbpe
 
         return {
-            "seconds": timed(
+            "seconds": cpu_timed(
                 lambda: rustbpe.Tokenizer().train_from_iterator(iter(docs), vocab, pattern=CL100K_PATTERN)
             )[0]
         }
@@ -224,12 +230,12 @@ def case_train(name: str, docs: list[str], vocab: int) -> dict:
                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
             tok.train_from_iterator(docs, trainer)
 
-        return {"seconds": timed(hf)[0]}
-    if name == "gigatoken":  # gigatoken.train_bpe: its own pre-tokenizer (GPT-2-like), its own threads
+        return {"seconds": cpu_timed(hf)[0]}
+    if name == "gigatoken":  # gigatoken.train_bpe: its own pre-tokenizer (GPT-2-like)
         import gigatoken
 
         data = "\n".join(docs).encode("utf-8", "surrogatepass")
-        return {"seconds": timed(lambda: gigatoken.train_bpe(data, vocab, []))[0]}
+        return {"seconds": cpu_timed(lambda: gigatoken.train_bpe(data, vocab, []))[0]}
     raise ValueError(f"no training case {name}")
 
 
