@@ -37,7 +37,9 @@ def openai_pair(request):
     ref = bpe_core.Tokenizer.from_tiktoken(
         enc["path"], pretokenizer=request.param, special_tokens=enc["special_tokens"], backend="python"
     )
-    return request.param, ours_openai(request.param), ref
+    ours = ours_openai(request.param)
+    assert ours.pretokenizer.native_kind == ("r50k" if request.param == "p50k" else request.param)  # the fast path
+    return request.param, ours, ref
 
 
 def test_adversarial_cases_equal_reference(openai_pair):
