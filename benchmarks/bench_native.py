@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib import CORPORA, load_records, run_json, spread, utf8_len
+from benchlib import CORPORA, ROOT, load_records, run_json, spread, utf8_len
 from native_cases import PRESETS, run_case
 
 SECTIONS = ("split", "encode", "train")
@@ -295,6 +295,23 @@ def print_train(bench: Bench) -> None:
               f"   merge loop alone vs its whole training: {ours['loop'] / r['seconds']:.2f}x")  # fmt: skip
 
 
+def code_version() -> str:
+    """The commit, the native sources changed since, and when the loaded core was built: what was measured."""
+    import subprocess
+    import time
+
+    from bpe_core import native
+
+    def git(*cmd: str) -> str:
+        done = subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else "?"
+
+    dirty = git("status", "--porcelain", "--", "bpe_core", "CMakeLists.txt").replace("\n", ",") or "none"
+    core = getattr(native._core, "__file__", None)
+    built = time.strftime("%H:%M", time.localtime(os.path.getmtime(core))) if core else "no native core"
+    return f"{git('rev-parse', '--short', 'HEAD')}; uncommitted changes in bpe_core: {dirty}; core built at {built}"
+
+
 def print_header(args: argparse.Namespace) -> float:
     """What the documents are; their size in MB."""
     records = load_records(args.mb)
@@ -307,6 +324,7 @@ def print_header(args: argparse.Namespace) -> float:
         parts.append(f"{name} {sum(utf8_len(r['text']) for r in mine) / 1e6:.1f} MB ({len(mine)} docs, {what})")
     print(f"text: {mb:.1f} MB in {len(records)} documents: {'; '.join(parts)}")
     print(f"cpus: {os.cpu_count()}; load average at start: {os.getloadavg()[0]:.1f}; rounds: {args.rounds}")
+    print(f"code: {code_version()}")
     return mb
 
 
