@@ -286,7 +286,7 @@ class Tokenizer:
                 self._check_disallowed(text, disallowed)
             return encoder.encode_batch(docs, kind, threads)
         out: list[list[int]] = []
-        requests: list[Text | list[Text | int]] = []
+        requests: list[Text | Sequence[Text | int]] = []
         pending = 0
         for text in texts:
             text = _as_text(text)
@@ -309,7 +309,7 @@ class Tokenizer:
             )
         return plain
 
-    def _native_request(self, text: Text, allowed: frozenset[str]) -> Text | list[Text | int]:
+    def _native_request(self, text: Text, allowed: frozenset[str]) -> Text | Sequence[Text | int]:
         """What the native encoder takes for one text. With a hand-written pre-tokenizer: the text itself when it
         is one plain segment (bytes stay bytes: invalid UTF-8 splits as its surrogateescape decoding), else its
         normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
