@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test test-full demo bench bench-native lint wheel clean
+.PHONY: setup test test-full demo bench bench-native lint wheel clean fuzz-setup sanitize-build sanitize fuzz
 
 NATIVE_SOURCES := CMakeLists.txt $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h bpe_core/_native/*.py)
 
@@ -40,6 +40,36 @@ bench-native: setup
 # The wheel for --extra_package (deploy/README.md), checked in a fresh venv.
 wheel: setup
 	PYTHON=$(PY) deploy/build_wheel.sh --check
+
+# Sanitizers and fuzzing (README.md): the core built with -fsanitize=address,undefined in build/sanitize (the venv's
+# module and the source tree are untouched), loaded in place of the venv's by tests/fuzz/run.py.
+FUZZ_STAMP := $(VENV)/.fuzz-stamp
+SANITIZE_DIR := build/sanitize
+FUZZ_RUNS ?= 100000
+FUZZ_TIME ?= 60
+FUZZ_JOBS ?= 2
+FUZZ_TARGETS ?= pretok,encode,decode,loaders
+
+# The `fuzz` extra (atheris, cmake) into the venv, without reinstalling the package.
+$(FUZZ_STAMP): $(STAMP) pyproject.toml
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['fuzz']))" > $(VENV)/fuzz-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/fuzz-requirements.txt
+	touch $(FUZZ_STAMP)
+
+fuzz-setup: $(FUZZ_STAMP)
+
+sanitize-build: $(FUZZ_STAMP)
+	$(VENV)/bin/cmake -S . -B $(SANITIZE_DIR) -DPython_EXECUTABLE=$(abspath $(PY)) -DBPE_SANITIZE=ON \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo > $(SANITIZE_DIR).configure.log || (cat $(SANITIZE_DIR).configure.log; exit 1)
+	$(VENV)/bin/cmake --build $(SANITIZE_DIR) -j 2
+
+# The native tests and the adversarial data through every entry point under ASan+UBSan; any report fails.
+sanitize: sanitize-build
+	BEAM_BPE_REQUIRE_DATA=$${BEAM_BPE_REQUIRE_DATA:-1} $(PY) tests/fuzz/run.py sanitize
+
+# The atheris targets on the sanitized core: FUZZ_RUNS inputs or FUZZ_TIME seconds per target, FUZZ_JOBS at once.
+fuzz: sanitize-build
+	$(PY) tests/fuzz/run.py fuzz --runs $(FUZZ_RUNS) --max-time $(FUZZ_TIME) --jobs $(FUZZ_JOBS) --targets $(FUZZ_TARGETS)
 
 lint: setup
 	$(VENV)/bin/ruff check bpe_core pipeline tests benchmarks

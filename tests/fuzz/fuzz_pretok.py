@@ -1,0 +1,63 @@
+"""Fuzz target (a): the hand-written C++ pre-tokenizers against the `regex` module, on arbitrary bytes.
+
+For each preset of ``_core.pretok_names()`` (r50k, cl100k, o200k, llama3, qwen2): ``_core.pretok_split(name, data)``
+must equal the reference's pieces, ``PreTokenizer.split(data.decode("utf-8", "surrogateescape"))`` re-encoded with
+surrogateescape, piece for piece; and ``PreTokenizer.split_bytes`` (the public path) must give the same. The input
+chooses the preset and how its payload becomes bytes: as it is (invalid UTF-8 included), or as UTF-8 of code
+points spread over all of Unicode (random bytes alone rarely reach other scripts' letters, marks and digits).
+
+    python tests/fuzz/fuzz_pretok.py -runs=100000
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+
+import fuzzlib
+from fuzzlib import Reader, check_same, code_points, outcome
+
+
+@cache
+def presets() -> tuple:
+    """(name, reference PreTokenizer) per hand-written pre-tokenizer of the loaded core."""
+    from bpe_core import PreTokenizer, native
+
+    names = native._core.pretok_names()
+    return tuple((name, PreTokenizer.from_spec(name)) for name in names)
+
+
+def reference_pieces(pre, data: bytes) -> list[bytes]:
+    return [p.encode("utf-8", "surrogateescape") for p in pre.split(data.decode("utf-8", "surrogateescape"))]
+
+
+def test_one_input(data: bytes) -> None:
+    from bpe_core import native
+
+    reader = Reader(data)
+    flags = reader.byte()
+    table = presets()
+    name, pre = table[flags % len(table)]
+    payload = reader.rest()
+    if flags & 0x80:
+        payload = code_points(payload).encode("utf-8", "surrogatepass")  # surrogates: invalid UTF-8 bytes again
+    got = outcome(native._core.pretok_split, name, payload)
+    expected = ("ok", reference_pieces(pre, payload))
+    check_same(f"pretok_split({name!r})", got, expected, payload)
+    if pre.native_kind == name:
+        check_same(f"PreTokenizer({name!r}).split_bytes", outcome(pre.split_bytes, payload), expected, payload)
+
+
+def seeds():
+    """Every adversarial case (cut to 2 KiB) and slices of every corpus, each under every preset."""
+    texts = [fuzzlib.as_bytes(t) for t in fuzzlib.adversarial_texts(2048)]
+    for corpus in ("multi_udhr", "code_cpython", "fortunes_multi", "docs_python_rst", "en_bible_kjv"):
+        texts += [d.encode() for d in fuzzlib.corpus_docs(corpus, 20, 2048)]
+    n = len(presets())
+    return [bytes([i % n]) + t for i, t in enumerate(texts)]
+
+
+if __name__ == "__main__":
+    presets()
+    fuzzlib.main(test_one_input, seeds, "pretok")
+    sys.exit(0)

@@ -1,0 +1,145 @@
+"""`make sanitize` only: the sanitized core is the one loaded, and the adversarial data goes through every entry point.
+
+Not collected by `make test` (the name does not start with test_); tests/fuzz/run.py names it explicitly, after the
+native tests, in a process whose core is the ASan+UBSan build. Every case of ../shared/data/adversarial (the
+3,031 cases, blns.json, jquery.min.js) passes through each native entry point, checked against the Python reference
+where the reference is fast enough: a sanitizer report aborts the run, a wrong answer fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import warnings
+
+import pytest
+from conftest import adversarial_cases, data_path, ours_openai
+
+import bpe_core
+from bpe_core import PreTokenizer, StreamingDecoder, native
+
+# What exercises each public name of the core below; a name missing here is reported (a new entry point).
+ENTRY_POINTS = {
+    "Encoder": "test_encoder_entry_points", "ChunkCounter": "test_count_chunks_native_equals_reference",
+    "Decoder": "test_decoder_and_stream_entry_points", "StreamState": "test_decoder_and_stream_entry_points",
+    "train": "test_train_entry_points", "train_sizes": "test_train_entry_points",
+    "estimate_train_memory": "test_train_entry_points", "pretok_split": "test_pretok_split_every_preset",
+    "pretok_names": "test_pretok_split_every_preset", "unicode_tables_info": "test_the_sanitized_core_is_loaded",
+}  # fmt: skip
+
+
+def all_texts() -> list[str | bytes]:
+    texts: list[str | bytes] = [value for _, value in adversarial_cases()]
+    texts += [
+        json.dumps(s) if not isinstance(s, str) else s
+        for s in json.loads(data_path("adversarial", "blns.json").read_text())
+    ]
+    texts.append(data_path("adversarial", "jquery.min.js").read_text(encoding="utf-8"))
+    return texts
+
+
+def as_bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+
+
+def python_twin(tok):
+    return pickle.loads(pickle.dumps(tok)).use_backend("python")
+
+
+def test_the_sanitized_core_is_loaded():
+    expected = os.environ.get("BEAM_BPE_NATIVE_CORE")
+    assert expected, "run through `make sanitize` (tests/fuzz/run.py sanitize), which sets BEAM_BPE_NATIVE_CORE"
+    core = native._core
+    assert core is not None and os.path.samefile(core.__file__, expected), (core and core.__file__, expected)
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
+        maps = f.read()
+    assert "libasan" in maps and "libubsan" in maps, "the AddressSanitizer/UBSan runtimes are not loaded"
+    info = core.unicode_tables_info() if hasattr(core, "unicode_tables_info") else {}
+    assert not info or "unicode_version" in info
+    missing = sorted(n for n in dir(core) if not n.startswith("_") and n not in ENTRY_POINTS)
+    if missing:
+        warnings.warn(f"native entry points not covered by sanitized_checks.py: {missing}", stacklevel=1)
+
+
+@pytest.mark.parametrize("preset", ["r50k", "cl100k", "o200k", "llama3", "qwen2"])
+def test_pretok_split_every_preset(preset):
+    if preset not in native._core.pretok_names():
+        pytest.fail(f"{preset} has no hand-written pre-tokenizer in this core: {native._core.pretok_names()}")
+    pre = PreTokenizer.from_spec(preset)
+    for text in all_texts():
+        data = as_bytes(text)
+        expected = [p.encode("utf-8", "surrogateescape") for p in pre.split(data.decode("utf-8", "surrogateescape"))]
+        assert native._core.pretok_split(preset, data) == expected, (preset, data[:80])
+    with pytest.raises(ValueError, match="no hand-written pre-tokenizer"):
+        native._core.pretok_split("no-such-preset", b"x")
+
+
+def test_encoder_entry_points():
+    ours = ours_openai("cl100k")
+    ref = python_twin(ours)
+    texts = all_texts()
+    expected = [ref.encode(t, allowed_special="all") for t in texts]
+    assert ours.encode_batch(texts, allowed_special="all", num_threads=2) == expected
+    assert ours.encode_batch(texts, allowed_special="all", num_threads=1) == expected
+    assert [ours.encode(t, allowed_special="all") for t in texts] == expected
+    assert ours.encode_ordinary_batch(texts, num_threads=2) == [ref.encode_ordinary(t) for t in texts]
+    for text in texts[::10]:
+        data = as_bytes(text)[:5000]
+        assert ours.encode_piece_bytes(data) == ref.encode_piece_bytes(data)
+    encoder = ours._encoder()
+    assert encoder.cache_size >= 0 and encoder.pair_count > 0
+    encoder.clear_cache()
+    assert encoder.cache_size == 0
+
+
+def test_decoder_and_stream_entry_points():
+    ours = ours_openai("cl100k")
+    ref = python_twin(ours)
+    for text in all_texts()[::3]:
+        ids = ours.encode(text, allowed_special="all")[:3000]
+        assert ours.decode_bytes(ids) == ref.decode_bytes(ids)
+        for errors in ("replace", "strict", "ignore"):
+            outs = []
+            for tok in (ours, ref):
+                stream, out = StreamingDecoder(tok, errors=errors, skip_special=True), []
+                try:
+                    out += [stream.step(ids[0])] if ids else []
+                    out += [stream.feed(ids[1:7]), stream.feed(ids[7:]), stream.pending, stream.flush()]
+                except UnicodeDecodeError as exc:
+                    out.append(type(exc).__name__)
+                outs.append(out)
+            assert outs[0] == outs[1], (errors, ids[:20])
+    for bad in ([-1], [100256], [ours.n_vocab], [2**40], [None]):
+        with pytest.raises((ValueError, TypeError)):
+            ours.decode_bytes(bad)
+        with pytest.raises((ValueError, TypeError)):
+            StreamingDecoder(ours).feed(bad)
+
+
+def test_count_chunks_native_equals_reference():
+    texts = all_texts()
+    for preset in ("cl100k", "o200k", "llama3"):
+        ours = bpe_core.count_chunks(texts, preset, num_threads=2)
+        ref = bpe_core.count_chunks(texts, preset, backend="python")
+        assert dict(ours) == dict(ref), preset
+
+
+def test_train_entry_points():
+    counts = bpe_core.count_chunks(all_texts(), "cl100k", backend="python")
+    ours = bpe_core.train(counts, 600, special_tokens=["<|end|>"])
+    ref = bpe_core.train(counts, 600, special_tokens=["<|end|>"], backend="python")
+    assert ours.merges == ref.merges
+    for text in all_texts()[::50]:
+        assert ours.encode_ordinary(text) == python_twin(ours).encode_ordinary(text)
+    n_words, n_tokens = native._core.train_sizes(dict(counts))
+    assert native._core.estimate_train_memory(n_words, n_tokens) > 0
+    with pytest.raises((TypeError, ValueError)):
+        native._core.train_sizes({"not bytes": 1})
+
+
+def test_hostile_bytes_cases_round_trip():
+    ours = ours_openai("o200k")
+    for case_id, value in adversarial_cases():
+        data = as_bytes(value)
+        assert ours.decode_bytes(ours.encode_ordinary(data)) == data, case_id
