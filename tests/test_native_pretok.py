@@ -102,9 +102,13 @@ EDGE_ALPHABET = list(" \t\r\n\x0b\x0c\x1c\x85\xa0\u2028\u3000'sdmtlvreSDMTLVREax
     "\u017f", "\u212a", "\u0301", "\u02b0", "\u01c5", "\u01c4", "\u00e9", "\u4e00", "\u0663", "\u2167", "\udc80",
     "\U0001f600", "\u0130", "\u0131",
 ]  # fmt: skip
+CATEGORIES = ("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf",
+              "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn")  # fmt: skip
 any_char = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())
+# a category first, then a character of it: the rare categories (Lt, Me, Zl, Zp) come up as often as the others
+char_by_category = st.sampled_from(CATEGORIES).flatmap(lambda cat: st.characters(categories=(cat,)))
 edge_text = st.text(st.sampled_from(EDGE_ALPHABET), max_size=40)
-unicode_text = st.text(st.one_of(any_char, st.sampled_from(EDGE_ALPHABET)), max_size=40)
+unicode_text = st.text(st.one_of(any_char, char_by_category, st.sampled_from(EDGE_ALPHABET)), max_size=40)
 raw_bytes = st.lists(st.one_of(st.binary(max_size=4), edge_text.map(as_bytes)), max_size=12).map(b"".join)
 fuzz = settings(max_examples=3000 if FULL else 300, deadline=None, derandomize=not FULL, database=None)
 
