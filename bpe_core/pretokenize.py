@@ -5,7 +5,8 @@ so no character is ever dropped. This is the model of tiktoken (one regex), of H
 ``Isolated`` behaviour and of llama.cpp (several regexes in turn).
 
 The built-in presets (r50k, cl100k, o200k, llama3, qwen2) also have a hand-written C++ matcher
-(``bpe_core/_native/pretok.cpp``, about 20x faster than ``regex``) with exactly the same pieces:
+(``bpe_core/_native/pretok.cpp``: 150-300 MB/s of CPU time on the shared corpora, 30-80x ``regex`` findall's
+4-8 MB/s; through ``split_bytes``, which builds a bytes object per piece, about 7x) with exactly the same pieces:
 ``PreTokenizer.native_kind`` says when it applies, ``split_bytes`` uses it.
 """
 
