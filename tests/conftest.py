@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import os
+import socket
 from functools import cache
 from pathlib import Path
 
@@ -101,3 +102,12 @@ def pytest_terminal_summary(terminalreporter):
     from reliability.report import summarize
 
     summarize(terminalreporter)
+
+
+@pytest.fixture
+def listening():
+    """``host:port`` of a loopback socket that accepts connections while the test runs (a stand-in job server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield f"127.0.0.1:{s.getsockname()[1]}"
