@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+from functools import cache
 
 import pytest
 from conftest import CORPORA, FULL, adversarial_cases, corpus, data_path, ours_openai, tiktoken_openai
@@ -17,6 +18,12 @@ from bpe_core import PreTokenizer, Tokenizer, native
 THREADS = (1, 2, 4, 7)
 # Enough text that every thread count above gets its threads (a thread per 64 K characters at least).
 PER_CORPUS = 200 if FULL else 25
+
+
+@cache
+def loaded(name: str, backend: str | None = None) -> Tokenizer:
+    """A llama.cpp GGUF vocabulary (loading one takes seconds: once per module)."""
+    return Tokenizer.from_file(str(data_path("llamacpp", name)), backend=backend)
 
 
 def python_twin(tok: Tokenizer) -> Tokenizer:
@@ -39,7 +46,7 @@ def test_presets_take_the_fast_path():
         tok.encode_ordinary("warm up")
         assert tok.pretokenizer.native_kind == kind and tok._native_kind == kind, preset
     for name, kind in (("ggml-vocab-llama-bpe.gguf", "llama3"), ("ggml-vocab-qwen2.gguf", "qwen2")):
-        tok = Tokenizer.from_file(str(data_path("llamacpp", name)))
+        tok = loaded(name)
         tok.encode_ordinary("warm up")
         assert tok._native_kind == kind, name
     assert sum(len(d) for d in mixed_docs()) > 7 * (1 << 16)  # every thread count below spawns its threads
@@ -75,8 +82,7 @@ def test_batch_shapes(n):
 
 @pytest.mark.parametrize("name", ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"])
 def test_loaded_llama3_and_qwen2_threads_equal_reference(name):
-    ours = Tokenizer.from_file(str(data_path("llamacpp", name)))
-    ref = Tokenizer.from_file(str(data_path("llamacpp", name)), backend="python")
+    ours, ref = loaded(name), loaded(name, "python")
     docs = mixed_docs()
     one = ours.encode_batch(docs, allowed_special="all", num_threads=1)
     for n in THREADS[1:]:

@@ -28,7 +28,7 @@ void ChunkCache::put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids
 }
 
 void ChunkCache::clear() {
-    std::fill(hot_.begin(), hot_.end(), Hot{0, 0, 0});
+    std::fill(hot_.begin(), hot_.end(), HotSet{});
     keys_.clear();
     spans_.clear();
     ids_.clear();
@@ -108,12 +108,12 @@ bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::v
         out.push_back(static_cast<uint32_t>(byte_ids_[p[0]]));
         return true;
     }
-    const bool hot = cache && n >= 2 && n <= 8;
-    uint64_t head = 0;
+    const bool hot = cache && n >= 2 && n <= ChunkCache::kHotMax;
+    uint64_t head = 0, tail = 0;
     if (hot) {
         uint32_t id;
-        head = ChunkCache::head_of(p, n);
-        if (cache->hot_get(head, n, &id)) {
+        ChunkCache::key_of(p, n, &head, &tail);
+        if (cache->hot_get(head, tail, n, &id)) {
             out.push_back(id);
             return true;
         }
@@ -123,7 +123,7 @@ bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::v
         uint32_t whole = whole_.find_hashed(p, n, h);
         if (whole != BytesMap::kMissing) {
             out.push_back(whole);
-            if (hot) cache->hot_put(head, n, whole);
+            if (hot) cache->hot_put(head, tail, n, whole);
             return true;
         }
     }
@@ -132,7 +132,7 @@ bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::v
         if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
         if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
     }
-    if (hot && out.size() == start + 1) cache->hot_put(head, n, out.back());
+    if (hot && out.size() == start + 1) cache->hot_put(head, tail, n, out.back());
     return true;
 }
 
