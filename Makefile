@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup test test-full demo bench bench-native lint wheel clean fuzz-setup sanitize-build sanitize fuzz
 
-NATIVE_SOURCES := CMakeLists.txt $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h bpe_core/_native/*.py)
+NATIVE_SOURCES := CMakeLists.txt bpe_core/unicode_tables.py $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h bpe_core/_native/*.py)
 
 # The package build compiles the native core; a change to its sources reinstalls.
 $(STAMP): pyproject.toml $(NATIVE_SOURCES)

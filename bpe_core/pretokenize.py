@@ -179,18 +179,26 @@ def _check_native_split() -> bool:
             stacklevel=4,
         )
         return False
-    built = core.unicode_tables_info()["regex_version"]
-    if built != regex.__version__:
+    info = core.unicode_tables_info()
+    if info["regex_version"] == regex.__version__:
+        return True
+    # Another regex than the build's: its Unicode data may differ. Derive the tables again and compare (~3 s, once).
+    from bpe_core import unicode_tables
+
+    try:
+        same = unicode_tables.digest(*unicode_tables.derive()) == info["digest"]
+    except unicode_tables.TableError:
+        same = False
+    if not same:
         warnings.warn(
-            f"beam-bpe: the native pre-tokenizers' Unicode tables were generated from regex {built}, but regex "
-            f"{regex.__version__} is imported, and the two may class some characters differently; splitting with "
-            "the regex module, which is slower. Rebuild beam-bpe against this regex "
-            "(`pip install --force-reinstall --no-binary beam-bpe beam-bpe`) or install regex=={built}",
+            f"beam-bpe: the native pre-tokenizers' Unicode tables were generated from regex {info['regex_version']}, "
+            f"and regex {regex.__version__}, imported now, classes some characters differently; splitting with the "
+            "regex module, which is slower. Rebuild beam-bpe against this regex "
+            f"(`pip install --force-reinstall --no-binary beam-bpe beam-bpe`) or install regex=={info['regex_version']}",
             RuntimeWarning,
             stacklevel=4,
         )
-        return False
-    return True
+    return same
 
 
 def _compile(pattern: str) -> regex.Pattern:

@@ -64,6 +64,7 @@ def test_names_and_tables_info():
     assert core.unicode_tables_info() == {
         "regex_version": regex.__version__,
         "unicode_version": unicodedata.unidata_version,
+        "digest": core.unicode_tables_info()["digest"],
     }
     with pytest.raises(ValueError, match="gpt-2.*use one of r50k"):
         core.pretok_split("gpt-2", b"x")
@@ -183,15 +184,32 @@ def test_native_kind_follows_the_patterns_not_the_name():
     assert PreTokenizer(r"\S+|\s+", name="cl100k").native_kind is None
 
 
-def test_native_kind_refused_when_regex_differs_from_the_tables(monkeypatch):
+def test_another_regex_version_keeps_the_fast_path_when_its_tables_are_the_same(monkeypatch):
     monkeypatch.setattr(pretokenize, "_native_split_state", [])
     monkeypatch.setattr(regex, "__version__", "0.0.test")
-    with pytest.warns(RuntimeWarning, match=r"generated from regex .* but regex 0\.0\.test is imported"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert PreTokenizer.from_spec("cl100k").native_kind == "cl100k"  # derived again: same digest
+
+
+def test_native_kind_refused_when_regex_classes_differently_from_the_tables(monkeypatch):
+    from bpe_core import unicode_tables
+
+    monkeypatch.setattr(pretokenize, "_native_split_state", [])
+    monkeypatch.setattr(regex, "__version__", "0.0.test")
+    monkeypatch.setattr(unicode_tables, "derive", lambda: (bytearray(b"x"), {}))  # as a regex with other data
+    with pytest.warns(RuntimeWarning, match=r"generated from regex .* and regex 0\.0\.test, imported now, classes"):
         assert PreTokenizer.from_spec("cl100k").native_kind is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process, not per call
         assert PreTokenizer.from_spec("o200k").native_kind is None
         assert PreTokenizer.from_spec("o200k").split_bytes(b"a b") == [b"a", b" b"]
+
+
+def test_the_built_digest_is_the_digest_of_the_running_regex():
+    from bpe_core import unicode_tables
+
+    assert core.unicode_tables_info()["digest"] == unicode_tables.digest(*unicode_tables.derive())
 
 
 @pytest.mark.parametrize("spec", ["cl100k", "o200k", "gpt-2", "deepseek-llm"])

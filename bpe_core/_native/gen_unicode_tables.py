@@ -1,89 +1,32 @@
 """Build step: write the Unicode property tables of the hand-written pre-tokenizers (pretok.cpp) as C++.
 
-Every class is read off the `regex` module itself (one findall of the class over a string of all 0x110000 code
-points, surrogates included), never from unicodedata or a hand-made list: the C++ matchers must agree with the
-reference on every code point, and regex ships its own Unicode data (it does not count U+001C..U+001F as \\s, as
-`re` does, for example). The case-insensitive contraction letters are read off regex too: its (?i) accepts
-U+017F for s (and U+212A for k).
-
-Output: a two-stage table (block index per 256 code points, then the unique blocks), an ASCII fast table, the
-contraction-letter masks, and the regex and Unicode versions the tables come from.
+The classes are derived by ``bpe_core/unicode_tables.py`` from the `regex` module (see there why); this script
+loads that file by path, so that the build environment needs only `regex`, and renders: a two-stage table (block
+index per 256 code points, then the unique blocks), an ASCII fast table, the contraction-letter masks, the regex and
+unicodedata versions, and the tables' sha256 (checked at run time when another regex version is imported).
 
     python gen_unicode_tables.py OUT.inc
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 import unicodedata
 
 import regex
 
 BLOCK = 256
-N_CODE_POINTS = 0x110000
-
-# Flag bits of one code point (kept in step with pretok.cpp).
-FLAGS = {
-    "kL": (1, r"\p{L}"),
-    "kN": (2, r"\p{N}"),
-    "kS": (4, r"\s"),
-    # o200k's two letter classes: "upper-ish" and "lower-ish" (Lm, Lo and M are in both).
-    "kU": (8, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
-    "kW": (16, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
-}
-CR_LF = 32  # "\r" or "\n" (literal in the patterns, not a property)
-# The letters of the contractions, in the bit order of pretok.cpp's ci masks; "'" is inside o200k's (?i:...).
-CI_LETTERS = "sdmtlvre'"
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def all_code_points() -> str:
-    return "".join(map(chr, range(N_CODE_POINTS)))
-
-
-def class_members(pattern: str, text: str) -> list[int]:
-    """Code points that `pattern` (one character wide) matches, read with one findall."""
-    hits = regex.findall(pattern, text)
-    if any(len(h) != 1 for h in hits):
-        raise SystemExit(f"gen_unicode_tables: {pattern!r} matched more than one code point at once")
-    return [ord(h) for h in hits]
-
-
-def flag_table(text: str) -> bytearray:
-    flags = bytearray(N_CODE_POINTS)
-    for bit, pattern in FLAGS.values():
-        for cp in class_members(pattern, text):
-            flags[cp] |= bit
-    flags[0x0D] |= CR_LF
-    flags[0x0A] |= CR_LF
-    check_derived_classes(flags, text)
-    return flags
-
-
-def check_derived_classes(flags: bytearray, text: str) -> None:
-    """pretok.cpp builds the patterns' negated classes from the bits: make sure regex agrees on every code point."""
-    L, N, S = FLAGS["kL"][0], FLAGS["kN"][0], FLAGS["kS"][0]
-    derived = {
-        r"[^\s\p{L}\p{N}]": [cp for cp in range(N_CODE_POINTS) if not flags[cp] & (S | L | N)],
-        r"[^\r\n\p{L}\p{N}]": [cp for cp in range(N_CODE_POINTS) if not flags[cp] & (CR_LF | L | N)],
-        r"[\p{Lu}\p{Ll}\p{Lt}\p{Lm}\p{Lo}]": [cp for cp in range(N_CODE_POINTS) if flags[cp] & L],
-    }
-    for pattern, expected in derived.items():
-        if class_members(pattern, text) != expected:
-            raise SystemExit(f"gen_unicode_tables: {pattern!r} is not what the flag bits say")
-    if [cp for cp in range(N_CODE_POINTS) if flags[cp] & CR_LF and not flags[cp] & S] != []:
-        raise SystemExit("gen_unicode_tables: \\r or \\n is not \\s in this regex")
-
-
-def ci_masks(text: str) -> dict[int, int]:
-    """Code point -> bit mask of the contraction letters that (?i:letter) matches it as, per regex."""
-    for pattern in ("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "'(?i:[sdmt]|ll|ve|re)"):
-        if regex.compile(pattern).flags & regex.FULLCASE:
-            raise SystemExit("gen_unicode_tables: regex applies full case folding; the matchers assume simple folding")
-    masks: dict[int, int] = {}
-    for bit, letter in enumerate(CI_LETTERS):
-        for cp in class_members(f"(?i:{regex.escape(letter)})", text):
-            masks[cp] = masks.get(cp, 0) | (1 << bit)
-    return masks
+def load_tables_module():
+    path = os.path.join(_HERE, os.pardir, "unicode_tables.py")
+    spec = importlib.util.spec_from_file_location("beam_bpe_unicode_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def c_array(name: str, ctype: str, values, per_line: int = 24) -> str:
@@ -92,10 +35,10 @@ def c_array(name: str, ctype: str, values, per_line: int = 24) -> str:
     return f"static const {ctype} {name}[{len(values)}] = {{\n" + ",\n".join(lines) + "\n};\n"
 
 
-def render(flags: bytearray, masks: dict[int, int]) -> str:
+def render(flags: bytearray, masks: dict[int, int], digest: str, n_code_points: int) -> str:
     blocks: dict[bytes, int] = {}
     index = []
-    for start in range(0, N_CODE_POINTS, BLOCK):
+    for start in range(0, n_code_points, BLOCK):
         block = bytes(flags[start : start + BLOCK])
         index.append(blocks.setdefault(block, len(blocks)))
     stage2 = b"".join(blocks)
@@ -105,6 +48,7 @@ def render(flags: bytearray, masks: dict[int, int]) -> str:
         "// generated by bpe_core/_native/gen_unicode_tables.py from the regex module: do not edit\n",
         f'static const char kRegexVersion[] = "{regex.__version__}";\n',
         f'static const char kUnicodeVersion[] = "{unicodedata.unidata_version}";\n',
+        f'static const char kTablesDigest[] = "{digest}";\n',
         f"static const unsigned kBlockShift = {BLOCK.bit_length() - 1};\n",
         f"static const unsigned kUniqueBlocks = {len(blocks)};\n",
         c_array("kAsciiFlags", "uint8_t", flags[:128]),
@@ -119,8 +63,12 @@ def render(flags: bytearray, masks: dict[int, int]) -> str:
 
 
 def main(path: str) -> None:
-    text = all_code_points()
-    content = render(flag_table(text), ci_masks(text))
+    tables = load_tables_module()
+    try:
+        flags, masks = tables.derive()
+    except tables.TableError as exc:
+        raise SystemExit(f"gen_unicode_tables: {exc}") from None
+    content = render(flags, masks, tables.digest(flags, masks), tables.N_CODE_POINTS)
     with open(path, "w", encoding="ascii") as f:
         f.write(content)
 

@@ -400,5 +400,6 @@ void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t
 
 const char* pretok_regex_version() { return kRegexVersion; }
 const char* pretok_unicode_version() { return kUnicodeVersion; }
+const char* pretok_tables_digest() { return kTablesDigest; }
 
 }  // namespace bpe

@@ -28,5 +28,7 @@ void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t
 // The `regex` version and the Unicode version (unicodedata.unidata_version) the property tables were generated from.
 const char* pretok_regex_version();
 const char* pretok_unicode_version();
+// sha256 of the tables (bpe_core/unicode_tables.py digest): equal digests, equal splits.
+const char* pretok_tables_digest();
 
 }  // namespace bpe

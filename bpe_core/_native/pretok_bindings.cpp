@@ -67,7 +67,9 @@ void bind_pretok(nb::module_& m) {
             nb::dict info;
             info["regex_version"] = bpe::pretok_regex_version();
             info["unicode_version"] = bpe::pretok_unicode_version();
+            info["digest"] = bpe::pretok_tables_digest();
             return info;
         },
-        "The `regex` version and Unicode version the pre-tokenizers' property tables were generated from.");
+        "The `regex` version and Unicode version the pre-tokenizers' property tables were generated from, and their "
+        "sha256.");
 }
