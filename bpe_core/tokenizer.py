@@ -7,19 +7,16 @@ concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` fo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from typing import Literal, Union
-
-import regex
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Union
 
 from bpe_core import native
-from bpe_core.added_tokens import DEFAULT_FLAGS, AddedTokenFlags, TokenMatcher
+from bpe_core.added_tokens import AddedTokenFlags
 from bpe_core.bpe import ID_MASK, MergeTable, RankTable, merge_ids
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
+from bpe_core.special_tokens import SpecialSet, TokenFinder
 
 Text = Union[str, bytes]
-SpecialSet = Union[Literal["all"], AbstractSet[str], Collection[str]]
 CHUNK_CACHE_LIMIT = 1 << 18
 NATIVE_BATCH_PIECES = 1 << 18  # Python-split pieces per call into the native encoder (about 1 MB of text)
 
@@ -81,12 +78,10 @@ class Tokenizer:
             self._pairs = MergeTable(tables.merge_values)
         self._special_ids = frozenset(self.special_tokens.values())
         self._chunk_cache: dict[str, list[int]] = {}
-        self._matchers: dict[frozenset[str], regex.Pattern | None] = {}
-        self._added_matchers: dict[tuple[frozenset[str], bool], TokenMatcher | None] = {}
+        self._finder = TokenFinder(self.special_tokens, self.added_tokens, self.token_flags, self.pretokenizer)
         self._derived_merges: list[tuple[int, int]] | None = None
         self._native_encoder = self._native_decoder = None  # built on first use
         self._native_kind: str | None = None  # the hand-written pre-tokenizer's name, set with the encoder
-        self._plain: dict[frozenset[str], bool] = {}
 
     def __getstate__(self) -> dict:
         keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens",
@@ -194,46 +189,16 @@ class Tokenizer:
 
         >>> tok.encode("hello <|endoftext|>", allowed_special={"<|endoftext|>"})  # doctest: +SKIP
         """
-        allowed = self._resolve_allowed(allowed_special)
-        disallowed = self._resolve_disallowed(disallowed_special, allowed)
+        allowed = self._finder.resolve_allowed(allowed_special)
+        disallowed = self._finder.resolve_disallowed(disallowed_special, allowed)
         if self.backend == "native":
             text = _as_text(text)
-            self._check_disallowed(text, disallowed)
+            self._finder.check_disallowed(text, disallowed)
             encoder = self._encoder()
             return encoder.encode(self._native_request(text, allowed), self._native_kind)
         text = _as_str(text)
-        self._check_disallowed(text, disallowed)
+        self._finder.check_disallowed(text, disallowed)
         return self._encode_text(text, allowed)
-
-    def _check_disallowed(self, text: Text, disallowed: frozenset[str]) -> None:
-        """Raise if text holds a disallowed special token. Bytes are searched as bytes (the UTF-8 of a token
-        matches there exactly where the token matches the surrogateescape decoding); a str is searched as it is,
-        lone surrogates included, as tiktoken does."""
-        if not disallowed:
-            return
-        if isinstance(text, bytes):
-            found_bytes = self._bytes_matcher(frozenset(disallowed))
-            if found_bytes is not None:
-                match = found_bytes.search(text)
-                if match is not None:
-                    raise_disallowed(match.group().decode())
-                return
-            text = _as_str(text)
-        matcher = self._matcher(frozenset(disallowed), with_added=False)
-        found = matcher.search(text) if matcher is not None else None
-        if found is not None:
-            raise_disallowed(found.group())
-
-    def _bytes_matcher(self, specials: frozenset[str]) -> regex.Pattern | None:
-        """As _matcher, over UTF-8 bytes; None if a token has no UTF-8 (a lone surrogate): search the str then."""
-        key = specials | {"\x00bytes"}
-        if key not in self._matchers:
-            try:
-                ordered = sorted((s.encode() for s in specials if s), key=lambda b: (-len(b), b))
-            except UnicodeEncodeError:
-                ordered = []
-            self._matchers[key] = regex.compile(b"|".join(regex.escape(b) for b in ordered)) if ordered else None
-        return self._matchers[key]
 
     def encode_ordinary(self, text: Text) -> list[int]:
         """Encode text treating special-token text as plain text (added non-special tokens still match).
@@ -262,8 +227,8 @@ class Tokenizer:
         """
         threads = native.resolve_threads(num_threads)
         if self.backend == "native":
-            allowed = self._resolve_allowed(allowed_special)
-            return self._native_batch(texts, allowed, self._resolve_disallowed(disallowed_special, allowed), threads)
+            allowed = self._finder.resolve_allowed(allowed_special)
+            return self._native_batch(texts, allowed, self._finder.resolve_disallowed(disallowed_special, allowed), threads)
         return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
 
     def encode_ordinary_batch(self, texts: Iterable[Text], *, num_threads: int | None = None) -> list[list[int]]:
@@ -280,17 +245,17 @@ class Tokenizer:
         NATIVE_BATCH_PIECES Python-split pieces (the pieces of a 20 MB batch held at once cost 530 MB)."""
         encoder = self._encoder()
         kind = self._native_kind
-        if kind is not None and self._is_plain(allowed):
+        if kind is not None and self._finder.is_plain(allowed):
             docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]
             for text in docs if disallowed else ():
-                self._check_disallowed(text, disallowed)
+                self._finder.check_disallowed(text, disallowed)
             return encoder.encode_batch(docs, kind, threads)
         out: list[list[int]] = []
         requests: list[Text | Sequence[Text | int]] = []
         pending = 0
         for text in texts:
             text = _as_text(text)
-            self._check_disallowed(text, disallowed)
+            self._finder.check_disallowed(text, disallowed)
             requests.append(self._native_request(text, allowed))
             pending += len(requests[-1])
             if pending >= NATIVE_BATCH_PIECES:
@@ -298,114 +263,35 @@ class Tokenizer:
                 requests, pending = [], 0
         return out + encoder.encode_batch(requests, kind, threads) if requests else out
 
-    def _is_plain(self, allowed: frozenset[str]) -> bool:
-        """True when a text is one segment as it is: no token to find, no normalizer."""
-        plain = self._plain.get(allowed)
-        if plain is None:
-            plain = self._plain[allowed] = (
-                self._added_matcher(allowed, normalized=False) is None
-                and self._added_matcher(allowed, normalized=True) is None
-                and not (self.pretokenizer is not None and self.pretokenizer.normalizer)
-            )
-        return plain
-
     def _native_request(self, text: Text, allowed: frozenset[str]) -> Text | Sequence[Text | int]:
         """What the native encoder takes for one text. With a hand-written pre-tokenizer: the text itself when it
         is one plain segment (bytes stay bytes: invalid UTF-8 splits as its surrogateescape decoding), else its
         normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
         kind = self._native_kind
-        if kind is not None and self._is_plain(allowed):
+        if kind is not None and self._finder.is_plain(allowed):
             return text
         text = _as_str(text)
         if kind is None:
             return self._pieces(text, allowed)
         pre = self.pretokenizer
         if pre is None or not pre.normalizer:
-            return list(self._segments(text, allowed))
-        return [s if isinstance(s, int) else pre.normalize(s) for s in self._segments(text, allowed)]
-
-    def _resolve_allowed(self, allowed_special: SpecialSet) -> frozenset[str]:
-        if allowed_special == "all":
-            return frozenset(self.special_tokens)
-        allowed = frozenset(allowed_special)
-        unknown = allowed - self.special_tokens.keys()
-        if unknown:
-            raise ValueError(
-                f"allowed_special names tokens that are not special tokens of this vocabulary: {sorted(unknown)}; "
-                f"its special tokens are {sorted(self.special_tokens)}"
-            )
-        return allowed
-
-    def _resolve_disallowed(self, disallowed_special: SpecialSet, allowed: frozenset[str]) -> frozenset[str]:
-        if disallowed_special == "all":
-            return frozenset(self.special_tokens) - allowed
-        return frozenset(disallowed_special)
-
-    def _matcher(self, specials: frozenset[str], *, with_added: bool = True) -> regex.Pattern | None:
-        """A regex matching the given special tokens (and the added tokens), leftmost and then longest."""
-        key = specials | {"\x00added"} if with_added else specials
-        if key not in self._matchers:
-            strings = set(specials) | (set(self.added_tokens) if with_added else set())
-            strings.discard("")
-            if not strings:
-                self._matchers[key] = None
-            else:
-                ordered = sorted(strings, key=lambda s: (-len(s), s))
-                self._matchers[key] = regex.compile("|".join(regex.escape(s) for s in ordered))
-        return self._matchers[key]
+            return list(self._finder.segments(text, allowed))
+        return [s if isinstance(s, int) else pre.normalize(s) for s in self._finder.segments(text, allowed)]
 
     def _encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
         """The reference: segments, then the regex split and BPE of each (with the chunk cache)."""
         out: list[int] = []
-        for segment in self._segments(text, allowed):
+        for segment in self._finder.segments(text, allowed):
             if isinstance(segment, int):
                 out.append(segment)
             else:
                 out += self._encode_segment(segment)
         return out
 
-    def _segments(self, text: str, allowed: frozenset[str]) -> Iterator[str | int]:
-        """Ordinary text (str) and the ids of allowed special and added tokens (int), in order.
-
-        Hugging Face's two passes: tokens flagged ``normalized`` are found in the normalized text left between
-        the others, which are found in the raw text first (each pass leftmost-longest, flags applied).
-        """
-        raw = self._added_matcher(allowed, normalized=False)
-        norm = self._added_matcher(allowed, normalized=True)
-        parts: list[str | int] = [text] if raw is None else raw.split(text)
-        if norm is None:
-            yield from parts
-            return
-        for part in parts:
-            if isinstance(part, int):
-                yield part
-            else:  # normalizing again in the pre-tokenizer is a no-op: substrings of NFC/NFKC text stay normalized
-                yield from norm.split(self.pretokenizer.normalize(part) if self.pretokenizer else part)
-
-    def _added_matcher(self, allowed: frozenset[str], *, normalized: bool) -> TokenMatcher | None:
-        """The matcher of one pass over the allowed special tokens and all added tokens (None: nothing to find)."""
-        key = (allowed, normalized)
-        if key not in self._added_matchers:
-            table = {t: self.special_tokens[t] for t in allowed}
-            table.update(self.added_tokens)
-            ids: dict[str, int] = {}
-            flags: dict[str, AddedTokenFlags] = {}
-            for token, tid in sorted(table.items(), key=lambda kv: kv[1]):  # same normalized text: lower id wins
-                if self._flags(token).normalized != normalized:
-                    continue
-                pattern = self.pretokenizer.normalize(token) if normalized and self.pretokenizer else token
-                if pattern and pattern not in ids:
-                    ids[pattern], flags[pattern] = tid, self._flags(token)
-            self._added_matchers[key] = TokenMatcher(ids, flags) if ids else None
-        return self._added_matchers[key]
-
-    def _flags(self, token: str) -> AddedTokenFlags:
-        return self.token_flags.get(token, DEFAULT_FLAGS)
-
     def _pieces(self, text: str, allowed: frozenset[str]) -> list[str | int]:
         """What the native encoder takes: the pre-tokenizer's pieces of each segment, token ids between them."""
         items: list[str | int] = []
-        for segment in self._segments(text, allowed):
+        for segment in self._finder.segments(text, allowed):
             if isinstance(segment, int):
                 items.append(segment)
             else:
@@ -609,17 +495,6 @@ def _as_str(text: Text) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
-
-
-def raise_disallowed(token: str) -> None:
-    raise ValueError(
-        f"Encountered text corresponding to disallowed special token {token!r}.\n"
-        f"If you want this text to be encoded as a special token, pass it to `allowed_special`, "
-        f"e.g. `allowed_special={{{token!r}, ...}}`.\n"
-        f"If you want this text to be encoded as normal text, disable the check for this token by passing "
-        f"`disallowed_special=(tok.special_tokens_set - {{{token!r}}})`.\n"
-        f"To disable this check for all special tokens, pass `disallowed_special=()`.\n"
-    )
 
 
 __all__ = ["Tokenizer", "ID_MASK"]
