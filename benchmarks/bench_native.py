@@ -13,10 +13,11 @@ cl100k_base and o200k_base (rank files), and llama3 (llama.cpp's GGUF; tiktoken 
   ``regex`` findall with the preset's regex on the str (the reference); their pieces are compared document by
   document. Both make one Python object per piece, which bounds the fast path here: the encoder calls it from C++;
 - encoding on one thread: ours ``encode_ordinary`` per document and ``encode_ordinary_batch(num_threads=1)`` vs
-  tiktoken (the same two), gigatoken (``encode`` per document, ``encode_batch(parallel=False)``) and Hugging Face
-  tokenizers (``encode_batch`` with TOKENIZERS_PARALLELISM=false, on our tokenizer.json export of the vocabulary);
+  tiktoken (the same two), gigatoken (``encode`` per document, ``encode_batch(parallel=False)``, which returns one
+  awkward array, and ``encode_batch_list``, which returns lists of ints as ours does) and Hugging Face tokenizers
+  (``encode_batch`` with TOKENIZERS_PARALLELISM=false, on our tokenizer.json export of the vocabulary);
 - encoding on all threads: ours ``encode_ordinary_batch()`` vs tiktoken ``encode_ordinary_batch()`` (its default 8
-  threads), gigatoken ``encode_batch()`` and tokenizers ``encode_batch()``;
+  threads), gigatoken ``encode_batch()`` and ``encode_batch_list()``, tokenizers ``encode_batch()``;
 - decoding (``decode_bytes`` per document vs tiktoken's, best of five in one process) and the Python reference on
   a twentieth of the text;
 - training to --vocab tokens: ``count_chunks`` + ``train`` (and the merge loop alone) vs rustbpe, tokenizers'
@@ -53,7 +54,7 @@ TRAINERS = ("ours", "rustbpe", "tokenizers", "gigatoken")
 @dataclass(frozen=True)
 class Row:
     lib: str
-    mode: str  # "loop": one call per document; "batch": one call for all
+    mode: str  # "loop": one call per document; "batch": one call for all; "lists": the same, as lists of ints
     threads: int  # 1, or 0 for the library's all-thread default
     label: str
     once: bool = False  # measured in the first round only (tokenizers: a tenth of our speed, a third of the time)
@@ -65,7 +66,7 @@ class Row:
     @property
     def ours(self) -> str:
         """The key of our row that this row is compared with."""
-        return f"ours:{self.mode}:{self.threads}"
+        return f"ours:{'loop' if self.mode == 'loop' else 'batch'}:{self.threads}"
 
 
 ONE_THREAD = (
@@ -75,12 +76,14 @@ ONE_THREAD = (
     Row("ours", "batch", 1, "ours encode_ordinary_batch(num_threads=1)"),
     Row("tiktoken", "batch", 1, "tiktoken encode_ordinary_batch(num_threads=1)"),
     Row("gigatoken", "batch", 1, "gigatoken encode_batch(parallel=False)"),
+    Row("gigatoken", "lists", 1, "gigatoken encode_batch_list(parallel=False)"),
     Row("tokenizers", "batch", 1, "tokenizers encode_batch, no parallelism", once=True),
 )
 ALL_THREADS = (
     Row("ours", "batch", 0, "ours encode_ordinary_batch()"),
     Row("tiktoken", "batch", 0, "tiktoken encode_ordinary_batch() (8 threads)"),
     Row("gigatoken", "batch", 0, "gigatoken encode_batch()"),
+    Row("gigatoken", "lists", 0, "gigatoken encode_batch_list()"),
     Row("tokenizers", "batch", 0, "tokenizers encode_batch()", once=True),
 )
 REFERENCE = "tiktoken:batch:1"  # the ids every run is checked against

@@ -102,6 +102,8 @@ def encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
         gt = load_gigatoken(preset, work)
         if mode == "loop":
             return lambda docs: [gt.encode(d) for d in docs]
+        if mode == "lists":  # Python lists of ints, as ours and tiktoken return (encode_batch: one awkward array)
+            return lambda docs: gt.encode_batch_list(docs, parallel=threads != 1)
         return lambda docs: gt.encode_batch(docs, parallel=threads != 1)
     if lib == "tokenizers" and mode == "batch":  # its threads: TOKENIZERS_PARALLELISM, set by the parent
         hf = load_tokenizers(preset, work)

@@ -31,7 +31,7 @@ def test_quick_run_prints_every_section_with_checked_ids():
     for header in ("training to 300 tokens", "split cl100k alone", "encoding cl100k, one thread",
                    "encoding cl100k, all threads", "decode_bytes per document", "target cl100k: one thread"):  # fmt: skip
         assert header in out, f"{header!r} missing from:\n{out}"
-    assert out.count("ids = tiktoken") == 11, out  # 7 one-thread rows, 4 all-thread rows
+    assert out.count("ids = tiktoken") == 13, out  # 8 one-thread rows, 5 all-thread rows
     assert "IDS DIFFER" not in out and "ids unchecked" not in out, out
     assert "failed:" not in out.replace("fast path failed", ""), out
     if getattr(native._core, "pretok_split", None) is not None:
