@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 
 import pytest
@@ -152,3 +153,15 @@ def test_same_corpus_gives_a_byte_identical_artifact():
     first = bpe_core.train(bpe_core.count_chunks(docs, "o200k"), 400)
     second = bpe_core.train(bpe_core.count_chunks(list(reversed(docs)), "o200k"), 400)
     assert dumps_artifact(first) == dumps_artifact(second)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_saved_files_get_the_permissions_of_the_umask(tmp_path, umask):
+    from bpe_core._io import write_bytes_atomic
+
+    old = os.umask(umask)
+    try:
+        write_bytes_atomic(tmp_path / "tokenizer.bpe", b"x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "tokenizer.bpe").stat().st_mode & 0o777 == 0o666 & ~umask
