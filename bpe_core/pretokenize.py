@@ -12,6 +12,7 @@ The built-in presets (r50k, cl100k, o200k, llama3, qwen2) also have a hand-writt
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
 import warnings
 from collections.abc import Sequence
@@ -61,6 +62,7 @@ class PreTokenizer:
             preset = lookup_preset(spec)
             if preset is not None:
                 return cls.from_preset(preset, normalizer=normalizer)
+            _refuse_unknown_name(spec)
             return cls((spec,), normalizer=normalizer)
         if isinstance(spec, (list, tuple)) and all(isinstance(p, str) for p in spec):
             return cls(tuple(spec), normalizer=normalizer)
@@ -199,6 +201,24 @@ def _check_native_split() -> bool:
             stacklevel=4,
         )
     return same
+
+
+def _refuse_unknown_name(spec: str) -> None:
+    """A string with no regex syntax at all is a misspelled preset name ("cl100kk", "O200K"), not a pattern that
+    would split every text only at that literal word: refuse it, with the nearest names."""
+    if not _NAME_LIKE.fullmatch(spec):
+        return
+    names = preset_names()
+    near = [n for n in names if n.lower() == spec.lower()] or difflib.get_close_matches(spec.lower(), names, n=3)
+    hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+    raise ValueError(
+        f"unknown pre-tokenizer preset {spec!r}.{hint} Presets: {', '.join(names[:12])}, ... (see "
+        f"bpe_core.presets.preset_names()). To split on the literal text {spec!r} as a regex, pass it in a list: "
+        f"[{spec!r}]"
+    )
+
+
+_NAME_LIKE = regex.compile(r"[A-Za-z0-9_.\-]+")
 
 
 def _compile(pattern: str) -> regex.Pattern:

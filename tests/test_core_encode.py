@@ -148,3 +148,16 @@ def test_pickle_and_cloudpickle_give_the_same_encoder():
     rank_only = ours_openai("r50k")
     clone = pickle.loads(cloudpickle.dumps(rank_only))
     assert clone.encode("hello world") == [31373, 995]
+
+
+@pytest.mark.parametrize("name, suggestion", [("cl100kk", "'cl100k'"), ("O200K", "'o200k'"), ("llama", None)])
+def test_a_misspelled_preset_name_is_refused_not_used_as_a_literal_regex(name, suggestion):
+    from bpe_core.pretokenize import PreTokenizer
+
+    with pytest.raises(ValueError, match=f"unknown pre-tokenizer preset '{name}'") as info:
+        PreTokenizer.from_spec(name)
+    if suggestion:
+        assert f"Did you mean {suggestion}" in str(info.value)
+    assert PreTokenizer.from_spec([name]).split(f"a {name} b") == ["a ", name, " b"]  # a list: the literal regex
+    with pytest.raises(ValueError, match="unknown pre-tokenizer preset"):
+        bpe_core.count_chunks(["Hello world"], name)
