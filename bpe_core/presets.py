@@ -7,6 +7,7 @@ llama.cpp table (GGUF ``tokenizer.ggml.pre`` values) is accepted too.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
@@ -68,15 +69,35 @@ NATIVE_PRESETS: tuple[str, ...] = ("r50k", "cl100k", "o200k", "llama3", "qwen2")
 
 
 def native_preset_for(patterns: tuple[str, ...]) -> str | None:
-    """The name of the hand-written pre-tokenizer whose regexes are exactly ``patterns``, or None.
+    """The name of the hand-written pre-tokenizer that splits exactly as ``patterns`` do, or None.
 
     Compared by pattern text, not by name: a pattern read from a GGUF or tokenizer.json file that equals a preset's
-    gets the fast path too, and a renamed preset with a different regex does not.
+    gets the fast path too, and a renamed preset with a different regex does not. Besides each preset's own regex,
+    a few other spellings of the same split are known (:func:`native_aliases`), each checked piece for piece against
+    `regex` by tests/test_native_pretok.py.
     """
+    patterns = tuple(patterns)
     for name in NATIVE_PRESETS:
-        if PRESETS[name].patterns == tuple(patterns):
+        if PRESETS[name].patterns == patterns:
             return name
-    return None
+    return native_aliases().get(patterns)
+
+
+@functools.cache
+def native_aliases() -> dict[tuple[str, ...], str]:
+    """Other spellings of the native presets' splits: GPT-2's regex as Hugging Face and llama.cpp write it (the same
+    pieces as r50k's possessive one: the runs it makes possessive are followed by no character they could give back),
+    and each preset's regex after a round trip through a tokenizer.json (Oniguruma spelling and back)."""
+    from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
+    from bpe_core.formats.regex_dialects import from_oniguruma, to_oniguruma
+
+    aliases = {(GPT2_HF_PATTERN,): "r50k", LLAMACPP_PRETOKENIZERS["gpt-2"][0]: "r50k"}
+    for name in NATIVE_PRESETS:
+        for pattern in PRESETS[name].patterns:
+            aliases.setdefault((from_oniguruma(to_oniguruma(pattern)),), name)
+    for name in NATIVE_PRESETS:
+        aliases.pop(PRESETS[name].patterns, None)
+    return aliases
 
 
 def lookup_preset(name: str) -> Preset | None:

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_core import native, pretokenize
-from bpe_core.presets import NATIVE_PRESETS, PRESETS, lookup_preset
+from bpe_core.presets import NATIVE_PRESETS, PRESETS, lookup_preset, native_aliases
 from bpe_core.pretokenize import PreTokenizer
 
 if not native.available() or not hasattr(native._core, "pretok_split"):
@@ -178,8 +178,8 @@ def test_native_kind_follows_the_patterns_not_the_name():
     assert PreTokenizer.from_spec("llama-bpe").native_kind == "llama3"
     assert PreTokenizer.from_spec(list(lookup_preset("qwen2").patterns)).native_kind == "qwen2"
     assert PreTokenizer.from_spec(PRESETS["o200k"].patterns[0]).native_kind == "o200k"
-    # llama.cpp's gpt-2 is not r50k's regex (no possessive runs, no trailing \s): no fast path
-    assert PreTokenizer.from_spec("gpt-2").native_kind is None
+    # llama.cpp's gpt-2 is another spelling of r50k's split (test_alias_patterns_split_as_their_preset)
+    assert PreTokenizer.from_spec("gpt-2").native_kind == "r50k"
     assert PreTokenizer((PRESETS["cl100k"].patterns[0], r"\S+")).native_kind is None
     assert PreTokenizer(r"\S+|\s+", name="cl100k").native_kind is None
 
@@ -210,6 +210,37 @@ def test_the_built_digest_is_the_digest_of_the_running_regex():
     from bpe_core import unicode_tables
 
     assert core.unicode_tables_info()["digest"] == unicode_tables.digest(*unicode_tables.derive())
+
+
+ALIASES = sorted(native_aliases().items())
+
+
+def test_the_known_aliases():
+    kinds = [kind for _, kind in ALIASES]
+    assert kinds.count("r50k") == 3 and kinds.count("cl100k") == 1  # HF's and llama.cpp's GPT-2, tokenizer.json trips
+
+
+@pytest.mark.parametrize("patterns, kind", ALIASES, ids=[f"{k}-{i}" for i, (_, k) in enumerate(ALIASES)])
+def test_alias_patterns_split_as_their_preset(patterns, kind):
+    """Another spelling gets the preset's native split only if `regex` on that spelling gives the same pieces."""
+    pre = PreTokenizer(patterns)
+    assert pre.native_kind == kind
+    texts = [as_bytes(v) for _, v in adversarial_cases()]
+    for name in CORPORA:
+        texts += [as_bytes(d) for d in spread_sample(corpus(name, 10**9), SAMPLE_BYTES // 8)]
+    for data in texts:
+        want = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(data.decode("utf-8", "surrogateescape"))]
+        assert core.pretok_split(kind, data) == want, data[:60]
+
+
+@fuzz
+@given(st.one_of(edge_text, unicode_text))
+def test_hypothesis_alias_patterns(text):
+    data = as_bytes(text)
+    for patterns, kind in ALIASES:
+        pre = PreTokenizer(patterns)
+        want = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(data.decode("utf-8", "surrogateescape"))]
+        assert core.pretok_split(kind, data) == want, (patterns, text)
 
 
 @pytest.mark.parametrize("spec", ["cl100k", "o200k", "gpt-2", "deepseek-llm"])
