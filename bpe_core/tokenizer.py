@@ -386,14 +386,18 @@ class Tokenizer:
         cls,
         path: str,
         *,
-        pretokenizer: PreTokenizerSpec,
+        pretokenizer: PreTokenizerSpec | None = None,
         special_tokens: Mapping[str, int] | None = None,
         backend: str | None = None,
     ) -> Tokenizer:
-        """An OpenAI ``.tiktoken`` rank file with the pre-tokenizer (and special tokens) it is used with."""
+        """An OpenAI ``.tiktoken`` rank file with the pre-tokenizer (and special tokens) it is used with.
+
+        OpenAI's published files (r50k_base, p50k_base, cl100k_base, o200k_base; recognised by sha256) default to
+        tiktoken's pre-tokenizer and special tokens; other files need ``pretokenizer``; ``special_tokens={}`` for none.
+        """
         from bpe_core.formats.tiktoken_file import load_tiktoken
 
-        tok = load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens or {})
+        tok = load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens)
         return tok.use_backend(backend)
 
     def to_tiktoken(self, path: str) -> None:

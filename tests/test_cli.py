@@ -36,7 +36,8 @@ def test_convert_then_encode_and_decode(own_file, capsys):
 def test_info_describes_the_file(own_file, capsys):
     assert main(["info", "--tokenizer", own_file]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["kind"] == "ranks" and info["n_vocab"] == 100256 and info["pretokenizer"] == "cl100k"
+    assert info["kind"] == "ranks" and info["n_vocab"] == 100277 and info["pretokenizer"] == "cl100k"
+    assert info["special_tokens"] == openai_encoding("cl100k")["special_tokens"]  # OpenAI's file: tiktoken's specials
 
 
 def test_stream_decoding_from_stdin(own_file, monkeypatch, capsys):
@@ -53,8 +54,9 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
     bad.write_text("beam-bpe-tokenizer\nformat_version 7\n")
     assert main(["info", "--tokenizer", str(bad)]) == 2
     assert "format version 7 is not supported" in capsys.readouterr().err
-    rank_file = openai_encoding("cl100k")["path"]
-    assert main(["encode", "--tokenizer", rank_file, "--text", "x"]) == 2
+    rank_file = tmp_path / "ranks.tiktoken"  # not one of OpenAI's published files: no known pre-tokenizer
+    rank_file.write_bytes(b"".join(open(openai_encoding("cl100k")["path"], "rb").readlines()[:300]))
+    assert main(["encode", "--tokenizer", str(rank_file), "--text", "x"]) == 2
     assert "--pretokenizer" in capsys.readouterr().err
 
 

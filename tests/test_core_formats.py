@@ -139,9 +139,12 @@ def test_from_file_recognises_formats_by_content(trained, tmp_path):
     trained.save(str(own))
     assert Tokenizer.from_file(str(own)).vocab == trained.vocab
     rank_file = openai_encoding("cl100k")["path"]
-    with pytest.raises(ValueError, match="pretokenizer"):
-        Tokenizer.from_file(rank_file)
+    assert Tokenizer.from_file(rank_file).encode("hello world") == [15339, 1917]  # OpenAI's file: known pre-tokenizer
     assert Tokenizer.from_file(rank_file, pretokenizer="cl100k").encode("hello world") == [15339, 1917]
+    ranks = tmp_path / "ranks.tiktoken"  # any other rank file: the pre-tokenizer must be given
+    trained.to_tiktoken(str(ranks))
+    with pytest.raises(ValueError, match="pretokenizer"):
+        Tokenizer.from_file(str(ranks))
     junk = tmp_path / "junk.txt"
     junk.write_text("this is not a tokenizer\n")
     with pytest.raises(TokenizerFileError, match="not a tokenizer file"):
@@ -165,3 +168,30 @@ def test_saved_files_get_the_permissions_of_the_umask(tmp_path, umask):
     finally:
         os.umask(old)
     assert (tmp_path / "tokenizer.bpe").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_openai_rank_files_are_recognised_with_tiktokens_pre_tokenizer_and_special_tokens(name):
+    """The shared encodings.json (read off tiktoken_ext) says what tiktoken pairs each published file with."""
+    import json
+
+    from conftest import data_path
+
+    entry = json.loads(data_path("tiktoken", "encodings.json").read_text())[name]
+    tok = Tokenizer.from_tiktoken(str(data_path("tiktoken", entry["rank_file"])))
+    assert tok.name == name and tok.pretokenizer.patterns == (entry["pat_str"],)
+    assert tok.special_tokens == entry["special_tokens"]
+    assert Tokenizer.from_file(str(data_path("tiktoken", entry["rank_file"]))).special_tokens == entry["special_tokens"]
+    assert Tokenizer.from_tiktoken(str(data_path("tiktoken", entry["rank_file"])), special_tokens={}).special_tokens == {}
+
+
+def test_a_cut_openai_file_warns_and_an_unknown_rank_file_needs_a_pre_tokenizer(tmp_path):
+    from conftest import data_path
+
+    data = data_path("tiktoken", "r50k_base.tiktoken").read_bytes()
+    cut = tmp_path / "r50k_base.tiktoken"
+    cut.write_bytes(data[: data.index(b"\n", len(data) // 2) + 1])
+    with pytest.warns(UserWarning, match="named like OpenAI's r50k_base.tiktoken but is not that file"):
+        assert len(Tokenizer.from_tiktoken(str(cut), pretokenizer="r50k").vocab) < 50256
+    with pytest.raises(ValueError, match="carries no pre-tokenizer"), pytest.warns(UserWarning):
+        Tokenizer.from_tiktoken(str(cut))

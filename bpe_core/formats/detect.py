@@ -97,15 +97,7 @@ def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) ->
 def _load_tiktoken(path: str, pretokenizer: PreTokenizerSpec | None) -> Tokenizer:
     from bpe_core.formats.tiktoken_file import load_tiktoken
 
-    if pretokenizer is None:
-        from bpe_core.formats.tiktoken_file import parse_tiktoken
-
-        parse_tiktoken(read_bytes(path), path)  # a file that only starts like one is refused as malformed first
-        raise ValueError(
-            f"{path} is a .tiktoken rank file, which carries no pre-tokenizer: pass one "
-            "(pretokenizer='cl100k' in Python, --pretokenizer cl100k on the command line)"
-        )
-    tok = load_tiktoken(path, pretokenizer=pretokenizer, special_tokens={})
+    tok = load_tiktoken(path, pretokenizer=pretokenizer)
     tok.family = tok.family or "tiktoken rank file"
     return tok
 
