@@ -65,3 +65,16 @@ def test_console_script_is_installed(own_file):
     out = subprocess.run([str(script), "encode", "--tokenizer", own_file, "--text", "hi there"],
                          capture_output=True, text=True, check=True)
     assert [int(i) for i in out.stdout.split()] == tiktoken_openai("cl100k").encode("hi there")
+
+
+def test_convert_gives_a_rank_file_its_special_tokens(tmp_path, capsys):
+    ranks = tmp_path / "ranks.tiktoken"  # not OpenAI's file: no special tokens by default
+    ranks.write_bytes(b"".join(open(openai_encoding("r50k")["path"], "rb").readlines()[:1000]))
+    out = tmp_path / "tokenizer.bpe"
+    args = ["convert", "--tokenizer", str(ranks), "--pretokenizer", "r50k", "--out", str(out)]
+    assert main([*args, "--special-token", "<|endoftext|>=1000", "--special-token", "<|pad|>=1001"]) == 0
+    assert Tokenizer.load(str(out)).special_tokens == {"<|endoftext|>": 1000, "<|pad|>": 1001}
+    assert main([*args, "--special-token", "<|endoftext|>"]) == 2
+    assert "expected TOKEN=ID" in capsys.readouterr().err
+    assert main(["convert", "--tokenizer", str(out), "--out", str(tmp_path / "b.bpe"), "--special-token", "<|x|>=5"]) == 2
+    assert "carries its own" in capsys.readouterr().err
