@@ -100,6 +100,7 @@ def sanitize(pytest_args: list[str], phases: list[str]) -> int:
     tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_native_*.py"))
     # The peak-memory test measures RSS, which ASan's shadow memory and quarantine inflate: not a memory check here.
     tests += ["--deselect", "tests/test_native_train.py::test_estimate_bounds_the_measured_peak"]
+    tests += ["-n", "2"]  # pytest-xdist: the reference's share of the work dominates; 2 cores in CI
     runs = {"tests": (tests, {"PYTHONMALLOC": "pymalloc"}), "checks": (["tests/fuzz/sanitized_checks.py"], {})}
     for phase in phases:
         files, extra_env = runs[phase]
