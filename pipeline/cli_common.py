@@ -16,7 +16,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pipeline.corpus_plan import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_RANGE_BYTES, FORMATS, TEXT_UNITS, CorpusSpec
+from pipeline.corpus_plan import (
+    COMPRESSIONS,
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_RANGE_BYTES,
+    FORMATS,
+    TEXT_UNITS,
+    CorpusError,
+    CorpusSpec,
+)
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
@@ -40,7 +48,9 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
     src.add_argument(
         "--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)"
     )
-    src.add_argument("--format", choices=FORMATS, default="jsonl")
+    src.add_argument("--format", choices=FORMATS, default=None,
+                     help="default: from the --input names (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet, each "
+                          "optionally .gz/.bz2/.zst), else jsonl")  # fmt: skip
     src.add_argument(
         "--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)"
     )
@@ -55,10 +65,33 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
 
 
 def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
-    """The CorpusSpec of the corpus flags."""
-    return CorpusSpec(
-        args.format, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes
-    )
+    """The CorpusSpec of the corpus flags (``--format`` read off the input names where it is not given)."""
+    fmt = args.format or infer_format(args.input)
+    return CorpusSpec(fmt, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes)
+
+
+FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",
+                   ".md": "text", ".rst": "text", ".parquet": "parquet", ".pq": "parquet"}  # fmt: skip
+
+
+def infer_format(patterns: list[str]) -> str:
+    """The format every input's name says (``data/*.txt.gz`` -> text), jsonl where none says one; two different
+    formats are refused (one run reads one format)."""
+    found = {}
+    for pattern in patterns:
+        name = pattern.rstrip("/").rsplit("/", 1)[-1].lower()
+        for ext in COMPRESSIONS:
+            name = name.removesuffix(ext)
+        suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+        if suffix in FORMAT_SUFFIXES:
+            found[pattern] = FORMAT_SUFFIXES[suffix]
+    formats = set(found.values())
+    if len(formats) > 1:
+        raise CorpusError(
+            f"the --input names say different formats ({', '.join(f'{p!r}: {f}' for p, f in found.items())}): one run "
+            "reads one format; run them separately or give --format"
+        )
+    return formats.pop() if formats else "jsonl"
 
 
 def add_verbose_argument(p: argparse.ArgumentParser, *, default=False) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import apache_beam as beam
 
 from pipeline.config import resolve_pretokenizer
-from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusError, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
 from pipeline.count_chunks import PreTokenizeAndCount
 from pipeline.counts_io import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
 from pipeline.driver import Reporter, finish_output, train_tokenizer, write_tokenizer_files
@@ -127,6 +127,12 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         manifest["count_seconds"] = round(time.perf_counter() - t0, 3)
         reporter.stage("count", seconds=manifest["count_seconds"], **_summary(stats))
     manifest.update({k: stats[k] for k in ("documents_read", "documents_counted", "dead_letters")}, stats=stats)
+    if stats["documents_counted"] == 0:
+        raise CorpusError(
+            f"no document could be read: all {stats['dead_letters']:,} were dead letters (reasons in "
+            f"{join(job.out, 'dead_letters')}); check --format ({job.corpus.format} here), --text-field / --text-column "
+            "and --max-document-bytes"
+        )
     if not job.counts_only:
         manifest.update(_train_stage(counts_dir, job, reporter))
     manifest["wall_seconds"] = round(time.perf_counter() - started, 3)

@@ -196,3 +196,25 @@ def test_demo_runs_the_pipeline_end_to_end(tmp_path, capsys):
     assert "decoded back identical: True" in capsys.readouterr().out
     m = manifest(tmp_path / "demo")
     assert m["documents_read"] == m["documents_counted"] > 0 and m["n_vocab"] == 300
+
+
+def test_the_format_comes_from_the_input_names_and_a_run_of_only_dead_letters_fails(tmp_path, capsys):
+    from pipeline.cli_common import infer_format
+    from pipeline.corpus_plan import CorpusError
+
+    assert infer_format(["a/*.txt.gz"]) == "text" and infer_format(["x.parquet", "y.pq"]) == "parquet"
+    assert infer_format(["d/", "x.jsonl.zst"]) == "jsonl" and infer_format(["data/*"]) == "jsonl"
+    with pytest.raises(CorpusError, match="different formats"):
+        infer_format(["a.txt", "b.jsonl"])
+    lines = "\n".join(corpus("en_bible_kjv", 200)) + "\n"
+    write_bytes(tmp_path / "c.txt", lines.encode())
+    out = tmp_path / "out"
+    assert run_cli("train", "--input", tmp_path / "c.txt", "--vocab-size", 300, "--out", out) == 0
+    assert manifest(out)["corpus"]["format"] == "text" and manifest(out)["dead_letters"] == 0
+    # plain text read as JSONL: every line a dead letter, and the run says so instead of writing a tokenizer
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    assert run_cli("train", "--input", tmp_path / "c.txt", "--format", "jsonl", "--vocab-size", 300, "--out", bad) == 2
+    nonempty = sum(1 for line in lines.split("\n") if line.strip())
+    assert f"no document could be read: all {nonempty:,} were dead letters" in capsys.readouterr().err
+    assert not (bad / "COMPLETED").exists() and not (bad / "tokenizer.bpe").exists()
