@@ -5,6 +5,10 @@
 // Workers then transcode to UTF-8, split and encode without the GIL; the calling thread keeps the GIL and builds the
 // result lists in input order as the documents finish. Reading the code points in the workers, instead of calling
 // PyUnicode_AsUTF8AndSize under the GIL, keeps the transcoding parallel and leaves no UTF-8 copy cached in each str.
+//
+// Measured on 20 MB of the shared corpora (1828 documents), on a shared 2-core machine at load 5-6, best of three:
+// one thread 15.6 MB/s (cl100k) and 20.1 MB/s (o200k) of CPU time per document, 4.2x and 3.7x tiktoken's
+// encode_ordinary; two threads 8.4 and 14.4 MB/s wall, 3.6x and 4.5x tiktoken's encode_ordinary_batch.
 #pragma once
 
 #include <nanobind/nanobind.h>
