@@ -50,6 +50,7 @@ class TokenFinder:
     def resolve_allowed(self, allowed_special: SpecialSet) -> frozenset[str]:
         if allowed_special == "all":
             return frozenset(self.special_tokens)
+        _refuse_one_string("allowed_special", allowed_special)
         allowed = frozenset(allowed_special)
         unknown = allowed - self.special_tokens.keys()
         if unknown:
@@ -62,6 +63,7 @@ class TokenFinder:
     def resolve_disallowed(self, disallowed_special: SpecialSet, allowed: frozenset[str]) -> frozenset[str]:
         if disallowed_special == "all":
             return frozenset(self.special_tokens) - allowed
+        _refuse_one_string("disallowed_special", disallowed_special)
         return frozenset(disallowed_special)
 
     def check_disallowed(self, text: str | bytes, disallowed: frozenset[str]) -> None:
@@ -150,6 +152,12 @@ class TokenFinder:
 
     def flags(self, token: str) -> AddedTokenFlags:
         return self.token_flags.get(token, DEFAULT_FLAGS)
+
+
+def _refuse_one_string(name: str, value: object) -> None:
+    """A single token passed as a string would be read as a set of its characters: say what to pass instead."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} takes 'all' or a set of token strings, e.g. {name}={{{value!r}}}; got the string {value!r}")
 
 
 def raise_disallowed(token: str) -> None:

@@ -161,3 +161,11 @@ def test_a_misspelled_preset_name_is_refused_not_used_as_a_literal_regex(name, s
     assert PreTokenizer.from_spec([name]).split(f"a {name} b") == ["a ", name, " b"]  # a list: the literal regex
     with pytest.raises(ValueError, match="unknown pre-tokenizer preset"):
         bpe_core.count_chunks(["Hello world"], name)
+
+
+def test_one_special_token_given_as_a_string_is_refused_with_the_set_to_pass():
+    tok = ours_openai("cl100k")
+    for name in ("allowed_special", "disallowed_special"):
+        with pytest.raises(TypeError, match=rf"{name}=\{{'<\|endoftext\|>'\}}"):
+            tok.encode("x", **{name: "<|endoftext|>"})
+    assert tok.encode("x<|endoftext|>", allowed_special={"<|endoftext|>"})[-1] == 100257
