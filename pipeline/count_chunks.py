@@ -87,7 +87,8 @@ class CountChunksFn(beam.DoFn):
         acc: dict[bytes, int] = {}
         occurrences = 0
         for texts in _slices(batch.texts, SLICE_BYTES):
-            acc = sum_into(acc, dict(bpe_core.count_chunks(texts, self.pre)))
+            # one thread: the runner already runs one bundle per core (see EncodePolicy.encode)
+            acc = sum_into(acc, dict(bpe_core.count_chunks(texts, self.pre, num_threads=1)))
             if len(acc) >= self.max_distinct:
                 occurrences += yield from self._flush(acc, batch.weight)
                 acc = {}

@@ -138,9 +138,11 @@ class EncodePolicy:
 
     def encode(self, tok: Tokenizer, texts: list[str]) -> list[list[int]]:
         """The ids of each text, without BOS/EOS: the one place where the policy meets the tokenizer."""
+        # One thread per call: the runner already runs one bundle per core (workers x harness threads), and the
+        # native threads of encode_batch on top would oversubscribe every core and hold a chunk cache each.
         if self.special_tokens == "allowed":
-            return tok.encode_batch(texts, allowed_special="all", disallowed_special=())
-        return tok.encode_ordinary_batch(texts)
+            return tok.encode_batch(texts, allowed_special="all", disallowed_special=(), num_threads=1)
+        return tok.encode_ordinary_batch(texts, num_threads=1)
 
     @property
     def extra_tokens(self) -> int:

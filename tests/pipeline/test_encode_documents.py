@@ -120,8 +120,8 @@ def test_the_tokenizer_travels_by_reference_and_is_checked_on_the_worker(r50k_fi
     copy.write_bytes(open(r50k_file, "rb").read())
     assert TokenizerRef(str(copy), ref.digest).load().n_vocab == 50257  # the digest is of the tokenizer, not the path
     tiktoken_file = tmp_path / "r50k.tiktoken"
-    tok.to_tiktoken(str(tiktoken_file))  # the same vocabulary, without its special token
-    changed = TokenizerRef(str(tiktoken_file), ref.digest, "r50k")
+    tok.to_tiktoken(str(tiktoken_file))  # OpenAI's r50k_base.tiktoken byte for byte: read with another pre-tokenizer
+    changed = TokenizerRef(str(tiktoken_file), ref.digest, "cl100k")
     with pytest.raises(EncodeError, match="changed since the job started"):
         changed.load()
 
