@@ -123,3 +123,21 @@ def test_gguf_seed_is_a_smaller_loadable_copy(tmp_path):
     assert set(small.special_tokens) == set(full.special_tokens)
     assert set(small.added_tokens) == set(full.added_tokens)
     assert small.decode(small.encode_ordinary("int main() { return 0; }")) == "int main() { return 0; }"
+
+
+def test_pretok_oracle_catches_wrong_threaded_counts(monkeypatch):
+    import bpe_core
+
+    module = harness("pretok")
+    run_or_skip(module.presets)
+    real = bpe_core.count_chunks
+
+    def wrong(texts, pretokenizer, **kwargs):
+        counts = dict(real(texts, pretokenizer, **kwargs))
+        if kwargs.get("backend") != "python":
+            counts[b"planted"] = 1
+        return counts
+
+    monkeypatch.setattr(bpe_core, "count_chunks", wrong)
+    with pytest.raises(AssertionError, match="count_chunks"):
+        module.test_one_input(b"\x41Hello world, 123 times!")
