@@ -14,6 +14,7 @@
 #include <nanobind/nanobind.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -167,7 +168,36 @@ inline nb::bytes utf8_with_gil(const Source& s) {
     return nb::steal<nb::bytes>(b);
 }
 
-enum class DocStatus : uint8_t { kPending = 0, kDone, kBadPiece, kNeedsGil, kFailed };
+enum class DocStatus : uint8_t { kPending = 0, kDone, kBadPiece, kNeedsGil, kFailed, kStopped };
+
+// How often a thread that runs or waits for an encode without the GIL looks for Ctrl-C.
+constexpr auto kSignalPoll = std::chrono::milliseconds(50);
+
+// The check of the thread that called in from Python and released the GIL: every kSignalPoll it takes the GIL
+// and runs the signal handlers (PyErr_CheckSignals: KeyboardInterrupt on Ctrl-C). On an exception it stops, leaves
+// the exception set for raise_if_stopped, and sets `also` (the flag the call's other threads poll), if any.
+class SignalCheck final : public StopCheck {
+  public:
+    explicit SignalCheck(std::atomic<bool>* also = nullptr)
+        : also_(also), next_(std::chrono::steady_clock::now() + kSignalPoll) {}
+    // With the GIL held again: raise the exception that stopped the loops.
+    void raise_if_stopped() {
+        if (stopped()) throw nb::python_error();
+    }
+
+  private:
+    bool check() override {
+        auto now = std::chrono::steady_clock::now();
+        if (now < next_) return false;
+        next_ = now + kSignalPoll;
+        nb::gil_scoped_acquire acquire;
+        if (PyErr_CheckSignals() == 0) return false;
+        if (also_) also_->store(true, std::memory_order_relaxed);
+        return true;
+    }
+    std::atomic<bool>* also_;
+    std::chrono::steady_clock::time_point next_;
+};
 
 // One thread's scratch space.
 struct Scratch {
@@ -196,10 +226,12 @@ inline DocStatus encode_sources(const Encoder& enc, Pretok kind, const Source* s
             out.push_back(static_cast<uint32_t>(s[i].id));
             continue;
         }
+        if (i % kPollPieces == kPollPieces - 1 && stop_requested()) return DocStatus::kStopped;
         const uint8_t* p;
         size_t size;
         if (!utf8_of(s[i], scratch.utf8, &p, &size)) return DocStatus::kNeedsGil;
         if (!encode_bytes(enc, kind, p, size, cache, scratch.ends, out, bad)) return DocStatus::kBadPiece;
+        if (stopped()) return DocStatus::kStopped;
     }
     return DocStatus::kDone;
 }
@@ -230,7 +262,9 @@ inline DocStatus encode_sources_with_gil(const Encoder& enc, Pretok kind, const 
 // Documents encoded by `threads` worker threads, each taking the next document from an atomic index (dynamic:
 // a long document does not hold up the others' share) with its own chunk cache from the pool. The owner waits for
 // documents in order; a failure at document d stops the workers from starting documents after d, so the first
-// failure in input order is always found, as with one thread. The destructor stops and joins the workers.
+// failure in input order is always found, as with one thread. The owner looks for Ctrl-C while it waits; on
+// KeyboardInterrupt the workers stop at their next poll, are joined, and the exception is raised (wait). The
+// destructor stops and joins the workers.
 class ParallelEncode {
   public:
     ParallelEncode(const Encoder& enc, Pretok kind, CachePool& pool, const std::vector<Source>& sources,
@@ -250,15 +284,27 @@ class ParallelEncode {
     ParallelEncode(const ParallelEncode&) = delete;
     ParallelEncode& operator=(const ParallelEncode&) = delete;
 
-    // Doc d's status once it is finished; the GIL is released only while actually waiting.
+    // Doc d's status once it is finished; the GIL is released only while actually waiting, and taken every
+    // kSignalPoll to run the signal handlers: an exception from one (KeyboardInterrupt) stops the workers, joins
+    // them and is raised.
     DocStatus wait(size_t d) {
         uint8_t s = status_[d].load(std::memory_order_acquire);
-        if (s == 0) {
-            nb::gil_scoped_release release;
-            std::unique_lock<std::mutex> lock(mutex_);
-            waiting_.store(true);
-            cv_.wait(lock, [&] { return (s = status_[d].load(std::memory_order_acquire)) != 0; });
-            waiting_.store(false);
+        while (s == 0) {
+            {
+                nb::gil_scoped_release release;
+                std::unique_lock<std::mutex> lock(mutex_);
+                waiting_.store(true);
+                cv_.wait_for(lock, kSignalPoll,
+                             [&] { return (s = status_[d].load(std::memory_order_acquire)) != 0; });
+                waiting_.store(false);
+            }
+            if (s == 0 && PyErr_CheckSignals() != 0) {
+                {
+                    nb::gil_scoped_release release;
+                    stop_all();
+                }
+                throw nb::python_error();
+            }
         }
         return static_cast<DocStatus>(s);
     }
@@ -271,6 +317,8 @@ class ParallelEncode {
 
   private:
     void work() {
+        FlagCheck check(cancel_);
+        StopScope scope(&check);
         std::unique_ptr<CacheLease> cache;
         Scratch scratch;
         try {
@@ -280,7 +328,8 @@ class ParallelEncode {
         }
         while (true) {
             size_t d = next_.fetch_add(1, std::memory_order_relaxed);
-            if (d >= docs_ || d > stop_.load(std::memory_order_relaxed)) break;
+            if (d >= docs_ || d > stop_.load(std::memory_order_relaxed) || cancel_.load(std::memory_order_relaxed))
+                break;
             DocStatus s = DocStatus::kFailed;
             if (cache) {
                 try {
@@ -312,6 +361,7 @@ class ParallelEncode {
     }
     void stop_all() {
         stop_.store(0);
+        cancel_.store(true);
         for (auto& t : workers_)
             if (t.joinable()) t.join();
     }
@@ -328,6 +378,7 @@ class ParallelEncode {
     std::atomic<size_t> next_{0};
     std::atomic<size_t> stop_{~size_t(0)};
     std::atomic<bool> waiting_{false};
+    std::atomic<bool> cancel_{false};  // set by stop_all: workers give up inside a document too
     std::mutex mutex_;
     std::condition_variable cv_;
     std::exception_ptr error_;

@@ -130,6 +130,7 @@ bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::v
     size_t start = out.size();
     if (!(cache && cache->get(p, n, h, out))) {
         if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
+        if (stopped()) return true;  // a partial merge: the caller drops it
         if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
     }
     if (hot && out.size() == start + 1) cache->hot_put(head, tail, n, out.back());
@@ -142,7 +143,9 @@ bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache
     pretok_split(kind, text, n, ends);
     size_t start = 0;
     int missing = -1;
+    size_t count = 0;
     for (size_t end : ends) {
+        if (++count % kPollPieces == 0 && stop_requested()) return true;  // partial: the caller checks stopped()
         if (!encode_piece(text + start, end - start, cache, out, &missing)) {
             bad->data = text + start;
             bad->size = end - start;
@@ -241,7 +244,7 @@ void Encoder::merge_heap(const uint32_t* src, size_t n, std::vector<uint32_t>& o
         std::pop_heap(heap.begin(), heap.end(), greater);
         Entry e = heap.back();
         heap.pop_back();
-        ++pops;
+        if (++pops % kPollPops == 0 && stop_requested()) break;  // partial: the caller checks stopped()
         size_t i = e.pos;
         size_t j = nxt[i];
         if (toks[i] == kGone || j >= n || (uint64_t(toks[i]) << 32 | uint64_t(toks[j])) != e.key) continue;

@@ -4,6 +4,7 @@
 // separate state, one per thread (CachePool keeps them between calls).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -20,6 +21,51 @@ namespace bpe {
 constexpr size_t kScanLimit = 64;
 // As tokenizer.CHUNK_CACHE_LIMIT: the cache is cleared when it holds this many pieces.
 constexpr size_t kChunkCacheLimit = size_t(1) << 18;
+
+// Asked by long loops (every kPollPieces pieces, every kPollPops heap pops of a long merge) whether to give up:
+// Ctrl-C while a native call runs. A thread installs its check with StopScope; the answer is sticky (stopped()),
+// and a stopped loop leaves a partial result that its caller throws away (and never caches).
+class StopCheck {
+  public:
+    bool poll() { return stopped_ || (stopped_ = check()); }
+    bool stopped() const { return stopped_; }
+
+  protected:
+    ~StopCheck() = default;
+    virtual bool check() = 0;
+
+  private:
+    bool stopped_ = false;
+};
+
+inline thread_local StopCheck* t_stop_check = nullptr;
+inline bool stop_requested() { return t_stop_check && t_stop_check->poll(); }
+inline bool stopped() { return t_stop_check && t_stop_check->stopped(); }
+
+// Installs a check on this thread for one scope.
+class StopScope {
+  public:
+    explicit StopScope(StopCheck* check) : previous_(t_stop_check) { t_stop_check = check; }
+    ~StopScope() { t_stop_check = previous_; }
+    StopScope(const StopScope&) = delete;
+    StopScope& operator=(const StopScope&) = delete;
+
+  private:
+    StopCheck* previous_;
+};
+
+// A worker's check: a flag set by the thread that waits for it.
+class FlagCheck final : public StopCheck {
+  public:
+    explicit FlagCheck(const std::atomic<bool>& flag) : flag_(flag) {}
+
+  private:
+    bool check() override { return flag_.load(std::memory_order_relaxed); }
+    const std::atomic<bool>& flag_;
+};
+
+constexpr size_t kPollPieces = 1024;
+constexpr uint64_t kPollPops = uint64_t(1) << 16;
 
 struct MergeStats {
     uint64_t pushes = 0;

@@ -201,11 +201,14 @@ class PyEncoder {
         std::string bad;
         CacheLease cache(pool_);
         DocStatus s;
+        SignalCheck check;
         {
             std::optional<nb::gil_scoped_release> release;
-            if (units_of(sources, 0, sources.size()) >= kReleaseGil) release.emplace();
+            std::optional<StopScope> scope;
+            if (units_of(sources, 0, sources.size()) >= kReleaseGil) release.emplace(), scope.emplace(&check);
             s = encode_sources(*enc_, kind, sources.data(), sources.size(), cache.get(), scratch, out, &bad);
         }
+        check.raise_if_stopped();
         if (s == DocStatus::kNeedsGil)
             s = encode_sources_with_gil(*enc_, kind, sources.data(), sources.size(), cache.get(), scratch, out, &bad);
         if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
@@ -286,6 +289,7 @@ class PyEncoder {
         std::vector<size_t> starts;
         std::vector<DocStatus> status;
         std::string bad;
+        SignalCheck check;
         for (size_t begin = 0; begin < n;) {
             size_t end = begin, units = 0;
             while (end < n && (end == begin || units < kChunkUnits)) units += units_of(sources, bounds[end], bounds[end + 1]), ++end;
@@ -294,8 +298,9 @@ class PyEncoder {
             status.clear();
             {
                 std::optional<nb::gil_scoped_release> release;
-                if (units >= kReleaseGil) release.emplace();
-                for (size_t d = begin; d < end; ++d) {
+                std::optional<StopScope> scope;
+                if (units >= kReleaseGil) release.emplace(), scope.emplace(&check);
+                for (size_t d = begin; d < end && !stopped(); ++d) {
                     DocStatus s = encode_sources(*enc_, kind, sources.data() + bounds[d], bounds[d + 1] - bounds[d],
                                                  cache.get(), scratch, out, &bad);
                     if (s == DocStatus::kNeedsGil) out.resize(starts.back());
@@ -304,6 +309,7 @@ class PyEncoder {
                     if (s == DocStatus::kBadPiece) break;
                 }
             }
+            check.raise_if_stopped();
             for (size_t i = 0; i < status.size(); ++i) {
                 doc_ids.assign(out.begin() + starts[i], out.begin() + starts[i + 1]);
                 set_doc(result, begin + i, status[i], sources, bounds, kind, doc_ids, bad);
@@ -345,7 +351,10 @@ class PyChunkCounter {
         std::mutex mutex;
         std::atomic<size_t> next{0};
         std::atomic<bool> stop{false};
+        SignalCheck caller_check(&stop);  // the calling thread (worker 0) runs the signal handlers
         auto work = [&](size_t w) {
+            FlagCheck flag_check(stop);
+            StopScope scope(w == 0 ? static_cast<StopCheck*>(&caller_check) : &flag_check);
             try {
                 Scratch scratch;
                 CountMap& map = *maps_[w];
@@ -358,6 +367,7 @@ class PyChunkCounter {
                         continue;
                     }
                     count(p, size, scratch.ends, map);
+                    if (stop_requested()) break;
                 }
             } catch (...) {
                 std::lock_guard<std::mutex> lock(mutex);
@@ -377,6 +387,7 @@ class PyChunkCounter {
             work(0);
             for (auto& t : workers) t.join();
         }
+        caller_check.raise_if_stopped();  // the counts are partial: the caller's counter is dropped
         if (error) std::rethrow_exception(error);
         std::sort(needs_gil.begin(), needs_gil.end());
         std::vector<size_t> ends;
@@ -409,8 +420,9 @@ class PyChunkCounter {
     void count(const uint8_t* p, size_t n, std::vector<size_t>& ends, CountMap& map) const {
         ends.clear();
         pretok_split(kind_, p, n, ends);
-        size_t start = 0;
+        size_t start = 0, pieces = 0;
         for (size_t end : ends) {
+            if (++pieces % (64 * kPollPieces) == 0 && stop_requested()) return;
             map.add(p + start, end - start);
             start = end;
         }
