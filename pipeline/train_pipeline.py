@@ -127,7 +127,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         manifest["count_seconds"] = round(time.perf_counter() - t0, 3)
         reporter.stage("count", seconds=manifest["count_seconds"], **_summary(stats))
     manifest.update({k: stats[k] for k in ("documents_read", "documents_counted", "dead_letters")}, stats=stats)
-    if stats["documents_counted"] == 0:
+    if stats["documents_counted"] == 0 and not job.counts_only:  # --counts-only keeps them, to be looked at
         raise CorpusError(
             f"no document could be read: all {stats['dead_letters']:,} were dead letters (reasons in "
             f"{join(job.out, 'dead_letters')}); check --format ({job.corpus.format} here), --text-field / --text-column "

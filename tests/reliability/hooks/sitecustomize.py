@@ -38,10 +38,10 @@ def _install() -> None:
 
     count_chunks = bpe_core.count_chunks
 
-    def counting(texts, pretokenizer):
+    def counting(texts, pretokenizer, **kwargs):
         texts = list(texts)
         _maybe_die(texts)
-        return count_chunks(texts, pretokenizer)
+        return count_chunks(texts, pretokenizer, **kwargs)
 
     bpe_core.count_chunks = counting  # what pipeline.count_chunks calls (attribute lookup at call time)
     encode_ordinary_batch = Tokenizer.encode_ordinary_batch
