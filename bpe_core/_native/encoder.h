@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pretok.h"
@@ -181,12 +182,17 @@ struct BadPiece {
     size_t size = 0;
 };
 
+// The merges of a rank-only vocabulary: every split of a token into two tokens, as (left << 32 | right, id << 32 |
+// id). Of tokens with the same bytes, the first in vocab order is the left or right part (as BytesMap keeps the
+// first), and the last one's pairs come last (a map filled in this order keeps it: as one filled in vocab order).
+std::vector<std::pair<uint64_t, uint64_t>> rank_only_pairs(const std::vector<std::pair<uint32_t, std::string_view>>& vocab);
+
 class Encoder {
   public:
-    // vocab: (id, bytes) of the BPE vocabulary (special and added tokens excluded).
+    // vocab: (id, bytes) of the BPE vocabulary (special and added tokens excluded); the bytes are read here only.
     // pair_values: (left << 32 | right) -> rank << 32 | merged id for a merge list; empty with rank_only for
     // a rank-only vocabulary, where a pair merges iff the concatenated bytes are a token (rank == id).
-    Encoder(const std::vector<std::pair<uint32_t, std::string>>& vocab,
+    Encoder(const std::vector<std::pair<uint32_t, std::string_view>>& vocab,
             const std::vector<std::pair<uint64_t, uint64_t>>& pair_values, bool rank_only, bool ignore_merges);
 
     // Append the ids of one piece to out. Returns false (and fills missing_byte) if a byte has no token.

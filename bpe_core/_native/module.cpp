@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -158,12 +159,14 @@ Scratch& thread_scratch() {
 class PyEncoder {
   public:
     PyEncoder(nb::handle vocab, nb::handle pair_values, bool ignore_merges) {
-        std::vector<std::pair<uint32_t, std::string>> tokens;
+        std::vector<std::pair<uint32_t, std::string_view>> tokens;  // into the bytes objects in `owners`
+        std::vector<nb::object> owners;  // (the dict could change while the GIL is released below)
         std::vector<std::pair<uint64_t, uint64_t>> pairs;
         PyObject *key, *value;
         Py_ssize_t pos = 0;
         if (!PyDict_Check(vocab.ptr())) throw nb::type_error("vocab must be a dict of id -> bytes");
         tokens.reserve(PyDict_Size(vocab.ptr()));
+        owners.reserve(PyDict_Size(vocab.ptr()));
         while (PyDict_Next(vocab.ptr(), &pos, &key, &value)) {
             unsigned long long id = PyLong_AsUnsignedLongLong(key);
             if (PyErr_Occurred() || id >= 0xFFFFFFFFull || !PyBytes_Check(value)) {
@@ -171,7 +174,8 @@ class PyEncoder {
                 throw nb::value_error("the native encoder takes token ids below 2**32 - 1 with bytes values");
             }
             tokens.emplace_back(static_cast<uint32_t>(id),
-                                std::string(PyBytes_AS_STRING(value), size_t(PyBytes_GET_SIZE(value))));
+                                std::string_view(PyBytes_AS_STRING(value), size_t(PyBytes_GET_SIZE(value))));
+            owners.push_back(nb::borrow(value));
         }
         bool rank_only = pair_values.is_none();
         if (!rank_only) {
@@ -184,8 +188,10 @@ class PyEncoder {
                 pairs.emplace_back(k, v);
             }
         }
-        nb::gil_scoped_release release;
-        enc_ = std::make_unique<Encoder>(tokens, pairs, rank_only, ignore_merges);
+        {
+            nb::gil_scoped_release release;
+            enc_ = std::make_unique<Encoder>(tokens, pairs, rank_only, ignore_merges);
+        }
     }
 
     // The ids of one request on the calling thread: a whole text (str or bytes), split by `kind`, or a sequence of

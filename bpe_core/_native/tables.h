@@ -72,6 +72,7 @@ class U64Map {
         }
     }
     V* find(uint64_t key) { return const_cast<V*>(static_cast<const U64Map*>(this)->find(key)); }
+    void prefetch(uint64_t key) const { __builtin_prefetch(&slots_[index(key)]); }
 
     // The value for key, default-constructed if absent.
     V& operator[](uint64_t key) {
@@ -137,7 +138,10 @@ class BytesMap {
     static constexpr uint32_t kMissing = ~uint32_t(0);
     static constexpr size_t kMaxEntries = (size_t(1) << 24) - 1;
 
-    explicit BytesMap(size_t expected = 0) { rehash(table_capacity(expected)); }
+    explicit BytesMap(size_t expected = 0) {
+        entries_.reserve(expected);
+        rehash(table_capacity(expected));
+    }
 
     uint32_t find(const uint8_t* p, size_t n) const { return find_hashed(p, n, hash_bytes(p, n)); }
 
