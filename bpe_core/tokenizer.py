@@ -357,11 +357,29 @@ class Tokenizer:
                 raise IndexError
             return b"".join([table[i] for i in ids])  # type: ignore[misc]
         except (IndexError, TypeError):
-            bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(table) and table[i] is not None)]
-            raise ValueError(
-                f"token ids not in this vocabulary: {bad[:10]}{' ...' if len(bad) > 10 else ''} "
-                f"(ids run from 0 to {len(table) - 1})"
-            ) from None
+            pass
+        return self._decode_checked(ids)
+
+    def _decode_checked(self, ids: Sequence) -> bytes:
+        """decode_bytes where the fast path failed: integers of any kind (numpy's: operator.index) are ids; a
+        non-integer is a TypeError, an id without a token a ValueError naming it (outside the range, or a hole in
+        it: cl100k has no token 100256)."""
+        from bpe_core.stream import as_token_id
+
+        table = self._id_to_bytes
+        ids = [as_token_id(i) for i in ids]
+        for i in ids:
+            if not isinstance(i, int):
+                raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})")
+        bad = [i for i in ids if not (0 <= i < len(table) and table[i] is not None)]
+        if not bad:
+            return b"".join([table[i] for i in ids])  # type: ignore[misc]
+        holes = [i for i in bad if 0 <= i < len(table)]
+        detail = f"ids run from 0 to {len(table) - 1}"
+        if holes:
+            some = ", ".join(map(str, holes[:10])) + (" ..." if len(holes) > 10 else "")
+            detail = f"{'id' if len(holes) == 1 else 'ids'} {some} {'has' if len(holes) == 1 else 'have'} no token; {detail}"
+        raise ValueError(f"token ids not in this vocabulary: {bad[:10]}{' ...' if len(bad) > 10 else ''} ({detail})")
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``)."""

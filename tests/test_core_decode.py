@@ -19,13 +19,28 @@ def test_decode_and_token_bytes():
     assert tok.token_bytes(100257) == b"<|endoftext|>"
 
 
-@pytest.mark.parametrize("bad", [[-1], [10**9], [100256 + 100], [1, "x"]])
+@pytest.mark.parametrize("bad", [[-1], [10**9], [100256 + 100]])
 def test_unknown_ids_raise_a_value_error_naming_them(bad):
     tok = ours_openai("cl100k")
     with pytest.raises(ValueError, match="not in this vocabulary"):
         tok.decode(bad)
     with pytest.raises(ValueError, match=str(bad[-1])):
         tok.token_bytes(bad[-1])
+
+
+@pytest.mark.parametrize("backend", ["python", "native"])
+def test_decode_names_non_integers_and_ids_without_a_token(backend):
+    np = pytest.importorskip("numpy")
+    tok = ours_openai("cl100k").use_backend(backend)
+    for bad in ([1, "x"], ["1"], [2.0], [None]):
+        with pytest.raises(TypeError, match="must be integers"):
+            tok.decode(bad)
+    with pytest.raises(ValueError, match=r"not in this vocabulary: \[100256\] \(id 100256 has no token"):
+        tok.decode([15339, 100256])  # cl100k's hole: inside the range of ids
+    assert tok.decode_bytes([np.int64(15339), np.uint32(1917)]) == b"hello world"
+    assert tok.decode_bytes(iter([np.int32(15339), 1917])) == b"hello world"
+    with pytest.raises(ValueError, match=r"not in this vocabulary: \[-1\]"):
+        tok.decode_bytes([np.int64(15339), np.int64(-1)])  # the numpy id is valid, the negative one named
 
 
 def test_gaps_in_ids_are_unknown():
