@@ -157,7 +157,9 @@ class Tokenizer:
         from bpe_core.stream import as_token_id
 
         token_id = as_token_id(token_id)
-        if isinstance(token_id, int) and 0 <= token_id < len(self._id_to_bytes):
+        if not isinstance(token_id, int):
+            raise TypeError(f"token ids must be integers, got {token_id!r} ({type(token_id).__name__})")
+        if 0 <= token_id < len(self._id_to_bytes):
             data = self._id_to_bytes[token_id]
             if data is not None:
                 return data

@@ -86,7 +86,9 @@ def test_bad_ids_raise_naming_them_and_leave_the_decoder_as_it_was(backend, reli
             dec = StreamingDecoder(tok)
             assert dec.step(euro[0]) == ""
             before = dec.pending
-            with pytest.raises(ValueError, match="not in this vocabulary") as err:
+            integer = isinstance(bad, (int, np.integer))  # a non-integer is a TypeError, a missing id a ValueError
+            expected = (ValueError, "not in this vocabulary") if integer else (TypeError, "must be integers")
+            with pytest.raises(expected[0], match=expected[1]) as err:
                 dec.step(bad) if call == "step" else dec.feed([euro[1], bad, euro[2]])
             if call == "step":
                 assert str(bad) in str(err.value) or repr(bad) in str(err.value), err.value
@@ -97,7 +99,7 @@ def test_bad_ids_raise_naming_them_and_leave_the_decoder_as_it_was(backend, reli
     assert "".join(dec.step(i) for i in numpy_ids) + dec.flush() == "naïve ☕"  # a model's ids are numpy ints
     reliability.row(AREA, f"{backend}: {len(BAD_IDS)} bad ids (negative, in a gap of the vocabulary, past its end, "
                     "2^31, 2^63, 2^64, a float, strings, None, numpy uint64) fed by step() and inside feed()",
-                    "ValueError naming the id; the decoder keeps its held-back bytes and goes on as if the call never "
+                    "ValueError naming the id (TypeError for a non-integer); the decoder keeps its held-back bytes and goes on as if the call never "
                     "happened; numpy integer ids are ids", inputs=2 * len(BAD_IDS))  # fmt: skip
 
 
