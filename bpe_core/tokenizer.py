@@ -493,7 +493,8 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         pre = self.pretokenizer.describe() if self.pretokenizer else "no pre-tokenizer"
-        return f"<Tokenizer {self.name or ''} {self.kind}, n_vocab={self.n_vocab}, {pre}>"
+        name = f"{self.name} " if self.name else ""
+        return f"<Tokenizer {name}{self.kind}, n_vocab={self.n_vocab}, {pre}>"
 
 
 def _as_text(text: object) -> Text:
