@@ -13,6 +13,7 @@ unique and the vocabulary exports to tiktoken files.
 from __future__ import annotations
 
 import heapq
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -135,6 +136,14 @@ def train(
         loop = _MergeLoop(words, counts, tie_break)
         loop.run(budget, max(1, min_frequency), progress)
         merges, token_bytes = loop.merges, loop.token_bytes
+    if len(merges) < budget:
+        warnings.warn(
+            f"bpe_core.train: stopped at {len(merges):,} merges (n_vocab {256 + len(merges) + len(specials):,}) of the "
+            f"{budget:,} that vocab_size={vocab_size:,} asks for: no pair of tokens occurs {max(1, min_frequency)} "
+            "times or more any more. Train on more text or lower min_frequency",
+            UserWarning,
+            stacklevel=2,
+        )
     vocab = dict(enumerate(token_bytes))
     next_id = len(vocab)
     special_ids = {text: next_id + i for i, text in enumerate(specials)}

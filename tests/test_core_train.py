@@ -128,3 +128,10 @@ def test_ids_tie_break_reproduces_rustbpe(docs_counts):
     ours = bpe_core.train(docs_counts, 8192, min_frequency=1, tie_break="ids")
     assert len(ranks) == 8192
     assert {ours.token_bytes(i): i for i in range(8192)} == ranks
+
+
+def test_a_vocabulary_smaller_than_asked_warns_saying_why():
+    counts = bpe_core.count_chunks(["low lower lowest"] * 5, "cl100k")
+    with pytest.warns(UserWarning, match=r"stopped at \d+ merges .* no pair of tokens occurs 2 times or more"):
+        tok = bpe_core.train(counts, 400, min_frequency=2)
+    assert tok.n_vocab < 400
