@@ -74,6 +74,15 @@ def write_jsonl(path: Path, docs: list[str], *, extra: list[bytes] = ()) -> Path
     return write_bytes(path, data)
 
 
+def is_utf8(data: bytes) -> bool:
+    """True if ``data`` decodes as UTF-8 (what the readers accept as text)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def write_bytes(path: Path, data: bytes) -> Path:
     if str(path).endswith(".gz"):
         data = gzip.compress(data, mtime=0)

@@ -22,7 +22,7 @@ from bpe_core.formats.artifact import dumps_artifact
 from bpe_core.formats.huggingface import dumps_huggingface
 from bpe_core.formats.tiktoken_file import dumps_tiktoken
 
-from .lib import FULL
+from .lib import FULL, is_utf8
 
 AREA = "fuzzing"
 
@@ -264,7 +264,7 @@ def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reli
         if data.endswith(b"\n"):
             lines.pop()
         for line in lines:
-            ok = len(line) <= limit and _utf8(line)
+            ok = len(line) <= limit and is_utf8(line)
             expected.append((position, line.decode() if ok else None))
             position += len(line) + 1
         assert sorted(got, key=lambda t: t[0]) == expected
@@ -276,9 +276,3 @@ def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reli
                     examples=len(ran), budget=budget(300), inputs=len(ran))  # fmt: skip
 
 
-def _utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

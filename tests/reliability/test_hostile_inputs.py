@@ -23,7 +23,7 @@ from pipeline.cli import main
 from pipeline.counts_io import load_counts
 from pipeline.encode_shard_io import find_document, iter_documents
 
-from .lib import FULL, MIB, write_bytes
+from .lib import FULL, MIB, is_utf8, write_bytes
 
 AREA = "hostile inputs"
 CAP = (16 if FULL else 4) * MIB  # --max-document-bytes in these runs (FULL: room for a 10 MiB run)
@@ -266,8 +266,8 @@ def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, r
     jquery_lines = jquery.read_bytes().split(b"\n")
     if jquery_lines[-1] == b"":
         jquery_lines.pop()
-    expected_good = texts + [line.decode() for line in lines + jquery_lines if _utf8(line)]
-    bad_lines = sum(1 for line in lines + jquery_lines if not _utf8(line))
+    expected_good = texts + [line.decode() for line in lines + jquery_lines if is_utf8(line)]
+    bad_lines = sum(1 for line in lines + jquery_lines if not is_utf8(line))
     tok = ours_openai("r50k")
     for name, fmt, inputs in (("j", "jsonl", [jsonl]), ("t", "text", [text, jquery])):
         flags = ["--format", fmt, "--range-bytes", "65536"] + [a for p in inputs for a in ("--input", str(p))]
@@ -306,14 +306,6 @@ def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, r
                     "nothing crashes, hangs or is lost: counts equal bpe_core.count_chunks; every encoded document "
                     "decodes to its text; dead letters only for invalid UTF-8 and (with --verify) lone surrogates",
                     inputs=len(cases) + 1, dead_letters=len(dead))  # fmt: skip
-
-
-def _utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _has_lone_surrogate(text: str) -> bool:
