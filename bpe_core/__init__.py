@@ -8,6 +8,7 @@
 
 from bpe_core._versions import BEAM_BPE_VERSION as __version__
 from bpe_core.errors import TokenizerFileError
+from bpe_core.flat import InvalidTextError
 from bpe_core.presets import preset_names
 from bpe_core.pretokenize import PreTokenizer
 from bpe_core.stream import StreamingDecoder
@@ -18,6 +19,7 @@ from bpe_core.vocab import VocabularyError
 __all__ = [
     "TIE_BREAKS",
     "ChunkCounts",
+    "InvalidTextError",
     "PreTokenizer",
     "StreamingDecoder",
     "Tokenizer",

@@ -240,6 +240,37 @@ class Tokenizer:
             return self._native_batch(texts, frozenset(), frozenset(), threads)
         return [self.encode_ordinary(t) for t in texts]
 
+    def encode_ordinary_flat(self, texts, *, num_threads: int | None = None):
+        """``encode_ordinary_batch`` as two NumPy arrays ``(ids, offsets)``: text i is ``ids[offsets[i]:offsets[i+1]]``;
+        ``texts`` a list of str or a pyarrow string array, read in place (see :mod:`bpe_core.flat`).
+
+        >>> ids, offsets = tok.encode_ordinary_flat(["hello world", "hi"])  # doctest: +SKIP
+        """
+        from bpe_core import flat
+
+        return flat.encode_ordinary_flat(self, texts, num_threads=num_threads)
+
+    def encode_flat(
+        self,
+        texts,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+        num_threads: int | None = None,
+    ):
+        """``encode_batch`` (the same special-token policy) as two NumPy arrays ``(ids, offsets)``."""
+        from bpe_core import flat
+
+        return flat.encode_flat(
+            self, texts, allowed_special=allowed_special, disallowed_special=disallowed_special, num_threads=num_threads
+        )
+
+    def decode_flat(self, ids, offsets, *, errors: str = "replace") -> list[str]:
+        """The inverse of :meth:`encode_flat`: one str per text, ``decode(ids[offsets[i]:offsets[i+1]])``."""
+        from bpe_core import flat
+
+        return flat.decode_flat(self, ids, offsets, errors=errors)
+
     def _native_batch(
         self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
     ) -> list[list[int]]:

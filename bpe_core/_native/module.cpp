@@ -20,6 +20,7 @@
 
 #include "batch.h"
 #include "encoder.h"
+#include "flat.h"
 #include "pretok.h"
 #include "trainer.h"
 
@@ -255,6 +256,46 @@ class PyEncoder {
         return owner;
     }
 
+    // (ids, offsets) of whole texts (str or bytes) split by `kind` (flat.h): ids uint32, or uint16 unless `wide`.
+    nb::object encode_flat(nb::handle texts, nb::handle kind_name, size_t num_threads, bool wide) {
+        Pretok kind = parse_kind(kind_name);
+        if (kind == Pretok::kNone) throw nb::value_error("encode_flat needs a hand-written pre-tokenizer name");
+        nb::object outer = nb::steal(sequence_tuple(texts, "texts"));
+        size_t n = static_cast<size_t>(PyTuple_GET_SIZE(outer.ptr()));
+        std::vector<Source> docs;
+        docs.reserve(n);
+        for (size_t d = 0; d < n; ++d) docs.push_back(text_source(PyTuple_GET_ITEM(outer.ptr(), d), true));
+        return run_flat(docs, kind, num_threads, wide);
+    }
+
+    // The same for an Arrow string array given by its buffers' addresses (the caller keeps the array alive):
+    // `n + 1` offsets of `width` bytes (4 or 8) and `data_size` bytes of data. Every element is checked first
+    // (validate_utf8_offsets); a bad one gives (None, index, problem, byte offset) instead of (ids, offsets).
+    nb::object encode_flat_arrow(uintptr_t offsets, int width, uintptr_t data, size_t data_size, size_t n,
+                                 nb::handle kind_name, size_t num_threads, bool wide) {
+        Pretok kind = parse_kind(kind_name);
+        if (kind == Pretok::kNone) throw nb::value_error("encode_flat needs a hand-written pre-tokenizer name");
+        if (width != 4 && width != 8) throw nb::value_error("Arrow offsets are 4 or 8 bytes wide");
+        if (n > 0 && (!offsets || (!data && data_size))) throw nb::value_error("null Arrow buffer address");
+        const void* off = reinterpret_cast<const void*>(offsets);
+        const uint8_t* bytes = reinterpret_cast<const uint8_t*>(data);
+        std::string problem;
+        int64_t bad = -1, at = 0;
+        {
+            nb::gil_scoped_release release;
+            bad = validate_utf8_offsets(off, width, bytes, data_size, n, &problem, &at);
+        }
+        if (bad >= 0) return nb::make_tuple(nb::none(), bad, problem, at);
+        std::vector<Source> docs(n);
+        for (size_t d = 0; d < n; ++d) {
+            int64_t a = arrow_offset(off, width, d), b = arrow_offset(off, width, d + 1);
+            docs[d].data = bytes + a;
+            docs[d].length = static_cast<size_t>(b - a);
+            docs[d].whole = true;
+        }
+        return run_flat(docs, kind, num_threads, wide);
+    }
+
     // BPE of one piece's bytes without cache or whole-piece lookup, with the heap's work: (ids, pushes, pops).
     nb::object merge_bytes(nb::bytes data, bool with_stats) {
         std::vector<uint32_t> out;
@@ -271,6 +312,47 @@ class PyEncoder {
     size_t pair_count() const { return enc_->pair_count(); }
 
   private:
+    // encode_flat's work: the documents on threads without the GIL, then (with it) the documents whose str needs
+    // Python's surrogate rules, the first byte without a token in input order, and the two arrays.
+    nb::object run_flat(const std::vector<Source>& docs, Pretok kind, size_t num_threads, bool wide) {
+        size_t n = docs.size();
+        size_t units = units_of(docs, 0, n);
+        size_t threads = n ? threads_for(num_threads, n, units) : 1;
+        FlatRun run;
+        std::atomic<bool> cancel{false};
+        SignalCheck check(&cancel);
+        {
+            nb::gil_scoped_release release;
+            encode_flat_blocks(*enc_, kind, pool_, docs, threads, units, run, &check, cancel);
+        }
+        check.raise_if_stopped();
+        std::vector<std::pair<size_t, std::vector<uint32_t>>> late;
+        std::string bad;
+        for (size_t d = 0; d < n; ++d) {
+            DocStatus s = static_cast<DocStatus>(run.status[d]);
+            if (s == DocStatus::kNeedsGil) {
+                CacheLease cache(pool_);
+                late.emplace_back(d, std::vector<uint32_t>());
+                s = encode_sources_with_gil(*enc_, kind, &docs[d], 1, cache.get(), thread_scratch(),
+                                            late.back().second, &bad);
+                run.counts[d] = static_cast<int64_t>(late.back().second.size());
+            } else if (s == DocStatus::kBadPiece) {
+                for (const FlatBlock& b : run.blocks)
+                    if (b.bad_doc == static_cast<int64_t>(d)) bad = b.bad_piece;
+            } else if (s != DocStatus::kDone) {
+                throw std::runtime_error("encode_flat: a document was not encoded (internal error)");
+            }
+            if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
+        }
+        int64_t* offsets = new int64_t[n + 1];
+        offsets[0] = 0;
+        for (size_t d = 0; d < n; ++d) offsets[d + 1] = offsets[d] + run.counts[d];
+        nb::object offsets_array = owned_array(offsets, n + 1);
+        nb::object ids = wide ? assemble_flat<uint32_t>(run, late, offsets[n])
+                              : assemble_flat<uint16_t>(run, late, offsets[n]);
+        return nb::make_tuple(ids, offsets_array);
+    }
+
     // Put doc d's list into result (finishing it with the GIL if its str needs Python's surrogate rules), or
     // raise the reference's error for a byte without a token.
     void set_doc(PyObject* result, size_t d, DocStatus s, const std::vector<Source>& sources,
@@ -523,6 +605,48 @@ class Decoder {
         return nb::steal(b);
     }
 
+    // One str per document of flat ids (uint16 or uint32) and int64 offsets (decode_flat): (list, -1), or
+    // (None, d) where document d holds an id without a token (the caller raises the reference's message for it).
+    nb::object decode_flat(nb::ndarray<nb::ndim<1>, nb::c_contig, nb::device::cpu> ids,
+                           nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> offsets,
+                           const std::string& errors) const {
+        const bool narrow = ids.dtype() == nb::dtype<uint16_t>();
+        if (!narrow && ids.dtype() != nb::dtype<uint32_t>()) throw nb::type_error("ids must be uint16 or uint32");
+        const size_t n_ids = ids.shape(0), n_off = offsets.shape(0);
+        if (n_off == 0) throw nb::value_error("offsets must hold at least one value (len(texts) + 1 of them)");
+        const int64_t* off = offsets.data();
+        for (size_t i = 0; i < n_off; ++i) {
+            if (off[i] < 0 || static_cast<uint64_t>(off[i]) > n_ids || (i > 0 && off[i] < off[i - 1]))
+                throw nb::value_error(("offsets must rise from 0 to at most len(ids) = " + std::to_string(n_ids) +
+                                       "; offsets[" + std::to_string(i) + "] = " + std::to_string(off[i]))
+                                          .c_str());
+        }
+        const void* data = ids.data();
+        auto id_at = [&](size_t k) -> uint32_t {
+            return narrow ? static_cast<const uint16_t*>(data)[k] : static_cast<const uint32_t*>(data)[k];
+        };
+        for (size_t d = 0; d + 1 < n_off; ++d)
+            for (int64_t k = off[d]; k < off[d + 1]; ++k) {
+                uint32_t id = id_at(static_cast<size_t>(k));
+                if (id >= flags_.size() || !(flags_[id] & kValid)) return nb::make_tuple(nb::none(), d);
+            }
+        PyObject* list = PyList_New(static_cast<Py_ssize_t>(n_off - 1));
+        if (!list) throw nb::python_error();
+        nb::object owner = nb::steal(list);
+        std::string buf;
+        for (size_t d = 0; d + 1 < n_off; ++d) {
+            buf.clear();
+            for (int64_t k = off[d]; k < off[d + 1]; ++k) {
+                uint32_t id = id_at(static_cast<size_t>(k));
+                buf.append(arena_, offsets_[id], offsets_[id + 1] - offsets_[id]);
+            }
+            PyObject* text = PyUnicode_DecodeUTF8(buf.data(), static_cast<Py_ssize_t>(buf.size()), errors.c_str());
+            if (!text) throw nb::python_error();
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(d), text);
+        }
+        return nb::make_tuple(owner, -1);
+    }
+
     bool is_special(uint32_t id) const { return flags_[id] & kSpecial; }
     const std::string& arena() const { return arena_; }
     size_t offset(uint32_t id) const { return offsets_[id]; }
@@ -587,6 +711,20 @@ class StreamState {
     bool skip_special_;
     std::string pending_;
 };
+
+// Arrow string buffers checked as encode_flat_arrow checks them: (-1, "", 0), or (index, problem, byte offset).
+nb::tuple validate_arrow_strings(uintptr_t offsets, int width, uintptr_t data, size_t data_size, size_t n) {
+    if (width != 4 && width != 8) throw nb::value_error("Arrow offsets are 4 or 8 bytes wide");
+    if (n > 0 && (!offsets || (!data && data_size))) throw nb::value_error("null Arrow buffer address");
+    std::string problem;
+    int64_t bad = -1, at = 0;
+    {
+        nb::gil_scoped_release release;
+        bad = validate_utf8_offsets(reinterpret_cast<const void*>(offsets), width,
+                                    reinterpret_cast<const uint8_t*>(data), data_size, n, &problem, &at);
+    }
+    return nb::make_tuple(bad, problem, at);
+}
 
 // ------------------------------------------------------------------------------------------ trainer
 
@@ -696,6 +834,11 @@ NB_MODULE(_core, m) {
         .def("encode", &PyEncoder::encode, nb::arg("request"), nb::arg("kind").none())
         .def("encode_batch", &PyEncoder::encode_batch, nb::arg("requests"), nb::arg("kind").none(),
              nb::arg("num_threads"))
+        .def("encode_flat", &PyEncoder::encode_flat, nb::arg("texts"), nb::arg("kind"), nb::arg("num_threads"),
+             nb::arg("wide"))
+        .def("encode_flat_arrow", &PyEncoder::encode_flat_arrow, nb::arg("offsets"), nb::arg("width"),
+             nb::arg("data"), nb::arg("data_size"), nb::arg("n"), nb::arg("kind"), nb::arg("num_threads"),
+             nb::arg("wide"))
         .def("merge_bytes", &PyEncoder::merge_bytes, nb::arg("data"), nb::arg("with_stats") = false)
         .def("clear_cache", &PyEncoder::clear_cache)
         .def_prop_ro("cache_size", &PyEncoder::cache_size)
@@ -708,7 +851,8 @@ NB_MODULE(_core, m) {
 
     nb::class_<Decoder>(m, "Decoder")
         .def(nb::init<nb::handle, nb::handle>())
-        .def("decode_bytes", &Decoder::decode_bytes);
+        .def("decode_bytes", &Decoder::decode_bytes)
+        .def("decode_flat", &Decoder::decode_flat, nb::arg("ids"), nb::arg("offsets"), nb::arg("errors"));
 
     nb::class_<StreamState>(m, "StreamState")
         .def(nb::init<const Decoder&, std::string, bool>(), nb::keep_alive<1, 2>())
@@ -717,6 +861,8 @@ NB_MODULE(_core, m) {
         .def("flush", &StreamState::flush)
         .def_prop_ro("pending", &StreamState::pending);
 
+    m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
+          nb::arg("data_size"), nb::arg("n"));
     m.def("train_sizes", &train_sizes);
     m.def("estimate_train_memory", &estimate_train_memory);
     m.def("train", &train, nb::arg("chunk_counts"), nb::arg("budget"), nb::arg("min_count"), nb::arg("tie_break"),
