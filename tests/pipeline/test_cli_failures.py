@@ -18,8 +18,8 @@ import pytest
 from conftest import corpus, ours_openai
 from pipeline_testlib import manifest, run_cli, write_jsonl
 
-import pipeline.read_corpus
-from pipeline.cli_common import VERBOSE_ENV
+import pipeline.corpus.read
+from pipeline.cli.common import VERBOSE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "tests" / "reliability" / "hooks"  # sitecustomize.py: kills the worker reading a KILL-ME document
@@ -53,14 +53,14 @@ def args_for(command: str, inputs: list[Path], tokenizer: str, out: Path) -> lis
 
 
 def fail_at_range(monkeypatch, index: int, error: type[Exception]) -> None:
-    real = pipeline.read_corpus.read_range
+    real = pipeline.corpus.read.read_range
 
     def read_range(rng, spec):
         if rng.index == index:
             raise error(f"{FAULT}: ReadCorpus raises at range {index}")
         return real(rng, spec)
 
-    monkeypatch.setattr(pipeline.read_corpus, "read_range", read_range)
+    monkeypatch.setattr(pipeline.corpus.read, "read_range", read_range)
 
 
 def last_line(err: str) -> str:
@@ -127,7 +127,7 @@ def test_a_library_command_keeps_its_traceback(tokenizer, monkeypatch):
 
 FAILING_CLI = """
 import sys
-import pipeline.read_corpus as rc
+import pipeline.corpus.read as rc
 from pipeline.cli import main
 real = rc.read_range
 def read_range(rng, spec):

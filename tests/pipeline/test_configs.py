@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, load_config, merge_settings, validate_settings
+from pipeline.launch.settings import ConfigError, load_config, merge_settings, validate_settings
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.*ml"))
 

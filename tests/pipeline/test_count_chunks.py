@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import bpe_core
 from bpe_core import PreTokenizer
-from pipeline.count_chunks import CountChunksFn, PreTokenizeAndCount, SumCountsFn, shard_of
-from pipeline.records import CorpusStats, DeadLetter, DocumentBatch, ShardCounts
+from pipeline.corpus.records import CorpusStats, DeadLetter, DocumentBatch, ShardCounts
+from pipeline.train.count import CountChunksFn, PreTokenizeAndCount, SumCountsFn, shard_of
 
 
 def _batch(texts, *, index=0, weight=1, dead=()):

@@ -1,5 +1,5 @@
 """Launch-time checks of runner options: each wrong or missing option fails with a message naming the option and the
-fix, before anything is planned, written or started (pipeline/launch_checks.py)."""
+fix, before anything is planned, written or started (pipeline/launch/checks.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from pipeline_testlib import run_cli, write_jsonl
 
 import bpe_core
-from pipeline import launch_checks
-from pipeline.launch_checks import LaunchError, check_launch, check_wheel
+from pipeline.launch import checks as launch_checks
+from pipeline.launch.checks import LaunchError, check_launch, check_wheel
 
 BEAM = apache_beam.__version__
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"

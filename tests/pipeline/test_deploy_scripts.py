@@ -20,7 +20,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import bpe_core
-from pipeline.launch_checks import PYTHON, LaunchError, check_launch
+from pipeline.launch.checks import PYTHON, LaunchError, check_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -138,7 +138,7 @@ def test_dataflow_submit_builds_a_command_that_passes_the_launch_checks():
 def test_dataflow_translate_only_runs_the_translation_module():
     argv = run(DEPLOY / "dataflow" / "submit.sh", "encode", "--translate-only", "--print", "--", "--out", "gs://b/ids",
                env=dict(CLOUD_ENV, JOB_FILE="/tmp/job.json")).stdout.splitlines()  # fmt: skip
-    assert argv[:4] == [sys.executable, "-m", "pipeline.dataflow_job", "encode"]
+    assert argv[:4] == [sys.executable, "-m", "pipeline.launch.dataflow", "encode"]
     assert argv[-1] == "--dataflow_job_file=/tmp/job.json"
 
 
@@ -219,9 +219,9 @@ def test_build_scripts_print_the_right_commands():
 
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_runner_guides_name_every_counter_of_the_pipelines(runner):
-    """The counters to watch in the runner UIs are the ones the DoFns define (pipeline/*.py), no more, no fewer."""
+    """The counters to watch in the runner UIs are the ones the DoFns define (pipeline/**/*.py), no more, no fewer."""
     defined = set()
-    for module in (ROOT / "pipeline").glob("*.py"):
+    for module in (ROOT / "pipeline").rglob("*.py"):
         text = module.read_text()
         namespace = re.search(r'^NAMESPACE = "([\w.]+)"', text, re.M)
         for name in re.findall(r'Metrics\.counter\(NAMESPACE, "(\w+)"\)', text):

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import bpe_core
-from pipeline.launch_checks import check_wheel
+from pipeline.launch.checks import check_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_wheel_has_the_native_core_and_loads_it_in_a_fresh_venv(tmp_path):
     check_wheel(str(wheel))  # the launch check accepts it: this Python, Linux, this version
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("bpe_core/_native/_core.") and n.endswith(".so") for n in names), names
-    assert {"pipeline/launch_checks.py", "pipeline/cli.py", "bpe_core/__init__.py"} <= set(names)
+    assert {"pipeline/launch/checks.py", "pipeline/cli/app.py", "bpe_core/__init__.py"} <= set(names)
     assert not [n for n in names if n.endswith((".cpp", ".h"))], "C++ sources must stay out of the wheel"
 
     venv = tmp_path / "fresh"
@@ -48,7 +48,7 @@ def test_wheel_has_the_native_core_and_loads_it_in_a_fresh_venv(tmp_path):
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     Path(site, "zz_borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     probe = """
-import json, bpe_core, bpe_core.native as native, pipeline.launch_checks as lc
+import json, bpe_core, bpe_core.native as native, pipeline.launch.checks as lc
 ids = bpe_core.train(bpe_core.count_chunks(["hello hello world"] * 3, "cl100k"), 260).encode("hello world")
 print(json.dumps({"bpe_core": bpe_core.__file__, "pipeline": lc.__file__, "native": native.available(),
                   "core": native._core.__file__, "version": bpe_core.__version__, "ids": ids}))

@@ -17,7 +17,8 @@ from test_encode_e2e import EOT, r50k_file  # noqa: F401 - a fixture
 
 import bpe_core
 from bpe_core import PreTokenizer, Tokenizer
-from pipeline.encode_documents import (
+from pipeline.corpus.records import DeadLetter, DocumentBatch
+from pipeline.encode.documents import (
     NAMESPACE,
     EncodeDocuments,
     EncodeDocumentsFn,
@@ -29,7 +30,6 @@ from pipeline.encode_documents import (
     open_tokenizer,
     resolve_policy,
 )
-from pipeline.records import DeadLetter, DocumentBatch
 
 
 def _batch(texts: list[str], *, range_index: int = 0, batch_index: int = 0, last: bool = True, dead=()) -> DocumentBatch:

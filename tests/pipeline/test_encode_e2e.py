@@ -22,10 +22,10 @@ from pipeline_testlib import read_dead_letters, run_cli, write_bytes, write_json
 
 import bpe_core
 from bpe_core import Tokenizer
-from pipeline.corpus_plan import CorpusSpec, InputSpec
-from pipeline.encode_pipeline import EncodeJob, run_encode
-from pipeline.encode_shard_io import find_document, iter_documents
-from pipeline.megatron import MegatronReader
+from pipeline.corpus.plan import CorpusSpec, InputSpec
+from pipeline.encode.job import EncodeJob, run_encode
+from pipeline.encode.megatron import MegatronReader
+from pipeline.encode.shards import find_document, iter_documents
 
 EOT = "<|endoftext|>"
 SPELLS_SPECIAL = f"a document that spells {EOT} in its text"

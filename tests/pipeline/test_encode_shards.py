@@ -15,11 +15,11 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.encode_documents import EncodedBatch
-from pipeline.encode_shard_io import ShardLayout, read_part, read_stats, shard_dtype
-from pipeline.megatron import MegatronFormatError, MegatronIndex, MegatronReader, token_dtype
-from pipeline.records import DeadLetter
-from pipeline.write_shards import FinalizeShardFn, PartInfo, WritePartFn, WriteShards
+from pipeline.corpus.records import DeadLetter
+from pipeline.encode.documents import EncodedBatch
+from pipeline.encode.megatron import MegatronFormatError, MegatronIndex, MegatronReader, token_dtype
+from pipeline.encode.shards import ShardLayout, read_part, read_stats, shard_dtype
+from pipeline.encode.write import FinalizeShardFn, PartInfo, WritePartFn, WriteShards
 
 
 def _encoded(range_index: int, batch_index: int, last: bool, docs: list[list[int]], dtype: str, *, dead=()) -> EncodedBatch:

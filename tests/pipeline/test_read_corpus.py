@@ -14,9 +14,9 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from pipeline_testlib import write_bytes, write_jsonl
 
-from pipeline.corpus_plan import CorpusError, CorpusSpec, InputSpec, plan_corpus
-from pipeline.read_corpus import ReadCorpus, ReadRangeFn, SelectDeadLetters
-from pipeline.readers import read_range
+from pipeline.corpus.plan import CorpusError, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.read import ReadCorpus, ReadRangeFn, SelectDeadLetters
+from pipeline.corpus.readers import read_range
 
 
 def _docs_and_dead(plan, spec):
@@ -163,8 +163,8 @@ def test_dofns_and_specs_pickle():
 def test_counters_count_documents_dead_letters_and_files(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
-    from pipeline.config import validate_settings
-    from pipeline.train_pipeline import TrainJob, build_train_graph
+    from pipeline.launch.settings import validate_settings
+    from pipeline.train.job import TrainJob, build_train_graph
 
     path = write_jsonl(tmp_path / "c.jsonl", [f"doc {i}" for i in range(20)], extra=[b"{oops", b'{"x": 1}'])
     spec = CorpusSpec("jsonl")
@@ -196,7 +196,7 @@ def test_one_file_under_two_names_is_refused_naming_both(tmp_path):
 
 @pytest.mark.parametrize("kind", [pa.string(), pa.large_binary()])
 def test_parquet_cells_over_the_limit_are_dead_letters_in_place(tmp_path, kind, monkeypatch):
-    import pipeline.readers as readers
+    import pipeline.corpus.readers as readers
 
     monkeypatch.setattr(readers, "_PARQUET_SLICE_ROWS", 3)  # long cells at slice edges and inside slices
     values = ["ab", "é" * 41, "c", None, "x" * 81, "d", "e", "f" * 100, "g"]

@@ -13,7 +13,7 @@ from pipeline_testlib import manifest, read_dead_letters, run_cli, shard_docs, t
 import bpe_core
 from bpe_core.bytelevel import token_string_to_bytes
 from bpe_core.presets import GPT2_HF_PATTERN
-from pipeline.counts_io import load_counts
+from pipeline.train.counts_files import load_counts
 
 VOCAB = 500
 SPECIAL = "<|endoftext|>"
@@ -199,8 +199,8 @@ def test_demo_runs_the_pipeline_end_to_end(tmp_path, capsys):
 
 
 def test_the_format_comes_from_the_input_names_and_a_run_of_only_dead_letters_fails(tmp_path, capsys):
-    from pipeline.cli_common import infer_format
-    from pipeline.corpus_plan import CorpusError
+    from pipeline.cli.common import infer_format
+    from pipeline.corpus.plan import CorpusError
 
     assert infer_format(["a/*.txt.gz"]) == "text" and infer_format(["x.parquet", "y.pq"]) == "parquet"
     assert infer_format(["d/", "x.jsonl.zst"]) == "jsonl" and infer_format(["data/*"]) == "jsonl"

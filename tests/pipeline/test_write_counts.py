@@ -11,10 +11,10 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from bpe_core import PreTokenizer
-from pipeline.count_chunks import shard_of
-from pipeline.counts_io import CountsError, counts_pretokenizer, load_counts, write_missing_shards
-from pipeline.records import CorpusStats, DeadLetter, DeadLetterBatch, ShardCounts
-from pipeline.write_counts import WriteCounts
+from pipeline.corpus.records import CorpusStats, DeadLetter, DeadLetterBatch, ShardCounts
+from pipeline.train.count import shard_of
+from pipeline.train.counts_files import CountsError, counts_pretokenizer, load_counts, write_missing_shards
+from pipeline.train.write_counts import WriteCounts
 
 
 def test_write_counts_stage_writes_every_file_and_reads_back(tmp_path):
@@ -44,8 +44,8 @@ def test_write_counts_stage_writes_every_file_and_reads_back(tmp_path):
 
 def test_counts_filters_break_ties_by_bytes_and_report_exactly(tmp_path):
     pre = PreTokenizer.from_spec("cl100k")
-    from pipeline.counts_io import counts_parquet, shard_name
-    from pipeline.files import write_atomic
+    from pipeline.storage.files import write_atomic
+    from pipeline.train.counts_files import counts_parquet, shard_name
 
     counts = {b"a": 9, b"b": 4, b"c": 4, b"d": 4, b"e": 1, b"f": 1}
     write_atomic(f"{tmp_path}/{shard_name(0, 1)}", counts_parquet(counts, pre))
@@ -56,8 +56,8 @@ def test_counts_filters_break_ties_by_bytes_and_report_exactly(tmp_path):
 
 
 def test_incomplete_counts_are_refused(tmp_path):
-    from pipeline.counts_io import counts_parquet, shard_name
-    from pipeline.files import write_atomic
+    from pipeline.storage.files import write_atomic
+    from pipeline.train.counts_files import counts_parquet, shard_name
 
     write_atomic(f"{tmp_path}/{shard_name(1, 2)}", counts_parquet({b"x": 1}, PreTokenizer.from_spec("cl100k")))
     with pytest.raises(CountsError, match="incomplete counts"):

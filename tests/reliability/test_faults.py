@@ -23,12 +23,12 @@ import pytest
 from conftest import corpus
 
 import bpe_core
-import pipeline.read_corpus
-import pipeline.write_shards
-from pipeline import encode_documents
+import pipeline.corpus.read
+import pipeline.encode.write
 from pipeline.cli import main
-from pipeline.corpus_plan import CorpusSpec, InputSpec
-from pipeline.encode_pipeline import EncodeJob, run_encode
+from pipeline.corpus.plan import CorpusSpec, InputSpec
+from pipeline.encode import documents as encode_documents
+from pipeline.encode.job import EncodeJob, run_encode
 
 from .lib import (
     FULL,
@@ -120,14 +120,14 @@ def failing_run(args: list[str], capsys) -> str:
 
 
 def _raise_at_range(index: int):
-    real = pipeline.read_corpus.read_range
+    real = pipeline.corpus.read.read_range
 
     def read_range(rng, spec):
         if rng.index == index:
             raise RuntimeError(f"{FAULT}: ReadCorpus raises at range {index}")
         return real(rng, spec)
 
-    return pipeline.read_corpus, "read_range", read_range
+    return pipeline.corpus.read, "read_range", read_range
 
 
 def _raise_at_document(doc: str, module, attribute: str):
@@ -167,14 +167,14 @@ def _raise_in_encode_batch(index: int):
 
 
 def _raise_at_part(index: int):
-    real = pipeline.write_shards.write_file
+    real = pipeline.encode.write.write_file
 
     def write_file(url, data):
         if f"-{index:05d}-of-" in url and "part-" in url:
             raise OSError(f"{FAULT}: WriteParts fails writing a part of shard {index}")
         return real(url, data)
 
-    return pipeline.write_shards, "write_file", write_file
+    return pipeline.encode.write, "write_file", write_file
 
 
 STAGE_FAULTS = {

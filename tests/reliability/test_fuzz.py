@@ -233,8 +233,8 @@ def corpus_file(draw):
 def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reliability):
     """Random lines (some invalid UTF-8, some empty, some over the document limit), gzip or not, random range
     sizes, block sizes, batch sizes and limits: every line exactly once, as a document or a dead letter, in order."""
-    import pipeline.readers as readers
-    from pipeline.corpus_plan import CorpusSpec, InputSpec, plan_corpus
+    import pipeline.corpus.readers as readers
+    from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 
     ran = []
 

@@ -21,11 +21,11 @@ from conftest import ours_openai
 import bpe_core
 from bpe_core import native
 from pipeline.cli import main
-from pipeline.corpus_plan import CorpusSpec, InputSpec, plan_corpus
-from pipeline.count_chunks import CountChunksFn
-from pipeline.counts_io import load_counts
-from pipeline.readers import read_range
-from pipeline.records import DocumentBatch
+from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.readers import read_range
+from pipeline.corpus.records import DocumentBatch
+from pipeline.train.count import CountChunksFn
+from pipeline.train.counts_files import load_counts
 
 from .lib import FULL, MIB, peak_kb, run_cli_measured, write_bytes
 
@@ -64,9 +64,9 @@ def _count(texts: list[str], max_distinct: int) -> tuple[int, int]:
 
 
 def test_count_stage_memory_is_bounded_by_max_distinct_not_by_the_input(monkeypatch, reliability):
-    import pipeline.count_chunks
+    import pipeline.train.count
 
-    monkeypatch.setattr(pipeline.count_chunks, "SLICE_BYTES", 64 * 1024)  # 1 MiB in production: the same bound, smaller
+    monkeypatch.setattr(pipeline.train.count, "SLICE_BYTES", 64 * 1024)  # 1 MiB in production: the same bound, smaller
     small = [" ".join(words(2_000, seed)) for seed in range(12)]  # ~170 kB of text, ~24k distinct chunks
     large = small + [" ".join(words(2_000, seed)) for seed in range(12, 48)]  # 4x more
     limit = 4_096
@@ -242,7 +242,7 @@ def test_memory_peaks_do_not_grow_with_a_long_line_or_a_gzip_bomb(tmp_path, r50k
 def test_a_long_line_is_read_a_bounded_number_of_times(tmp_path, monkeypatch, reliability):
     """Operation count: bytes the reader pulls from the file, for one line cut into 128 ranges (before the fix,
     each range read from its start to the end of the line: about 64 times the file)."""
-    import pipeline.readers as readers
+    import pipeline.corpus.readers as readers
 
     path = _line_file(tmp_path / "line.txt", 8 * MIB)
     size = path.stat().st_size

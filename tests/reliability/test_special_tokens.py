@@ -17,8 +17,8 @@ from conftest import corpus, data_path, ours_openai
 import bpe_core
 from bpe_core import Tokenizer
 from pipeline.cli import main
-from pipeline.counts_io import load_counts
-from pipeline.encode_shard_io import iter_documents
+from pipeline.encode.shards import iter_documents
+from pipeline.train.counts_files import load_counts
 
 from .lib import FULL, write_jsonl
 

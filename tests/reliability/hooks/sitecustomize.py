@@ -43,7 +43,7 @@ def _install() -> None:
         _maybe_die(texts)
         return count_chunks(texts, pretokenizer, **kwargs)
 
-    bpe_core.count_chunks = counting  # what pipeline.count_chunks calls (attribute lookup at call time)
+    bpe_core.count_chunks = counting  # what pipeline.train.count calls (attribute lookup at call time)
     encode_ordinary_batch = Tokenizer.encode_ordinary_batch
 
     def encoding(self, texts, **kwargs):

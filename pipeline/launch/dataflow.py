@@ -1,6 +1,6 @@
 """Translate a ``beam-bpe train`` or ``encode`` job into the Dataflow job description, without submitting anything.
 
-    python -m pipeline.dataflow_job train --input gs://B/corpus/*.jsonl --vocab-size 32000 --out gs://B/tok \\
+    python -m pipeline.launch.dataflow train --input gs://B/corpus/*.jsonl --vocab-size 32000 --out gs://B/tok \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --dataflow_job_file job.json [--staged_copy DIR]
 
@@ -26,9 +26,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from pipeline.files import write_atomic
-from pipeline.launch_checks import LaunchError, check_launch, runner_kind
-from pipeline.options import pipeline_options
+from pipeline.launch.checks import LaunchError, check_launch, runner_kind
+from pipeline.launch.options import pipeline_options
+from pipeline.storage.files import write_atomic
 
 
 def translate(command: str, argv: Sequence[str], *, staged_copy: str | None = None) -> dict:
@@ -55,9 +55,9 @@ def translate(command: str, argv: Sequence[str], *, staged_copy: str | None = No
 
 
 def _train_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.Pipeline, dict]:
-    from pipeline import train_pipeline as tp
-    from pipeline.corpus_plan import plan_corpus
-    from pipeline.train_cli import job_from_args
+    from pipeline.cli.train import job_from_args
+    from pipeline.corpus.plan import plan_corpus
+    from pipeline.train import job as tp
 
     job = tp.with_absolute_paths(job_from_args(args))
     tp.check_job(job)
@@ -73,11 +73,11 @@ def _train_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.P
 def _encode_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.Pipeline, dict]:
     import dataclasses
 
-    from pipeline import encode_pipeline as ep
-    from pipeline.corpus_plan import plan_corpus
-    from pipeline.encode_cli import job_from_args
-    from pipeline.encode_documents import open_tokenizer, resolve_policy
-    from pipeline.encode_shard_io import ShardLayout, shard_dtype
+    from pipeline.cli.encode import job_from_args
+    from pipeline.corpus.plan import plan_corpus
+    from pipeline.encode import job as ep
+    from pipeline.encode.documents import open_tokenizer, resolve_policy
+    from pipeline.encode.shards import ShardLayout, shard_dtype
 
     job = ep.with_absolute_paths(job_from_args(args))  # the same EncodeJob, hence fingerprint, as the real launch
     ep.check_job(job)
@@ -142,7 +142,7 @@ def _copy_of(location: str, staged_copy: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.dataflow_job", description=__doc__.splitlines()[0], allow_abbrev=False
+        prog="python -m pipeline.launch.dataflow", description=__doc__.splitlines()[0], allow_abbrev=False
     )
     parser.add_argument("command", choices=("train", "encode"))
     parser.add_argument(

@@ -17,7 +17,7 @@ from apache_beam.metrics import Metrics
 
 import bpe_core
 from bpe_core import PreTokenizer
-from pipeline.records import CorpusStats, DocumentBatch, ShardCounts
+from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
 
 NAMESPACE = "beam_bpe.count_chunks"
 STATS_KEY = "stats"

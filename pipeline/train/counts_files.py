@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe_core import ChunkCounts, PreTokenizer
-from pipeline.files import glob, join, read_bytes, write_atomic
+from pipeline.storage.files import glob, join, read_bytes, write_atomic
 
 SCHEMA = pa.schema([("chunk", pa.binary()), ("count", pa.int64())])
 PRETOKENIZER_KEY = b"beam_bpe.pretokenizer"

@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from pipeline.corpus_plan import CorpusError, CorpusSpec, compression_of
-from pipeline.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
+from pipeline.corpus.plan import CorpusError, CorpusSpec, compression_of
+from pipeline.corpus.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
 
 READ_BLOCK = 1 << 20
 EXCERPT_CHARS = 120

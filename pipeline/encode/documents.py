@@ -26,7 +26,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from bpe_core import StreamingDecoder, Tokenizer
-from pipeline.records import DeadLetter, DocumentBatch
+from pipeline.corpus.records import DeadLetter, DocumentBatch
 
 NAMESPACE = "beam_bpe.encode_documents"
 SPECIAL_POLICIES = ("ordinary", "allowed")

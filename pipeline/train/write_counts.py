@@ -14,9 +14,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from bpe_core import PreTokenizer
-from pipeline.counts_io import STATS_FILE, counts_parquet, shard_name
-from pipeline.files import join, write_atomic
-from pipeline.records import CorpusStats, DeadLetterBatch, ShardCounts
+from pipeline.corpus.records import CorpusStats, DeadLetterBatch, ShardCounts
+from pipeline.storage.files import join, write_atomic
+from pipeline.train.counts_files import STATS_FILE, counts_parquet, shard_name
 
 NAMESPACE = "beam_bpe.write_counts"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.cli_common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
-from pipeline.corpus_plan import InputSpec
+from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.corpus.plan import InputSpec
 
 EPILOG = f"With --input, {BEAM_OPTIONS}"
 
@@ -41,8 +41,8 @@ def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace):
-    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.dataflow_job encode`` translates)."""
-    from pipeline.encode_pipeline import EncodeJob  # imports Apache Beam: only for the pipeline
+    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.launch.dataflow encode`` translates)."""
+    from pipeline.encode.job import EncodeJob  # imports Apache Beam: only for the pipeline
 
     if args.text is not None:
         raise SystemExit("beam-bpe encode: give --text (one text) or --input (a corpus), not both")
@@ -68,7 +68,7 @@ def job_from_args(args: argparse.Namespace):
 
 
 def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.encode_pipeline import run_encode, summary_line
+    from pipeline.encode.job import run_encode, summary_line
 
     job = job_from_args(args)
     manifest = run_encode(job, beam_args)
@@ -79,8 +79,8 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
 def cmd_decode_shards(args: argparse.Namespace) -> int:
     """Print one document of an encoding output, decoded with ``--tokenizer`` (checked against the manifest)."""
     from bpe_core import Tokenizer
-    from pipeline.encode_documents import tokenizer_digest
-    from pipeline.encode_shard_io import ShardError, find_document, load_manifest
+    from pipeline.encode.documents import tokenizer_digest
+    from pipeline.encode.shards import ShardError, find_document, load_manifest
 
     if args.doc is None:
         raise SystemExit("beam-bpe decode: --shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import fsspec
 import pyarrow.parquet as pq
 
-from pipeline.records import CorpusRange
+from pipeline.corpus.records import CorpusRange
 
 FORMATS = ("text", "jsonl", "parquet")
 TEXT_UNITS = ("line", "file")

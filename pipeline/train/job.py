@@ -18,16 +18,18 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
-from pipeline.config import resolve_pretokenizer
-from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusError, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
-from pipeline.count_chunks import PreTokenizeAndCount
-from pipeline.counts_io import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
-from pipeline.driver import Reporter, finish_output, train_tokenizer, write_tokenizer_files
-from pipeline.files import OutputError, glob, join, prepare_output
-from pipeline.launch_checks import check_launch
-from pipeline.options import pipeline_options, runner_name
-from pipeline.read_corpus import ReadCorpus, SelectDeadLetters
-from pipeline.write_counts import WriteCounts
+from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusError, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.read import ReadCorpus, SelectDeadLetters
+from pipeline.launch.checks import check_launch
+from pipeline.launch.options import pipeline_options, runner_name
+from pipeline.launch.progress import Reporter
+from pipeline.launch.settings import resolve_pretokenizer
+from pipeline.storage.files import OutputError, glob, join, prepare_output
+from pipeline.storage.manifest import finish_output
+from pipeline.train.count import PreTokenizeAndCount
+from pipeline.train.counts_files import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
+from pipeline.train.driver import train_tokenizer, write_tokenizer_files
+from pipeline.train.write_counts import WriteCounts
 
 COUNT_SHARD_BYTES = 1 << 30  # one counts shard per GiB of input: shards stay far below a worker's memory
 
@@ -74,7 +76,7 @@ def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
     except CountsError:
         raise RuntimeError(
             f"the pipeline finished but wrote no statistics to {counts_dir}: the runner "
-            f"({runner_name(beam_args)}) did not run the writing step; see the runner notes in pipeline/options.py"
+            f"({runner_name(beam_args)}) did not run the writing step; see the runner notes in pipeline/launch/options.py"
         ) from None
     write_missing_shards(counts_dir, num_shards, resolve_pretokenizer(job.settings))
     stats["count_shards"] = num_shards

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from pipeline.corpus_plan import CorpusPlan, CorpusSpec
-from pipeline.readers import read_range
-from pipeline.records import CorpusRange, DeadLetterBatch, DocumentBatch
+from pipeline.corpus.plan import CorpusPlan, CorpusSpec
+from pipeline.corpus.readers import read_range
+from pipeline.corpus.records import CorpusRange, DeadLetterBatch, DocumentBatch
 
 NAMESPACE = "beam_bpe.read_corpus"
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 
 from bpe_core import TIE_BREAKS, PreTokenizer
-from pipeline.files import read_bytes
+from pipeline.storage.files import read_bytes
 
 DEFAULTS: dict = {
     "pretokenizer": "cl100k",

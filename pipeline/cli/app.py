@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import bpe_core
 from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
-from pipeline.cli_common import add_verbose_argument, failure_line, in_a_pipeline_step, is_verbose, quiet_tracebacks
+from pipeline.cli.common import add_verbose_argument, failure_line, in_a_pipeline_step, is_verbose, quiet_tracebacks
 
 
 def _load(args: argparse.Namespace) -> Tokenizer:
@@ -29,7 +29,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.input or args.out:  # a corpus: the encoding pipeline
-        from pipeline.encode_cli import cmd_encode_corpus
+        from pipeline.cli.encode import cmd_encode_corpus
 
         return cmd_encode_corpus(args, beam_args)
     if beam_args:
@@ -50,7 +50,7 @@ def _parse_ids(text: str) -> list[int]:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     if args.shards:  # one document of an encoding output
-        from pipeline.encode_cli import cmd_decode_shards
+        from pipeline.cli.encode import cmd_decode_shards
 
         return cmd_decode_shards(args)
     tok = _load(args)
@@ -97,7 +97,7 @@ def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.demo import run_demo
+    from pipeline.cli.demo import run_demo
 
     return run_demo(out_dir=args.out, vocab_size=args.vocab_size, max_mb=args.max_mb, beam_args=beam_args)
 
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     with_tokenizer("info", "describe a tokenizer file").set_defaults(func=cmd_info)
-    from pipeline.encode_cli import add_decode_shards_arguments, add_encode_corpus_arguments
+    from pipeline.cli.encode import add_decode_shards_arguments, add_encode_corpus_arguments
 
     p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
     p.add_argument("--text", help="text to encode (default: stdin)")
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a special token of a .tiktoken rank file (repeatable; OpenAI's published files get "
                         "tiktoken's by default, and these replace them)")  # fmt: skip
     p.set_defaults(func=cmd_convert)
-    from pipeline.train_cli import add_train_parser
+    from pipeline.cli.train import add_train_parser
 
     add_train_parser(sub)
     p = sub.add_parser("demo", help="train with the Beam pipeline on the Python standard library, encode and decode")

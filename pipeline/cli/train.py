@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli_common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
-from pipeline.config import load_config, merge_settings
-from pipeline.corpus_plan import CorpusError, InputSpec
+from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.corpus.plan import CorpusError, InputSpec
+from pipeline.launch.settings import load_config, merge_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 
@@ -51,7 +51,7 @@ def _inputs(args: argparse.Namespace) -> list[InputSpec]:
 
 
 def job_from_args(args: argparse.Namespace):
-    from pipeline.train_pipeline import TrainJob  # imports Apache Beam: only for this command
+    from pipeline.train.job import TrainJob  # imports Apache Beam: only for this command
 
     flags = {
         key: getattr(args, key)
@@ -74,7 +74,7 @@ def job_from_args(args: argparse.Namespace):
 
 
 def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.train_pipeline import run_train
+    from pipeline.train.job import run_train
 
     manifest = run_train(job_from_args(args), beam_args)
     what = "counted" if args.counts_only else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"

@@ -31,10 +31,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import megatron
-from pipeline.files import exists
-from pipeline.files import read_bytes as read_file
-from pipeline.records import OFFSET, document_id
+from pipeline.corpus.records import OFFSET, document_id
+from pipeline.encode import megatron
+from pipeline.storage.files import exists
+from pipeline.storage.files import read_bytes as read_file
 
 SHARD_FORMATS = ("parquet", "megatron")
 STATS_DIR = "_shards"

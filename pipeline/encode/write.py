@@ -18,8 +18,9 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from pipeline.encode_documents import EncodedBatch
-from pipeline.encode_shard_io import (
+from pipeline.corpus.records import DeadLetter
+from pipeline.encode.documents import EncodedBatch
+from pipeline.encode.shards import (
     ShardLayout,
     part_bytes,
     read_stats,
@@ -29,8 +30,7 @@ from pipeline.encode_shard_io import (
     write_parquet_shard,
     write_stats,
 )
-from pipeline.files import remove
-from pipeline.records import DeadLetter
+from pipeline.storage.files import remove
 
 NAMESPACE = "beam_bpe.write_shards"
 

@@ -1,7 +1,7 @@
 """What the pipeline sub-commands (``train``, ``encode --input``, ``demo``) share: the corpus flags, ``--verbose``,
 and the one-line report of a run that failed.
 
-Both pipelines read a corpus the same way (:mod:`pipeline.corpus_plan`), so its flags are declared once here. A
+Both pipelines read a corpus the same way (:mod:`pipeline.corpus.plan`), so its flags are declared once here. A
 failed run is reported in one line that says what failed, in what state the output directory is and what a rerun
 does; the traceback (ours, Beam's logged one, and those of Beam's threads) only with ``-v`` or
 ``BEAM_BPE_VERBOSE=1``: a worker killed under multi_processing otherwise ended in 80 lines of Beam internals.
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pipeline.corpus_plan import (
+from pipeline.corpus.plan import (
     COMPRESSIONS,
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_RANGE_BYTES,

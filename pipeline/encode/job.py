@@ -23,16 +23,17 @@ import apache_beam as beam
 import fsspec
 
 import bpe_core
-from pipeline import encode_shard_io as shard_io
-from pipeline.corpus_plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
-from pipeline.driver import Reporter, finish_output
-from pipeline.encode_documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
-from pipeline.encode_shard_io import SHARD_FORMATS, ShardLayout
-from pipeline.files import COMPLETED, MANIFEST, OutputError, exists, read_bytes, remove
-from pipeline.launch_checks import check_launch
-from pipeline.options import pipeline_options, runner_name
-from pipeline.read_corpus import ReadCorpus
-from pipeline.write_shards import WriteShards
+from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.read import ReadCorpus
+from pipeline.encode import shards as shard_io
+from pipeline.encode.documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
+from pipeline.encode.shards import SHARD_FORMATS, ShardLayout
+from pipeline.encode.write import WriteShards
+from pipeline.launch.checks import check_launch
+from pipeline.launch.options import pipeline_options, runner_name
+from pipeline.launch.progress import Reporter
+from pipeline.storage.files import COMPLETED, MANIFEST, OutputError, exists, read_bytes, remove
+from pipeline.storage.manifest import finish_output
 
 JOB_FILE = "job.json"
 SUMMED = ("documents_read", "documents", "dead_letters", "tokens", "text_bytes", "verified")
@@ -206,7 +207,7 @@ def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, job: EncodeJob, i
         if stats is None:
             raise RuntimeError(
                 f"the pipeline finished but shard {layout.name(rng.index)} is missing from {layout.out_dir}: the "
-                "runner did not run the writing step for it (see the runner notes in pipeline/options.py); rerun "
+                "runner did not run the writing step for it (see the runner notes in pipeline/launch/options.py); rerun "
                 "the same command to write the missing shards"
             )
         rng_info = {"kind": rng.kind, "start": rng.start, "end": rng.end, "first_row": rng.first_row}

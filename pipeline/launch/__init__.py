@@ -1,0 +1,1 @@
+"""Launching: settings validated once, Beam options, runner checks, progress, the Dataflow translation."""

@@ -1,0 +1,1 @@
+"""Storage: fsspec file helpers, complete-or-absent writes, output guards and the manifest."""

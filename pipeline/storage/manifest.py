@@ -1,0 +1,30 @@
+"""The last two files of every output: ``manifest.json`` (with the versions that made it), then ``COMPLETED``."""
+
+from __future__ import annotations
+
+import json
+import platform
+
+import bpe_core
+from pipeline.storage.files import COMPLETED, MANIFEST, join, write_atomic
+
+
+def versions() -> dict:
+    import apache_beam
+    import pyarrow
+    import regex
+
+    return {
+        "beam_bpe": bpe_core.__version__,
+        "apache_beam": apache_beam.__version__,
+        "pyarrow": pyarrow.__version__,
+        "regex": regex.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def finish_output(out_dir: str, manifest: dict) -> None:
+    """Write ``manifest.json``, then the ``COMPLETED`` marker: a directory without the marker is incomplete."""
+    manifest = dict(manifest, versions=versions())
+    write_atomic(join(out_dir, MANIFEST), (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(join(out_dir, COMPLETED), b"")
