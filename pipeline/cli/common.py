@@ -136,10 +136,14 @@ def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
     if not enabled:
         yield errors
         return
-    handler = None
-    if not logging.root.handlers:  # Beam's PipelineOptions calls logging.basicConfig(); this is that handler
+    # Beam's PipelineOptions calls logging.basicConfig(); where nothing has configured logging yet, this is that
+    # handler. Where something has (without the GCP extra, importing Beam logs "apitools not found" through the root
+    # logger, whose basicConfig() made a handler before we ran), the filter goes on the handlers that exist: only
+    # filtering a handler of our own kept Beam's traceback in exactly the installs without that extra.
+    if not logging.root.handlers:
         logging.basicConfig()
-        handler = logging.root.handlers[0]
+    handlers = list(logging.root.handlers)
+    for handler in handlers:
         handler.addFilter(_without_traceback)
     previous = threading.excepthook
 
@@ -152,7 +156,7 @@ def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
         yield errors
     finally:
         threading.excepthook = previous
-        if handler is not None:
+        for handler in handlers:
             handler.removeFilter(_without_traceback)
 
 
