@@ -31,6 +31,22 @@ def data_path(*parts: str) -> Path:
     return path
 
 
+REFERENCE = Path(os.environ.get("BEAM_BPE_REFERENCE_FILES", ROOT / ".cache" / "reference-files"))
+FETCH_COMMAND = "python tests/tools/fetch_reference_files.py"
+
+
+def reference_path(sdist: str, member: str) -> Path:
+    """A file of a pinned PyPI sdist in the reference-file cache (``sdist`` as ``"llama-cpp-python-0.3.36"``), or a
+    skip naming the command that fills the cache (a failure under BEAM_BPE_REQUIRE_DATA=1)."""
+    path = REFERENCE / sdist / member
+    if not path.exists():
+        message = f"reference file not found: {path} (fill the cache with `{FETCH_COMMAND}`)"
+        if REQUIRE_DATA:
+            pytest.fail(message + "; BEAM_BPE_REQUIRE_DATA=1 makes missing data an error")
+        pytest.skip(message)
+    return path
+
+
 @cache
 def _corpus(name: str, limit: int) -> tuple[str, ...]:
     docs = []
