@@ -12,12 +12,12 @@ namespace bpe {
 // Pieces longer than this are not cached: they are rare, and one of them could hold the cache's memory hostage.
 constexpr size_t kCacheMaxPiece = 4096;
 
-bool ChunkCache::get(const uint8_t* p, size_t n, uint64_t h, std::vector<uint32_t>& out) const {
+uint32_t* ChunkCache::get(const uint8_t* p, size_t n, uint64_t h, uint32_t* dst) const {
     uint32_t i = keys_.find_hashed(p, n, h);
-    if (i == BytesMap::kMissing) return false;
+    if (i == BytesMap::kMissing) return nullptr;
     const Span& s = spans_[i];
-    out.insert(out.end(), ids_.begin() + s.offset, ids_.begin() + s.offset + s.count);
-    return true;
+    std::memcpy(dst, ids_.data() + s.offset, s.count * sizeof(uint32_t));
+    return dst + s.count;
 }
 
 void ChunkCache::put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count) {
@@ -228,73 +228,90 @@ std::vector<std::pair<uint64_t, uint64_t>> rank_only_pairs(const std::vector<std
 
 bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::vector<uint32_t>& out,
                            int* missing_byte) const {
-    if (n == 0) return true;
+    size_t k = out.size();
+    out.resize(k + n + kPieceSlack);
+    uint32_t* end = encode_piece_to(p, n, cache, out.data() + k, missing_byte);
+    out.resize(end ? static_cast<size_t>(end - out.data()) : k);
+    return end != nullptr;
+}
+
+// Output straight into the caller's buffer, which has room for n + kPieceSlack ids (a piece of n bytes has at most n
+// tokens; the slack lets a hot hit store all kHotIds ids unconditionally): per-piece vector appends (a capacity check
+// and, for several ids, a memmove call each) were 12% of a warm encode's instructions.
+uint32_t* Encoder::encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst,
+                                   int* missing_byte) const {
+    if (n == 0) return dst;
     // One byte: its token (the whole-piece lookup would find the same one: both keep the first in vocab order).
     if (n == 1) {
         if (byte_ids_[p[0]] < 0) {
             *missing_byte = p[0];
-            return false;
+            return nullptr;
         }
-        out.push_back(static_cast<uint32_t>(byte_ids_[p[0]]));
-        return true;
+        *dst = static_cast<uint32_t>(byte_ids_[p[0]]);
+        return dst + 1;
     }
-    const bool hot = cache && n >= 2 && n <= ChunkCache::kHotMax;
+    const bool hot = cache && n <= ChunkCache::kHotMax;
     uint64_t head = 0, tail = 0;
     if (hot) {
-        uint32_t id;
         ChunkCache::key_of(p, n, &head, &tail);
-        if (cache->hot_get(head, tail, n, &id)) {
-            out.push_back(id);
-            return true;
-        }
+        if (uint32_t* end = cache->hot_emit(head, tail, n, dst)) return end;
     }
     uint64_t h = hash_bytes(p, n);
     if (ignore_merges_) {
         uint32_t whole = whole_.find_hashed(p, n, h);
         if (whole != BytesMap::kMissing) {
-            out.push_back(whole);
-            if (hot) cache->hot_put(head, tail, n, whole);
-            return true;
+            *dst = whole;
+            if (hot) cache->hot_put(head, tail, n, dst, 1);
+            return dst + 1;
         }
     }
-    size_t start = out.size();
-    if (!(cache && cache->get(p, n, h, out))) {
-        if (!merge_bytes(p, n, out, missing_byte, nullptr)) return false;
-        if (stopped()) return true;  // a partial merge: the caller drops it
-        if (cache) cache->put(p, n, h, out.data() + start, out.size() - start);
+    uint32_t* end = cache ? cache->get(p, n, h, dst) : nullptr;
+    if (!end) {
+        end = merge_bytes_to(p, n, dst, missing_byte);
+        if (!end) return nullptr;
+        if (stopped()) return end;  // a partial merge: the caller drops it
+        if (cache) cache->put(p, n, h, dst, static_cast<size_t>(end - dst));
     }
-    if (hot && out.size() == start + 1) cache->hot_put(head, tail, n, out.back());
-    return true;
+    if (hot) cache->hot_put(head, tail, n, dst, static_cast<size_t>(end - dst));
+    return end;
 }
 
 bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, std::vector<size_t>& ends,
                           std::vector<uint32_t>& out, BadPiece* bad) const {
     ends.clear();
     pretok_split(kind, text, n, ends);
+    const size_t base = out.size();
+    out.resize(base + n + kPieceSlack);  // tokens <= bytes: no capacity check per piece
+    uint32_t* dst = out.data() + base;
     size_t start = 0;
     int missing = -1;
     size_t count = 0;
     for (size_t end : ends) {
-        if (++count % kPollPieces == 0 && stop_requested()) return true;  // partial: the caller checks stopped()
-        if (!encode_piece(text + start, end - start, cache, out, &missing)) {
+        if (++count % kPollPieces == 0 && stop_requested()) break;  // partial: the caller checks stopped()
+        uint32_t* next = encode_piece_to(text + start, end - start, cache, dst, &missing);
+        if (!next) {
             bad->data = text + start;
             bad->size = end - start;
+            out.resize(static_cast<size_t>(dst - out.data()));
             return false;
         }
+        dst = next;
         start = end;
     }
+    out.resize(static_cast<size_t>(dst - out.data()));
     return true;
 }
 
 bool Encoder::merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out, int* missing_byte,
                           MergeStats* stats) const {
-    uint32_t small[kScanLimit];
-    std::vector<uint32_t> big;
-    uint32_t* ids = small;
-    if (n > kScanLimit || stats) {
-        big.resize(n);
-        ids = big.data();
+    if (!stats) {
+        size_t k = out.size();
+        out.resize(k + n + kPieceSlack);
+        uint32_t* end = merge_bytes_to(p, n, out.data() + k, missing_byte);
+        out.resize(end ? static_cast<size_t>(end - out.data()) : k);
+        return end != nullptr;
     }
+    std::vector<uint32_t> ids(n);
     for (size_t i = 0; i < n; ++i) {
         int64_t id = byte_ids_[p[i]];
         if (id < 0) {
@@ -304,17 +321,42 @@ bool Encoder::merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out
         ids[i] = static_cast<uint32_t>(id);
     }
     if (n < 2) {
-        out.insert(out.end(), ids, ids + n);
-    } else if (n <= kScanLimit && !stats) {
-        merge_scan(ids, n, out);
+        out.insert(out.end(), ids.begin(), ids.end());
     } else {
-        merge_heap(ids, n, out, stats);
+        merge_heap(ids.data(), n, out, stats);
     }
     return true;
 }
 
+uint32_t* Encoder::merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const {
+    uint32_t small[kScanLimit];
+    std::vector<uint32_t> big;
+    uint32_t* ids = small;
+    if (n > kScanLimit) {
+        big.resize(n);
+        ids = big.data();
+    }
+    for (size_t i = 0; i < n; ++i) {
+        int64_t id = byte_ids_[p[i]];
+        if (id < 0) {
+            *missing_byte = p[i];
+            return nullptr;
+        }
+        ids[i] = static_cast<uint32_t>(id);
+    }
+    if (n < 2) {
+        std::memcpy(dst, ids, n * sizeof(uint32_t));
+        return dst + n;
+    }
+    if (n <= kScanLimit) return merge_scan(ids, n, dst);
+    std::vector<uint32_t> merged;
+    merge_heap(ids, n, merged, nullptr);
+    std::memcpy(dst, merged.data(), merged.size() * sizeof(uint32_t));
+    return dst + merged.size();
+}
+
 // Leftmost smallest value, merged until none merges: bpe._merge_scan.
-void Encoder::merge_scan(uint32_t* ids, size_t n, std::vector<uint32_t>& out) const {
+uint32_t* Encoder::merge_scan(uint32_t* ids, size_t n, uint32_t* dst) const {
     uint64_t values[kScanLimit];
     size_t m = n - 1;  // number of pairs
     for (size_t i = 0; i < m; ++i) values[i] = value(ids[i], ids[i + 1]);
@@ -336,7 +378,8 @@ void Encoder::merge_scan(uint32_t* ids, size_t n, std::vector<uint32_t>& out) co
         if (i > 0) values[i - 1] = value(ids[i - 1], ids[i]);
         if (i < m) values[i] = value(ids[i], ids[i + 1]);
     }
-    out.insert(out.end(), ids, ids + m + 1);
+    std::memcpy(dst, ids, (m + 1) * sizeof(uint32_t));
+    return dst + m + 1;
 }
 
 // Heap of (value, position) with lazy invalidation over a doubly linked list: bpe._merge_heap, O(n log n).

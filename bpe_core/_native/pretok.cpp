@@ -73,14 +73,21 @@ struct Ch {
     uint8_t f;
 };
 
-// The character at s[i] (i < n).
-inline Ch at(const uint8_t* s, size_t n, size_t i) {
-    const uint8_t b = s[i];
-    if (b < 0x80) return Ch{b, 1, kAsciiFlags[b]};
+// A character that is not ASCII, out of line so that `at` below stays small enough to be inlined everywhere: `at`
+// was a call per character (16% of a warm cl100k encode's samples in `at` alone); inlined with its ASCII case, a
+// warm 20 MB cl100k flat encode went from 0.278 to 0.236 s CPU (callgrind: -13% instructions).
+__attribute__((noinline)) Ch at_multi(const uint8_t* s, size_t n, size_t i) {
     Ch c;
     c.cp = decode_multi(s, n, i, c.len);
     c.f = flags_of(c.cp);
     return c;
+}
+
+// The character at s[i] (i < n).
+__attribute__((always_inline)) inline Ch at(const uint8_t* s, size_t n, size_t i) {
+    const uint8_t b = s[i];
+    if (__builtin_expect(b < 0x80, 1)) return Ch{b, 1, kAsciiFlags[b]};
+    return at_multi(s, n, i);
 }
 
 inline bool is_o(uint8_t f) { return !(f & (kS | kL | kN)); }     // [^\s\p{L}\p{N}]
