@@ -1,14 +1,25 @@
-"""Shared test fixtures: where the shared data lives, and the reference encoders built from it offline."""
+"""Shared test fixtures: where the shared data lives, the reference encoders built from it offline, and the gate of
+optional test peers.
+
+What is cached here is shared by every test of a process, in whatever order pytest-randomly runs them: it is handed
+out as an immutable value (tuples, a fresh copy of a dict, a read-only tokenizer), so that no test can change it for
+the tests after it (``use_backend("python")`` on the cached cl100k once made the native decode tests compare Python
+with Python when they ran later; tests/test_shared_fixtures.py holds that pair).
+"""
 
 from __future__ import annotations
 
 import base64
+import copy
+import copyreg
 import gzip
+import importlib
 import json
 import os
 import socket
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +29,22 @@ REQUIRE_DATA = os.environ.get("BEAM_BPE_REQUIRE_DATA") == "1"
 FULL = os.environ.get("BEAM_BPE_FULL") == "1"
 CORPORA = ("en_bible_kjv", "docs_python_rst", "multi_udhr", "code_cpython", "fortunes_multi")
 OPENAI = {"r50k": "r50k_base", "p50k": "p50k_base", "cl100k": "cl100k_base", "o200k": "o200k_base"}
+
+
+def require_module(name: str, *, flag: str, install: str) -> ModuleType:
+    """Import an optional test peer (Dask, megatron-core, Beam's GCP extra ...), or skip naming the command that
+    installs it; under ``flag=1`` (``make test`` and ``.ci/run`` set every such flag, having installed the peers) its
+    absence is a failure, so that CI never counts a skipped test as passing. Usable at module level."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed ({exc}); to run this test: {install}"
+        if os.environ.get(flag) == "1":
+            pytest.fail(f"{message}; {flag}=1 makes its absence an error", pytrace=False)
+        pytest.skip(message, allow_module_level=True)
+
+
+DASK = dict(flag="BEAM_BPE_REQUIRE_DASK", install="pip install -e '.[test]' (dask[distributed] is in the test extra)")
 
 
 def data_path(*parts: str) -> Path:
@@ -79,9 +106,13 @@ def adversarial_cases() -> list[tuple[str, str | bytes]]:
     return list(_adversarial())
 
 
-@cache
 def openai_encoding(preset: str) -> dict:
-    """pat_str, special_tokens and the rank file path of an OpenAI encoding."""
+    """pat_str, special_tokens and the rank file path of an OpenAI encoding (a fresh copy: the caller may change it)."""
+    return copy.deepcopy(_openai_encoding(preset))
+
+
+@cache
+def _openai_encoding(preset: str) -> dict:
     name = OPENAI[preset]
     table = json.loads(data_path("tiktoken", "encodings.json").read_text())
     entry = dict(table[name])
@@ -90,12 +121,57 @@ def openai_encoding(preset: str) -> dict:
     return entry
 
 
-@cache
 def ours_openai(preset: str):
+    """Our tokenizer of an OpenAI encoding, built once per process and shared: read-only (see :func:`shared`); a test
+    that needs another backend or attribute takes a copy, ``pickle.loads(pickle.dumps(tok)).use_backend("python")``."""
+    return _ours_openai(preset)
+
+
+@cache
+def _ours_openai(preset: str):
     import bpe_core
 
     enc = openai_encoding(preset)
-    return bpe_core.Tokenizer.from_tiktoken(enc["path"], pretokenizer=preset, special_tokens=enc["special_tokens"])
+    tok = bpe_core.Tokenizer.from_tiktoken(enc["path"], pretokenizer=preset, special_tokens=enc["special_tokens"])
+    return shared(tok)
+
+
+class SharedTokenizerError(AttributeError):
+    """A test tried to change a tokenizer that every test shares."""
+
+
+def shared(tok):
+    """``tok`` made read-only in place, for a cache that tests share: ``use_backend`` and setting a public attribute
+    raise :class:`SharedTokenizerError` (the lazily built native tables, private, still fill in). A copy (pickle,
+    cloudpickle, ``copy.copy``: a Beam DoFn's too) is an ordinary, mutable Tokenizer."""
+    object.__setattr__(tok, "__class__", _shared_class(type(tok)))
+    return tok
+
+
+_COPY_IT = "copy it first: pickle.loads(pickle.dumps(tok)).use_backend(...)"
+
+
+@cache
+def _shared_class(base: type) -> type:
+    def use_backend(self, backend):
+        raise SharedTokenizerError(
+            f"use_backend({backend!r}) on a tokenizer that tests/conftest.py shares with every test would change it for "
+            f"the tests after this one; {_COPY_IT}"
+        )
+
+    def __setattr__(self, name, value):
+        if not name.startswith("_"):
+            raise SharedTokenizerError(
+                f"setting {name!r} on a tokenizer that tests/conftest.py shares with every test would change it for the "
+                f"tests after this one; {_COPY_IT}"
+            )
+        object.__setattr__(self, name, value)
+
+    def __reduce_ex__(self, protocol):  # copies are ordinary, mutable tokenizers of the tokenizer's own class
+        return copyreg._reconstructor, (base, object, None), self.__getstate__()
+
+    methods = {"use_backend": use_backend, "__setattr__": __setattr__, "__reduce_ex__": __reduce_ex__}
+    return type(f"Shared{base.__name__}", (base,), {**methods, "__module__": __name__})
 
 
 @cache
@@ -112,12 +188,19 @@ def tiktoken_openai(preset: str):
     )
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, config):
     """The reliability suite's figures in the log (also from xdist workers), and RELIABILITY.md under
-    `make reliability`: see tests/reliability/report.py."""
+    `make reliability`: see tests/reliability/report.py. Last, the random order's seed (pytest-randomly prints it in
+    the header, which -q hides), to run that order again."""
     from reliability.report import summarize
 
     summarize(terminalreporter)
+    if config.pluginmanager.hasplugin("randomly"):
+        seed = config.getoption("randomly_seed")
+        terminalreporter.write_line(
+            f"random test order: --randomly-seed={seed} (again: make test TEST_SEED={seed}; "
+            "the files' order: TEST_SEED=off, or -p no:randomly)"
+        )
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ for byte, as the in-process FnApiRunner, with both workers used and no expected 
 from __future__ import annotations
 
 import pytest
-from conftest import corpus
+from conftest import DASK, corpus, require_module
 from test_encode_e2e import encode_cli, files_of, manifest, r50k_file, read_back, write_inputs  # noqa: F401
 
 from bpe_core import Tokenizer
 
-distributed = pytest.importorskip("distributed", reason="dask[distributed] is in the test extra: pip install -e '.[test]'")
+distributed = require_module("distributed", **DASK)  # skipped where absent, a failure under BEAM_BPE_REQUIRE_DASK=1
 
 
 @pytest.fixture(scope="module")

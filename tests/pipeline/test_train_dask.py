@@ -18,11 +18,12 @@ import os
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
+from conftest import DASK, require_module
 from pipeline_testlib import manifest, run_cli, tokenizer_files
 
 import bpe_core
 
-distributed = pytest.importorskip("distributed", reason="dask[distributed] is in the test extra: pip install -e '.[test]'")
+distributed = require_module("distributed", **DASK)  # skipped where absent, a failure under BEAM_BPE_REQUIRE_DASK=1
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 
