@@ -122,7 +122,9 @@ def train(
     (b'l', b'o')
     """
     pre = _resolve_pretokenizer(chunk_counts, pretokenizer)
-    specials = _check_arguments(vocab_size, special_tokens, min_frequency, tie_break)
+    if vocab_size is None:
+        raise TypeError("vocab_size is required: the size of the vocabulary to train, e.g. 32000")
+    specials = check_train_arguments(vocab_size, special_tokens, min_frequency, tie_break)
     budget = vocab_size - 256 - len(specials)
     backend = native.resolve_backend(backend)
     merges = None
@@ -163,7 +165,15 @@ def _resolve_pretokenizer(chunk_counts: Mapping[bytes, int], spec: PreTokenizerS
     return pre
 
 
-def _check_arguments(vocab_size: int, special_tokens: Sequence[str], min_frequency: int, tie_break: str) -> list[str]:
+def check_train_arguments(
+    vocab_size: int | None, special_tokens: Sequence[str], min_frequency: int, tie_break: str
+) -> list[str]:
+    """The one rule set for the trainer's arguments (the CLI and config files check theirs with it); returns the
+    special tokens as a list. ``vocab_size=None`` (not chosen yet, e.g. a count-only run) skips its check.
+
+    >>> check_train_arguments(300, ["<|end|>"], 2, "ids")
+    ['<|end|>']
+    """
     if isinstance(special_tokens, str):
         raise TypeError(f"special_tokens must be a list of strings, e.g. [{special_tokens!r}], not a string")
     specials = list(special_tokens)
@@ -171,13 +181,17 @@ def _check_arguments(vocab_size: int, special_tokens: Sequence[str], min_frequen
         raise ValueError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
-    if not isinstance(vocab_size, int) or vocab_size < 256 + len(specials):
+    if vocab_size is not None and (not _is_int(vocab_size) or vocab_size < 256 + len(specials)):
         raise ValueError(
             f"vocab_size must be an integer of at least 256 + {len(specials)} special tokens, got {vocab_size!r}"
         )
-    if not isinstance(min_frequency, int) or min_frequency < 0:
+    if not _is_int(min_frequency) or min_frequency < 0:
         raise ValueError(f"min_frequency must be a non-negative integer, got {min_frequency!r}")
     return specials
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is an int to Python, not a count to us
 
 
 def _words(chunk_counts: Mapping[bytes, int]) -> tuple[list[list[int]], list[int]]:

@@ -42,7 +42,7 @@ def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
 
 def job_from_args(args: argparse.Namespace):
     """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.launch.dataflow encode`` translates)."""
-    from pipeline.encode.job import EncodeJob  # imports Apache Beam: only for the pipeline
+    from pipeline.encode.job import EncodeJob, EncodeSettings  # imports Apache Beam: only for the pipeline
 
     if args.text is not None:
         raise SystemExit("beam-bpe encode: give --text (one text) or --input (a corpus), not both")
@@ -50,19 +50,22 @@ def job_from_args(args: argparse.Namespace):
         raise SystemExit("beam-bpe encode: --out DIR needs --input GLOB (the corpus to encode); for one text: --text")
     if not args.out:
         raise SystemExit("beam-bpe encode: --input needs --out DIR")
-    return EncodeJob(
-        tokenizer=args.tokenizer,
-        inputs=[InputSpec(pattern) for pattern in args.input],
-        out=args.out,
-        corpus=corpus_spec(args),
+    settings = EncodeSettings(
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
         special_tokens=args.special_tokens,
         bos=args.bos,
         eos=args.eos,
-        range_bytes=args.range_bytes,
         verify=args.verify,
         prefix=args.prefix,
+    )
+    return EncodeJob(
+        tokenizer=args.tokenizer,
+        inputs=tuple(InputSpec(pattern) for pattern in args.input),
+        out=args.out,
+        corpus=corpus_spec(args),
+        settings=settings,
+        range_bytes=args.range_bytes,
         overwrite=args.overwrite,
     )
 

@@ -7,7 +7,7 @@ import argparse
 
 from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
 from pipeline.corpus.plan import CorpusError, InputSpec
-from pipeline.launch.settings import load_config, merge_settings
+from pipeline.launch.settings import load_config, train_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 
@@ -58,18 +58,19 @@ def job_from_args(args: argparse.Namespace):
         for key in ("vocab_size", "pretokenizer", "normalizer", "tie_break", "special_tokens", "min_frequency")
         + ("min_chunk_count", "max_chunks", "name")
     }
-    settings = merge_settings(load_config(args.config) if args.config else {}, flags)
+    config = load_config(args.config) if args.config else {}
+    settings = train_settings(config, flags, source=args.config)
     return TrainJob(
         out=args.out,
         settings=settings,
-        inputs=_inputs(args),
+        inputs=tuple(_inputs(args)),
         corpus=corpus_spec(args),
         range_bytes=args.range_bytes,
         count_shards=args.count_shards,
         counts_only=args.counts_only,
         from_counts=args.from_counts,
         overwrite=args.overwrite,
-        pretokenizer_given=args.pretokenizer is not None,
+        pretokenizer_given=any(v is not None for v in (args.pretokenizer, args.normalizer)),
     )
 
 

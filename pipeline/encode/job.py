@@ -39,57 +39,102 @@ JOB_FILE = "job.json"
 SUMMED = ("documents_read", "documents", "dead_letters", "tokens", "text_bytes", "verified")
 
 
-@dataclass
-class EncodeJob:
-    """Everything an encoding run needs besides the Beam options."""
+@dataclass(frozen=True)
+class EncodeSettings:
+    """How documents become shards, checked once when made: shard format and prefix, special-token policy,
+    BOS/EOS, verification. The tokenizer's pre-tokenizer and special tokens come from its file, never from here
+    (``pretokenizer`` only names the split of a rank-only ``.tiktoken`` file, which has none)."""
 
-    tokenizer: str
-    inputs: list[InputSpec]
-    out: str
-    corpus: CorpusSpec = field(default_factory=CorpusSpec)
     shard_format: str = "parquet"
-    pretokenizer: str | None = None  # for rank-only .tiktoken files
+    pretokenizer: str | None = None
     special_tokens: str = "ordinary"
     bos: str | None = None  # None, "auto" or a token's text
     eos: str | None = None
-    range_bytes: int = DEFAULT_RANGE_BYTES
     verify: bool = False
     prefix: str = "tokens"
+
+    def __post_init__(self) -> None:
+        if self.shard_format not in SHARD_FORMATS:
+            raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {self.shard_format!r}")
+        if not self.prefix or any(c in self.prefix for c in "/\\*?[]") or self.prefix.startswith("."):
+            raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
+        if self.special_tokens not in ("ordinary", "allowed"):
+            raise EncodeError(f"--special-tokens must be ordinary or allowed, got {self.special_tokens!r}")
+
+
+@dataclass(frozen=True)
+class EncodeJob:
+    """Everything an encoding run needs besides the Beam options; local paths made absolute and checked once."""
+
+    tokenizer: str
+    inputs: tuple[InputSpec, ...]
+    out: str
+    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    settings: EncodeSettings = field(default_factory=EncodeSettings)
+    range_bytes: int = DEFAULT_RANGE_BYTES
     overwrite: bool = False
     fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise EncodeError("nothing to encode: pass --input PATH_OR_GLOB (repeatable)")
+        inputs = tuple(InputSpec(_absolute(i.pattern), i.weight) for i in self.inputs)
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "tokenizer", _absolute(self.tokenizer))
+        object.__setattr__(self, "out", _absolute(self.out))
+
+
+@dataclass(frozen=True)
+class EncodePlan:
+    """What an encoding run will do, fixed before anything runs; the same for every runner and the Dataflow
+    translation (hence the same fingerprint)."""
+
+    job: EncodeJob
+    tok: bpe_core.Tokenizer
+    ref: object  # the TokenizerRef the workers load
+    policy: object  # the resolved special-token / BOS / EOS policy
+    corpus: CorpusPlan
+    identity: dict
+    layout: ShardLayout
+
+
+def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
+    """Check the runner options and the tokenizer, plan the corpus and the shards: what can fail before any work."""
+    paths = {"--input": [i.pattern for i in job.inputs], "--tokenizer": [job.tokenizer], "--out": [job.out]}
+    check_launch(beam_args, paths=paths)  # a runner option that cannot work fails here, before any work
+    s = job.settings
+    tok, ref = open_tokenizer(job.tokenizer, s.pretokenizer)  # a bad hash or version stops here, before any work
+    policy = resolve_policy(tok, special_tokens=s.special_tokens, bos=s.bos, eos=s.eos)
+    corpus = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
+    dtype = shard_io.shard_dtype(s.shard_format, tok.n_vocab)
+    identity = job_identity(job, ref.digest, corpus, dataclasses.asdict(policy), dtype)
+    fingerprint = sha256_json(identity)
+    layout = ShardLayout(job.out, s.prefix, len(corpus.ranges), s.shard_format, dtype, ref.digest, fingerprint)
+    return EncodePlan(job, tok, ref, policy, corpus, identity, layout)
 
 
 def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: Reporter | None = None) -> dict:
     """Check, plan, encode (Beam) and finish the output directory; return the manifest (plus a ``run`` section
     that is printed, not written: runner, seconds, shards skipped as already complete).
 
-    >>> run_encode(EncodeJob("tok.bpe", [InputSpec("c/*.jsonl.gz")], "out"))  # doctest: +SKIP
+    >>> run_encode(EncodeJob("tok.bpe", (InputSpec("c/*.jsonl.gz"),), "out"))  # doctest: +SKIP
     """
     beam_args = list(beam_args or [])
     reporter = reporter or Reporter()
     started = time.perf_counter()
-    job = with_absolute_paths(job)
-    check_job(job)
-    paths = {"--input": [i.pattern for i in job.inputs], "--tokenizer": [job.tokenizer], "--out": [job.out]}
-    check_launch(beam_args, paths=paths)  # a runner option that cannot work fails here, before any work
-    tok, ref = open_tokenizer(job.tokenizer, job.pretokenizer)  # a bad hash or version stops here, before any work
-    policy = resolve_policy(tok, special_tokens=job.special_tokens, bos=job.bos, eos=job.eos)
-    plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
-    dtype = shard_io.shard_dtype(job.shard_format, tok.n_vocab)
-    identity = job_identity(job, ref.digest, plan, dataclasses.asdict(policy), dtype)
-    fingerprint = sha256_json(identity)
-    layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.digest, fingerprint)
-    reporter.stage("plan", files=len(plan.files), ranges=len(plan.ranges), bytes=plan.total_bytes, fingerprint=fingerprint[:16])
-    finished = prepare_encode_output(layout, identity, overwrite=job.overwrite)
+    plan = plan_encode(job, beam_args)
+    job, corpus, layout = plan.job, plan.corpus, plan.layout
+    reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes, fingerprint=layout.fingerprint[:16])
+    finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
     if finished is not None:
         reporter.stage("done", out=job.out, already_complete=True)
-        return dict(finished, run={"runner": runner_name(beam_args), "seconds": 0.0, "shards_skipped": len(plan.ranges), "already_complete": True})
+        return dict(finished, run={"runner": runner_name(beam_args), "seconds": 0.0, "shards_skipped": len(corpus.ranges), "already_complete": True})
     done = complete_shards(layout)
-    todo = [r for r in plan.ranges if r.index not in done]
-    reporter.stage("resume", shards=len(plan.ranges), complete=len(done), todo=len(todo))
+    todo = [r for r in corpus.ranges if r.index not in done]
+    reporter.stage("resume", shards=len(corpus.ranges), complete=len(done), todo=len(todo))
     if todo:
-        _run_pipeline(CorpusPlan(plan.files, todo), job, ref, policy, layout, beam_args)
-    manifest = build_manifest(layout, plan, tok, job, identity, policy)
+        _run_pipeline(dataclasses.replace(plan, corpus=CorpusPlan(corpus.files, todo)), beam_args)
+    manifest = build_manifest(plan)
     finish_output(job.out, manifest)
     remove(layout.path(shard_io.TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
@@ -97,16 +142,17 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     return dict(manifest, run={"runner": runner_name(beam_args), "seconds": seconds, "shards_skipped": len(done), "already_complete": False})
 
 
-def build_encode_graph(pipeline: beam.Pipeline, plan: CorpusPlan, job: EncodeJob, ref, policy, layout: ShardLayout):
+def build_encode_graph(pipeline: beam.Pipeline, plan: EncodePlan):
     """Add the encoding stages to ``pipeline``; return the terminal collection (one ShardWritten per shard)."""
-    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan, job.corpus)
-    encoded = batches | "EncodeDocuments" >> EncodeDocuments(ref, policy, layout.dtype, verify=job.verify)
+    job, layout = plan.job, plan.layout
+    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
+    encoded = batches | "EncodeDocuments" >> EncodeDocuments(plan.ref, plan.policy, layout.dtype, verify=job.settings.verify)
     return encoded | "WriteShards" >> WriteShards(layout, fail_at_shard=job.fail_at_shard)
 
 
-def _run_pipeline(plan: CorpusPlan, job: EncodeJob, ref, policy, layout: ShardLayout, beam_args: list[str]) -> None:
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.ranges)))
-    build_encode_graph(pipeline, plan, job, ref, policy, layout)
+def _run_pipeline(plan: EncodePlan, beam_args: list[str]) -> None:
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
+    build_encode_graph(pipeline, plan)
     result = pipeline.run()
     result.wait_until_finish()
     client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
@@ -121,7 +167,8 @@ def job_identity(job: EncodeJob, tokenizer_digest: str, plan: CorpusPlan, policy
     The tokenizer counts by its digest (what decides the ids), not its file: a converted copy is the same job.
     """
     corpus = dataclasses.asdict(job.corpus)
-    settings = dict(corpus, range_bytes=job.range_bytes, shard_format=job.shard_format, prefix=job.prefix, verify=job.verify, dtype=dtype, **policy)
+    s = job.settings
+    settings = dict(corpus, range_bytes=job.range_bytes, shard_format=s.shard_format, prefix=s.prefix, verify=s.verify, dtype=dtype, **policy)
     return {
         "tokenizer": {"digest": tokenizer_digest},
         "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
@@ -199,10 +246,11 @@ def complete_shards(layout: ShardLayout) -> set[int]:
 
 
 # ------------------------------------------------------------------ manifest
-def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, job: EncodeJob, identity: dict, policy) -> dict:
+def build_manifest(plan: EncodePlan) -> dict:
     """The manifest from the shards' stats files (no times, no runner: a rerun writes the same bytes)."""
+    layout, tok, job, identity, policy = plan.layout, plan.tok, plan.job, plan.identity, plan.policy
     shards = []
-    for rng in plan.ranges:
+    for rng in plan.corpus.ranges:
         stats = shard_io.read_stats(layout, rng.index)
         if stats is None:
             raise RuntimeError(
@@ -216,7 +264,7 @@ def build_manifest(layout: ShardLayout, plan: CorpusPlan, tok, job: EncodeJob, i
     manifest = {
         "kind": "beam-bpe encode",
         "fingerprint": layout.fingerprint,
-        "tokenizer": _tokenizer_info(tok, job.tokenizer, job.pretokenizer, identity, policy),
+        "tokenizer": _tokenizer_info(tok, job.tokenizer, job.settings.pretokenizer, identity, policy),
         "settings": identity["settings"],
         "inputs": identity["inputs"],
         "shards": shards,
@@ -277,22 +325,6 @@ def summary_line(manifest: dict) -> str:
     )
 
 
-# ------------------------------------------------------------------ checks
-def with_absolute_paths(job: EncodeJob) -> EncodeJob:
-    """Local paths made absolute: workers of another process or directory must find the same files."""
-
-    def absolute(path: str) -> str:
-        return path if "://" in path else os.path.abspath(path)
-
-    inputs = [InputSpec(absolute(i.pattern), i.weight) for i in job.inputs]
-    return dataclasses.replace(job, tokenizer=absolute(job.tokenizer), out=absolute(job.out), inputs=inputs)
-
-
-def check_job(job: EncodeJob) -> None:
-    """Refuse a shard format, prefix or input list that cannot work, before anything is read or written."""
-    if job.shard_format not in SHARD_FORMATS:
-        raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {job.shard_format!r}")
-    if not job.prefix or any(c in job.prefix for c in "/\\*?[]") or job.prefix.startswith("."):
-        raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {job.prefix!r}")
-    if not job.inputs:
-        raise EncodeError("nothing to encode: pass --input PATH_OR_GLOB (repeatable)")
+# ------------------------------------------------------------------ paths
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)

@@ -26,7 +26,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from pipeline.launch.checks import LaunchError, check_launch, runner_kind
+from pipeline.launch.checks import LaunchError, runner_kind
 from pipeline.launch.options import pipeline_options
 from pipeline.storage.files import write_atomic
 
@@ -56,44 +56,25 @@ def translate(command: str, argv: Sequence[str], *, staged_copy: str | None = No
 
 def _train_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.Pipeline, dict]:
     from pipeline.cli.train import job_from_args
-    from pipeline.corpus.plan import plan_corpus
     from pipeline.train import job as tp
 
-    job = tp.with_absolute_paths(job_from_args(args))
-    tp.check_job(job)
+    job = job_from_args(args)
     if job.from_counts:
         raise LaunchError("--from-counts trains from existing counts with no pipeline: there is no job to translate")
-    check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
-    plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.ranges)))
-    tp.build_train_graph(pipeline, plan, job, tp.num_count_shards(plan, job))
-    return pipeline, {"command": "train", "ranges": len(plan.ranges), "bytes": plan.total_bytes}
+    plan = tp.plan_train(job, beam_args)  # the same plan as the real launch
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
+    tp.build_train_graph(pipeline, plan)
+    return pipeline, {"command": "train", "ranges": len(plan.corpus.ranges), "bytes": plan.corpus.total_bytes}
 
 
 def _encode_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.Pipeline, dict]:
-    import dataclasses
-
     from pipeline.cli.encode import job_from_args
-    from pipeline.corpus.plan import plan_corpus
     from pipeline.encode import job as ep
-    from pipeline.encode.documents import open_tokenizer, resolve_policy
-    from pipeline.encode.shards import ShardLayout, shard_dtype
 
-    job = ep.with_absolute_paths(job_from_args(args))  # the same EncodeJob, hence fingerprint, as the real launch
-    ep.check_job(job)
-    check_launch(
-        beam_args,
-        paths={"--input": [i.pattern for i in job.inputs], "--tokenizer": [job.tokenizer], "--out": [job.out]},
-    )
-    tok, ref = open_tokenizer(job.tokenizer, job.pretokenizer)
-    policy = resolve_policy(tok, special_tokens=job.special_tokens, bos=job.bos, eos=job.eos)
-    plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
-    dtype = shard_dtype(job.shard_format, tok.n_vocab)
-    fingerprint = ep.sha256_json(ep.job_identity(job, ref.digest, plan, dataclasses.asdict(policy), dtype))
-    layout = ShardLayout(job.out, job.prefix, len(plan.ranges), job.shard_format, dtype, ref.digest, fingerprint)
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.ranges)))
-    ep.build_encode_graph(pipeline, plan, job, ref, policy, layout)
-    return pipeline, {"command": "encode", "ranges": len(plan.ranges), "bytes": plan.total_bytes}
+    plan = ep.plan_encode(job_from_args(args), beam_args)  # the same plan, hence fingerprint, as the real launch
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
+    ep.build_encode_graph(pipeline, plan)
+    return pipeline, {"command": "encode", "ranges": len(plan.corpus.ranges), "bytes": plan.corpus.total_bytes}
 
 
 def _describe(job, job_file: str, staged_copy: str) -> dict:

@@ -1,18 +1,24 @@
 """Algorithm settings for ``beam-bpe train``: defaults, config files (TOML or YAML, in ``configs/``), validation.
 
-Command-line flags override the file; the file overrides the defaults. Runner settings never live here (they are
-Beam options, see ``deploy/``).
+Command-line flags override the file; the file overrides the defaults. The result is one frozen
+:class:`TrainSettings`, validated here and only here (the trainer's own arguments by the trainer's own rule,
+``bpe_core.train.check_train_arguments``, so a bad value gets the same message from a flag, a config file or the
+library); every later step receives it and none re-checks or rewrites it. Runner settings never live here (they
+are Beam options, see ``deploy/``).
 
->>> validate_settings({"vocab_size": 32000, "pretokenizer": "cl100k"})["tie_break"]
+>>> train_settings({}, {"vocab_size": 32000, "pretokenizer": "cl100k"}).tie_break
 'ids'
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from bpe_core import TIE_BREAKS, PreTokenizer
+from bpe_core import PreTokenizer
+from bpe_core.train import check_train_arguments
 from pipeline.storage.files import read_bytes
 
 DEFAULTS: dict = {
@@ -32,8 +38,46 @@ class ConfigError(ValueError):
     """A setting is invalid; the message names the setting, the value, the file and the fix."""
 
 
+@dataclass(frozen=True)
+class TrainSettings:
+    """The validated algorithm settings of a training run; ``pre`` is the pre-tokenizer, resolved once."""
+
+    pretokenizer: str | tuple[str, ...]  # as given (a preset name or regexes): recorded in the manifest
+    pre: PreTokenizer
+    vocab_size: int | None
+    special_tokens: tuple[str, ...] = ()
+    tie_break: str = "ids"
+    min_frequency: int = 2
+    min_chunk_count: int = 0
+    max_chunks: int = 0
+    name: str | None = None
+
+    @property
+    def normalizer(self) -> str | None:
+        return self.pre.normalizer
+
+    def with_pretokenizer(self, pre: PreTokenizer) -> TrainSettings:
+        """The same settings with the pre-tokenizer ``pre`` (training from counts made with it)."""
+        return dataclasses.replace(self, pre=pre, pretokenizer=pre.name or tuple(pre.patterns))
+
+    def to_manifest(self) -> dict:
+        """The settings as the manifest records them (JSON values, the keys of a config file)."""
+        spec = self.pretokenizer
+        return {
+            "pretokenizer": list(spec) if isinstance(spec, tuple) else spec,
+            "normalizer": self.normalizer,
+            "vocab_size": self.vocab_size,
+            "special_tokens": list(self.special_tokens),
+            "tie_break": self.tie_break,
+            "min_frequency": self.min_frequency,
+            "min_chunk_count": self.min_chunk_count,
+            "max_chunks": self.max_chunks,
+            "name": self.name,
+        }
+
+
 def load_config(path: str) -> dict:
-    """Read a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file of algorithm settings and validate its keys."""
+    """Read a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file of algorithm settings and check its keys."""
     if not path.endswith((".toml", ".yaml", ".yml")):
         raise ConfigError(f"{path}: a config file must end in .toml, .yaml or .yml")
     text = read_bytes(path).decode("utf-8")
@@ -62,50 +106,50 @@ def _parse(path: str, text: str):
     return yaml.safe_load(text) or {}
 
 
-def merge_settings(config: Mapping, flags: Mapping) -> dict:
-    """Defaults, then the config file, then the flags that were given (not None), validated."""
+def train_settings(config: Mapping, flags: Mapping, *, source: str | None = None) -> TrainSettings:
+    """Defaults, then the config file's ``config``, then the ``flags`` that were given (not None), validated.
+
+    ``source`` (the config file's path) is named in the message of a setting that came from it.
+    """
     merged = dict(DEFAULTS)
     merged.update(config)
-    merged.update({k: v for k, v in flags.items() if v is not None})
-    return validate_settings(merged)
-
-
-def _int_setting(settings: Mapping, key: str, minimum: int) -> int:
-    value = settings[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def validate_settings(settings: Mapping) -> dict:
-    """Check every algorithm setting; the pre-tokenizer is resolved so that a bad regex fails now."""
-    out = dict(DEFAULTS)
-    out.update(settings)
-    if out["vocab_size"] is not None:
-        _int_setting(out, "vocab_size", 256 + len(out["special_tokens"] or []))
-    for key, minimum in (("min_frequency", 0), ("min_chunk_count", 0), ("max_chunks", 0)):
-        _int_setting(out, key, minimum)
-    if out["tie_break"] not in TIE_BREAKS:
-        raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {out['tie_break']!r}")
-    specials = out["special_tokens"]
-    if isinstance(specials, str) or not all(isinstance(s, str) and s for s in specials):
-        raise ConfigError(f"special_tokens must be a list of non-empty strings, got {specials!r}")
-    if len(set(specials)) != len(specials):
-        raise ConfigError(f"special_tokens must be distinct, got {specials!r}")
-    out["special_tokens"] = list(specials)
-    if out["normalizer"] not in (None, "NFC", "NFKC"):
-        raise ConfigError(f"normalizer must be NFC, NFKC or absent, got {out['normalizer']!r}")
-    if out["name"] is not None and not isinstance(out["name"], str):
-        raise ConfigError(f"name must be a string, got {out['name']!r}")
-    resolve_pretokenizer(out)
-    return out
-
-
-def resolve_pretokenizer(settings: Mapping) -> PreTokenizer:
-    spec = settings["pretokenizer"]
-    if isinstance(spec, list):
-        spec = tuple(spec)
+    given = {k: v for k, v in flags.items() if v is not None}
+    merged.update(given)
     try:
-        return PreTokenizer.from_spec(spec, normalizer=settings.get("normalizer"))
+        return _validated(merged)
+    except ConfigError as exc:
+        key = str(exc).split(" ", 1)[0]
+        if source and key in config and key not in given:
+            raise ConfigError(f"{source}: {exc}") from None
+        raise
+
+
+def _validated(s: Mapping) -> TrainSettings:
+    try:
+        specials = check_train_arguments(s["vocab_size"], s["special_tokens"], s["min_frequency"], s["tie_break"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    for key in ("min_chunk_count", "max_chunks"):
+        value = s[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{key} must be a non-negative integer, got {value!r}")
+    if s["normalizer"] not in (None, "NFC", "NFKC"):
+        raise ConfigError(f"normalizer must be NFC, NFKC or absent, got {s['normalizer']!r}")
+    if s["name"] is not None and not isinstance(s["name"], str):
+        raise ConfigError(f"name must be a string, got {s['name']!r}")
+    spec = tuple(s["pretokenizer"]) if isinstance(s["pretokenizer"], list) else s["pretokenizer"]
+    try:
+        pre = PreTokenizer.from_spec(spec, normalizer=s["normalizer"])
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"pretokenizer {json.dumps(spec)}: {exc}") from None
+    return TrainSettings(
+        pretokenizer=spec,
+        pre=pre,
+        vocab_size=s["vocab_size"],
+        special_tokens=tuple(specials),
+        tie_break=s["tie_break"],
+        min_frequency=s["min_frequency"],
+        min_chunk_count=s["min_chunk_count"],
+        max_chunks=s["max_chunks"],
+        name=s["name"],
+    )

@@ -12,21 +12,22 @@ import hashlib
 import bpe_core
 from bpe_core import ChunkCounts, Tokenizer
 from pipeline.launch.progress import Reporter
+from pipeline.launch.settings import TrainSettings
 from pipeline.storage.files import join, read_bytes
 
 TOKENIZER_FILES = ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
 
 
-def train_tokenizer(counts: ChunkCounts, settings: dict, reporter: Reporter) -> Tokenizer:
+def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Reporter) -> Tokenizer:
     """``bpe_core.train`` on the reduced counts with the validated settings."""
-    budget = settings["vocab_size"] - 256 - len(settings["special_tokens"])
+    budget = settings.vocab_size - 256 - len(settings.special_tokens)
     tok = bpe_core.train(
         counts,
-        settings["vocab_size"],
-        special_tokens=settings["special_tokens"],
-        min_frequency=settings["min_frequency"],
-        tie_break=settings["tie_break"],
-        name=settings["name"],
+        settings.vocab_size,
+        special_tokens=settings.special_tokens,
+        min_frequency=settings.min_frequency,
+        tie_break=settings.tie_break,
+        name=settings.name,
         progress=reporter.merges(budget),
     )
     reporter.end_progress()

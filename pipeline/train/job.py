@@ -23,7 +23,7 @@ from pipeline.corpus.read import ReadCorpus, SelectDeadLetters
 from pipeline.launch.checks import check_launch
 from pipeline.launch.options import pipeline_options, runner_name
 from pipeline.launch.progress import Reporter
-from pipeline.launch.settings import resolve_pretokenizer
+from pipeline.launch.settings import TrainSettings
 from pipeline.storage.files import OutputError, glob, join, prepare_output
 from pipeline.storage.manifest import finish_output
 from pipeline.train.count import PreTokenizeAndCount
@@ -34,13 +34,17 @@ from pipeline.train.write_counts import WriteCounts
 COUNT_SHARD_BYTES = 1 << 30  # one counts shard per GiB of input: shards stay far below a worker's memory
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainJob:
-    """Everything a training run needs besides the Beam options. ``settings`` are validated algorithm settings."""
+    """Everything a training run needs besides the Beam options, checked once when it is made.
+
+    Local paths are made absolute (workers of another process or directory must find the same files) and flag
+    combinations that cannot run are refused here; nothing later re-checks or rewrites the job.
+    """
 
     out: str
-    settings: dict
-    inputs: list[InputSpec] = field(default_factory=list)
+    settings: TrainSettings
+    inputs: tuple[InputSpec, ...] = ()
     corpus: CorpusSpec = field(default_factory=CorpusSpec)
     range_bytes: int = DEFAULT_RANGE_BYTES
     count_shards: int = 0  # 0: one per GiB of input
@@ -49,22 +53,56 @@ class TrainJob:
     overwrite: bool = False
     pretokenizer_given: bool = False  # with --from-counts: check it against the counts' own pre-tokenizer
 
+    def __post_init__(self) -> None:
+        inputs = tuple(InputSpec(_absolute(i.pattern), i.weight) for i in self.inputs)
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "out", _absolute(self.out))
+        object.__setattr__(self, "from_counts", _absolute(self.from_counts))
+        check_job(self)
 
-def build_train_graph(pipeline: beam.Pipeline, plan: CorpusPlan, job: TrainJob, num_shards: int):
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What a training run will do, fixed before anything runs; the same for every runner and the Dataflow
+    translation. ``job.settings`` are final (with ``--from-counts``, the pre-tokenizer of the counts)."""
+
+    job: TrainJob
+    corpus: CorpusPlan | None  # None with --from-counts: nothing is read
+    num_shards: int
+    counts_dir: str
+
+
+def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
+    """Check the runner options and the counts, plan the corpus: everything that can fail before any work."""
+    counts_dir = join(job.from_counts or job.out, "counts")
+    if job.from_counts:
+        if beam_args:
+            raise OutputError(
+                f"--from-counts trains on this machine with no pipeline: the Beam options {' '.join(beam_args)} "
+                "would do nothing; drop them"
+            )
+        settings = _counts_settings(counts_dir, job)
+        return TrainPlan(dataclasses.replace(job, settings=settings), None, 0, counts_dir)
+    check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
+    plan = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
+    num_shards = job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
+    return TrainPlan(job, plan, num_shards, counts_dir)
+
+
+def build_train_graph(pipeline: beam.Pipeline, plan: TrainPlan):
     """Add the counting stages to ``pipeline``; return the terminal collection (paths written)."""
-    pre = resolve_pretokenizer(job.settings)
-    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan, job.corpus)
-    counts = batches | "PreTokenizeAndCount" >> PreTokenizeAndCount(pre, num_shards)
+    job, pre = plan.job, plan.job.settings.pre
+    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
+    counts = batches | "PreTokenizeAndCount" >> PreTokenizeAndCount(pre, plan.num_shards)
     dead = batches | "SelectDeadLetters" >> SelectDeadLetters()
     return (counts, dead) | "FlattenResults" >> beam.Flatten() | "WriteCounts" >> WriteCounts(job.out, pre)
 
 
-def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
+def count_corpus(plan: TrainPlan, beam_args: list[str]) -> dict:
     """Run the counting pipeline; return the corpus statistics, checked to reconcile."""
-    num_shards = num_count_shards(plan, job)
-    options = pipeline_options(beam_args, num_ranges=len(plan.ranges))
-    pipeline = beam.Pipeline(options=options)
-    build_train_graph(pipeline, plan, job, num_shards)
+    job, num_shards = plan.job, plan.num_shards
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
+    build_train_graph(pipeline, plan)
     result = pipeline.run()
     result.wait_until_finish()
     client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
@@ -78,16 +116,11 @@ def count_corpus(plan: CorpusPlan, job: TrainJob, beam_args: list[str]) -> dict:
             f"the pipeline finished but wrote no statistics to {counts_dir}: the runner "
             f"({runner_name(beam_args)}) did not run the writing step; see the runner notes in pipeline/launch/options.py"
         ) from None
-    write_missing_shards(counts_dir, num_shards, resolve_pretokenizer(job.settings))
+    write_missing_shards(counts_dir, num_shards, job.settings.pre)
     stats["count_shards"] = num_shards
     stats["dead_letter_files"] = len(glob(join(job.out, "dead_letters", "*.jsonl")))
     check_reconciled(stats)
     return stats
-
-
-def num_count_shards(plan: CorpusPlan, job: TrainJob) -> int:
-    """``--count-shards``, or one counts shard per GiB of input (1 to 1024)."""
-    return job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
 
 
 def check_reconciled(stats: dict) -> None:
@@ -102,30 +135,27 @@ def check_reconciled(stats: dict) -> None:
 def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Reporter | None = None) -> dict:
     """Plan, count (Beam), train (driver) and write the output directory; return the manifest.
 
-    >>> run_train(TrainJob("out", validate_settings({"vocab_size": 1000}), [InputSpec("c/*.txt")],
+    >>> run_train(TrainJob("out", train_settings({}, {"vocab_size": 1000}), (InputSpec("c/*.txt"),),
     ...                    CorpusSpec("text")))  # doctest: +SKIP
     """
     beam_args = list(beam_args or [])
     reporter = reporter or Reporter()
-    job = with_absolute_paths(job)
     started = time.perf_counter()
-    check_job(job)
-    if not job.from_counts:  # a runner option that cannot work fails here, before anything is planned or written
-        check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
-    counts_dir = join(job.from_counts or job.out, "counts")
-    manifest: dict = {"kind": "beam-bpe train", "settings": job.settings, "runner": runner_name(beam_args)}
+    plan = plan_train(job, beam_args)  # a runner option or counts that cannot work fail here, before any work
+    job = plan.job
+    manifest: dict = {"kind": "beam-bpe train", "settings": job.settings.to_manifest()}
     if job.from_counts:
-        _check_counts_pretokenizer(counts_dir, job)
         prepare_output(job.out, overwrite=job.overwrite, keep=("counts",) if _same(job.from_counts, job.out) else ())
-        stats = read_stats(counts_dir)
-        manifest["counts_from"] = job.from_counts
+        stats = read_stats(plan.counts_dir)
+        manifest.update(runner=None, counts_from=job.from_counts)  # no pipeline ran
     else:
-        plan = plan_corpus(job.inputs, job.corpus, range_bytes=job.range_bytes)
-        reporter.stage("plan", files=len(plan.files), ranges=len(plan.ranges), bytes=plan.total_bytes)
+        corpus = plan.corpus
+        manifest["runner"] = runner_name(beam_args)
+        reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes)
         prepare_output(job.out, overwrite=job.overwrite)
         t0 = time.perf_counter()
-        stats = count_corpus(plan, job, beam_args)
-        manifest["corpus"] = dict(plan.describe(), format=job.corpus.format, text_unit=job.corpus.text_unit)
+        stats = count_corpus(plan, beam_args)
+        manifest["corpus"] = dict(corpus.describe(), format=job.corpus.format, text_unit=job.corpus.text_unit)
         manifest["count_seconds"] = round(time.perf_counter() - t0, 3)
         reporter.stage("count", seconds=manifest["count_seconds"], **_summary(stats))
     manifest.update({k: stats[k] for k in ("documents_read", "documents_counted", "dead_letters")}, stats=stats)
@@ -136,7 +166,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
             "and --max-document-bytes"
         )
     if not job.counts_only:
-        manifest.update(_train_stage(counts_dir, job, reporter))
+        manifest.update(_train_stage(plan.counts_dir, job, reporter))
     manifest["wall_seconds"] = round(time.perf_counter() - started, 3)
     finish_output(job.out, manifest)
     reporter.stage("done", out=job.out, seconds=manifest["wall_seconds"])
@@ -146,7 +176,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
 def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     t0 = time.perf_counter()
     s = job.settings
-    counts, report = load_counts(counts_dir, min_chunk_count=s["min_chunk_count"], max_chunks=s["max_chunks"])
+    counts, report = load_counts(counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
     reporter.stage("read_counts", chunks=report["chunks_kept"], seconds=round(time.perf_counter() - t0, 3))
     t1 = time.perf_counter()
     tok = train_tokenizer(counts, s, reporter)
@@ -156,14 +186,8 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, "artifacts": files, "train_seconds": seconds}
 
 
-def with_absolute_paths(job: TrainJob) -> TrainJob:
-    """Local paths made absolute: workers of another process or directory must find the same files."""
-
-    def absolute(path: str | None) -> str | None:
-        return path if path is None or "://" in path else os.path.abspath(path)
-
-    inputs = [InputSpec(absolute(i.pattern), i.weight) for i in job.inputs]
-    return dataclasses.replace(job, out=absolute(job.out), from_counts=absolute(job.from_counts), inputs=inputs)
+def _absolute(path: str | None) -> str | None:
+    return path if path is None or "://" in path else os.path.abspath(path)
 
 
 def _summary(stats: dict) -> dict:
@@ -183,23 +207,24 @@ def check_job(job: TrainJob) -> None:
         raise OutputError("nothing to read: pass --input PATH_OR_GLOB (repeatable), or --from-counts DIR")
     if job.counts_only and job.from_counts:
         raise OutputError("--counts-only and --from-counts together do nothing: drop one of them")
-    if job.counts_only and (job.settings["min_chunk_count"] or job.settings["max_chunks"]):
+    if job.from_counts and job.count_shards:
+        raise OutputError("--count-shards sets how a counting run writes its counts: with --from-counts it would do nothing; drop it")
+    if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks):
         raise OutputError(
             "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "
             "would do nothing; pass them to the later run with --from-counts"
         )
-    if not job.counts_only and job.settings["vocab_size"] is None:
+    if not job.counts_only and job.settings.vocab_size is None:
         raise OutputError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
 
 
-def _check_counts_pretokenizer(counts_dir: str, job: TrainJob) -> None:
-    settings = job.settings
+def _counts_settings(counts_dir: str, job: TrainJob) -> TrainSettings:
+    """The settings with the pre-tokenizer the counts were made with; a different one given is refused."""
     made_with = counts_pretokenizer(counts_dir)
-    wanted = resolve_pretokenizer(settings)
+    wanted = job.settings.pre
     if job.pretokenizer_given and made_with != wanted:
         raise OutputError(
             f"the counts in {counts_dir} were made with pre-tokenizer {made_with.describe()}, not "
-            f"{wanted.describe()}: drop --pretokenizer, or count again with it"
+            f"{wanted.describe()}: drop --pretokenizer and --normalizer, or count again with them"
         )
-    settings["pretokenizer"] = list(made_with.patterns) if not made_with.name else made_with.name
-    settings["normalizer"] = made_with.normalizer
+    return job.settings.with_pretokenizer(made_with)

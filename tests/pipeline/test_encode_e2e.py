@@ -4,6 +4,7 @@ resume after an interruption, refusals, bad input, ``decode --shards`` and ``dec
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -23,7 +24,7 @@ from pipeline_testlib import read_dead_letters, run_cli, write_bytes, write_json
 import bpe_core
 from bpe_core import Tokenizer
 from pipeline.corpus.plan import CorpusSpec, InputSpec
-from pipeline.encode.job import EncodeJob, run_encode
+from pipeline.encode.job import EncodeJob, EncodeSettings, run_encode
 from pipeline.encode.megatron import MegatronReader
 from pipeline.encode.shards import find_document, iter_documents
 
@@ -156,7 +157,7 @@ def test_resume_rewrites_only_the_missing_shards_byte_identically(parquet_run, r
         (out / f"{name}.parquet").write_bytes(b"half a file")
     (out / "COMPLETED").unlink()
     kept = {p: p.stat().st_mtime_ns for p in out.glob("*.parquet") if p.stem not in lost}
-    manifest_out = run_encode(EncodeJob(r50k_file, [InputSpec(str(p)) for p in inputs], str(out), CorpusSpec("jsonl"), eos="auto", verify=True, range_bytes=20000))
+    manifest_out = run_encode(EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"), EncodeSettings(eos="auto", verify=True), range_bytes=20000))
     assert manifest_out["run"]["shards_skipped"] == len(names) - 2
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     assert files_of(out) == reference
@@ -164,7 +165,7 @@ def test_resume_rewrites_only_the_missing_shards_byte_identically(parquet_run, r
 
 def test_a_job_interrupted_by_a_failing_shard_then_rerun_equals_an_uninterrupted_run(parquet_run, r50k_file, inputs, tmp_path):
     out = tmp_path / "out"
-    job = EncodeJob(r50k_file, [InputSpec(str(p)) for p in inputs], str(out), eos="auto", verify=True, range_bytes=20000, fail_at_shard=2)
+    job = EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), settings=EncodeSettings(eos="auto", verify=True), range_bytes=20000, fail_at_shard=2)
     with pytest.raises(Exception, match="test fault"):
         run_encode(job)
     assert not (out / "COMPLETED").exists() and not (out / "manifest.json").exists()
@@ -173,7 +174,7 @@ def test_a_job_interrupted_by_a_failing_shard_then_rerun_equals_an_uninterrupted
     visible = {p.name.split(".")[0] for p in out.glob("tokens-*")}
     assert visible <= complete, "a shard file is visible under its final name before the shard is complete"
     assert not list(out.rglob(".tmp-*"))
-    job.fail_at_shard = None
+    job = dataclasses.replace(job, fail_at_shard=None)
     assert run_encode(job)["run"]["shards_skipped"] == len(complete)
     assert files_of(out) == files_of(parquet_run)
 

