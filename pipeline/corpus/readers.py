@@ -338,7 +338,11 @@ def _jsonl_fast(block: bytes, field: str) -> list[str] | None:
         leaf = pa.struct([(name, leaf)])
     options = pa_json.ParseOptions(explicit_schema=pa.schema([(path[0], leaf)]), unexpected_field_behavior="ignore")
     try:
-        table = pa_json.read_json(io.BytesIO(block), read_options=pa_json.ReadOptions(block_size=max(len(block), 1 << 16)), parse_options=options)
+        table = pa_json.read_json(
+            io.BytesIO(block),
+            read_options=pa_json.ReadOptions(block_size=max(len(block), 1 << 16)),
+            parse_options=options,
+        )
         column = table.column(path[0]).combine_chunks() if table.num_rows else pa.array([], pa.string())
         for name in path[1:]:
             if column.null_count:
@@ -467,7 +471,9 @@ def _parquet_value(row: int, value: str | bytes | None, name: str, binary: bool,
         try:
             batcher.add(row, value.decode("utf-8"), len(value))
         except UnicodeDecodeError as exc:
-            batcher.reject(row, f"undecodable bytes: {exc.reason} at byte {exc.start} of the value (not UTF-8)", value, len(value))
+            batcher.reject(
+                row, f"undecodable bytes: {exc.reason} at byte {exc.start} of the value (not UTF-8)", value, len(value)
+            )
 
 
 def _excerpt(raw: bytes | str) -> str:
