@@ -34,11 +34,33 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
         return cmd_encode_corpus(args, beam_args)
     if beam_args:
         raise SystemExit(f"beam-bpe encode: unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
+    _refuse_corpus_flags(args)
     tok = _load(args)
     text = args.text if args.text is not None else sys.stdin.read()
     ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
     print(" ".join(map(str, ids)))
     return 0
+
+
+# The flags of the encoding pipeline, which ``encode --text`` would silently ignore.
+CORPUS_ONLY = ("format", "text_field", "text_column", "text_unit", "max_document_bytes", "range_bytes", "shard_format",
+               "prefix", "bos", "eos", "special_tokens", "verify", "overwrite")  # fmt: skip
+
+
+def _refuse_corpus_flags(args: argparse.Namespace) -> None:
+    given = [flag for dest, flag in args.given_flags if dest in CORPUS_ONLY]
+    if given:
+        extra = " (for one text, --allow-special encodes special-token text as special tokens)" if "--special-tokens" in given else ""
+        raise SystemExit(
+            f"beam-bpe encode: {', '.join(given)} belong to the encoding pipeline (--input ... --out DIR) and do "
+            f"nothing with --text or stdin: drop them{extra}"
+        )
+
+
+def _given_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]) -> list[tuple[str, str]]:
+    """(dest, flag) of every option of the chosen sub-command that appears in ``argv``."""
+    by_flag = {flag: dest for dest, flag in _all_flags(parser, args)}
+    return [(by_flag[a.split("=", 1)[0]], a.split("=", 1)[0]) for a in argv if a.split("=", 1)[0] in by_flag]
 
 
 def _parse_ids(text: str) -> list[int]:
@@ -146,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _all_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(dest, flag) of every option of the chosen sub-command."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    return [(a.dest, s) for a in sub.choices[args.command]._actions for s in a.option_strings]  # noqa: SLF001
+
+
 def runs_a_pipeline(args: argparse.Namespace) -> bool:
     """Whether the command runs a Beam pipeline (train, demo, encode of a corpus), whose failure leaves an output
     directory to report on."""
@@ -154,9 +182,18 @@ def runs_a_pipeline(args: argparse.Namespace) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_beam_args", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.given_flags = _given_flags(parser, args, argv)
+    if extra and runs_a_pipeline(args):
+        from pipeline.launch.options import UnknownOptionError, check_beam_args  # imports Apache Beam
+
+        try:  # what neither we nor Beam parse would be logged by Beam and ignored: refused before any work
+            check_beam_args(extra, our_flags=[flag for _, flag in _all_flags(parser, args)])
+        except UnknownOptionError as exc:
+            parser.error(str(exc))
     pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
     with quiet_tracebacks(pipeline and not verbose) as thread_errors:
         try:

@@ -58,3 +58,45 @@ def _drop_value_of(args: list[str], flag: str) -> list[str]:
 
 def is_dask(options: PipelineOptions) -> bool:
     return "dask" in (options.view_as(StandardOptions).runner or "").lower()
+
+
+class UnknownOptionError(ValueError):
+    """An argument that neither beam-bpe nor Beam knows: Beam would only log it and run on without it."""
+
+
+def check_beam_args(beam_args: Sequence[str], *, our_flags: Sequence[str] = ()) -> None:
+    """Refuse any argument that no Beam options class parses, naming it and the nearest known flag.
+
+    Beam itself only logs ``Discarding unparseable args`` and runs on, so ``--min-frequncy 5`` trained with the
+    default. Every runner we support registers its options first (Beam adds ``DaskOptions`` only when its Dask
+    module is imported). ``our_flags`` (the command's own) are offered as suggestions too.
+    """
+    import difflib
+
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    dask_error = _register_dask_options()
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    classes = {str(cls): cls for cls in PipelineOptions.__subclasses__()}
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # noqa: SLF001 - what PipelineOptions.get_all_options does
+    known = {s for a in parser._actions for s in a.option_strings}  # noqa: SLF001
+    flags = [a.split("=", 1)[0] for a in beam_args if a.startswith("-") and a.split("=", 1)[0] not in known]
+    if not flags:  # names only: Beam checks the values when it builds the options
+        return
+    flag = flags[0]
+    if flag.startswith("--dask_") and dask_error:
+        raise UnknownOptionError(f"{flag} is an option of Beam's Dask runner, which cannot load here ({dask_error}): "
+                                 "pip install 'dask[distributed]'")  # fmt: skip
+    near = difflib.get_close_matches(flag, [*our_flags, *sorted(known)], n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]}?" if near else "; see beam-bpe COMMAND --help and Beam's pipeline options"
+    raise UnknownOptionError(f"unrecognized argument {flag}: neither beam-bpe nor Apache Beam knows it{hint}")
+
+
+def _register_dask_options() -> str | None:
+    """Import Beam's Dask runner so that its options are known; the reason when it cannot be imported."""
+    try:
+        import apache_beam.runners.dask.dask_runner  # noqa: F401 - registers DaskOptions
+    except ImportError as exc:
+        return str(exc)
+    return None
