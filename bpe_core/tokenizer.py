@@ -175,6 +175,14 @@ class Tokenizer:
     def is_special(self, token_id: int) -> bool:
         return token_id in self._special_ids
 
+    def truncated(self, n_vocab: int) -> Tokenizer:
+        """The exact smaller tokenizer of ``n_vocab`` ids (its merges a prefix of these, special tokens after them),
+        for ids that follow merge order (trained tokenizers, rank files); others are refused. See
+        :mod:`bpe_core.truncate`."""
+        from bpe_core.truncate import truncated
+
+        return truncated(self, n_vocab)
+
     # ----------------------------------------------------------------- encoding
     def encode(
         self,

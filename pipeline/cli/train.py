@@ -7,7 +7,7 @@ import argparse
 
 from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
 from pipeline.corpus.plan import CorpusError, InputSpec
-from pipeline.launch.settings import load_config, train_settings
+from pipeline.launch.settings import load_config, parse_vocab_sizes, train_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 
@@ -18,7 +18,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     src.add_argument("--weight", action="append", default=[], metavar="GLOB=N", help="integer weight of the documents of one --input (repeat the --input value exactly)")
     algo = p.add_argument_group("algorithm (override --config)")
     algo.add_argument("--config", help="TOML or YAML file of algorithm settings (see configs/)")
-    algo.add_argument("--vocab-size", type=int)
+    algo.add_argument("--vocab-size", type=parse_vocab_sizes, metavar="N[,N...]", help="vocabulary size; several (32000,64000,128000): one run, DIR/v{N}/ per size")
     algo.add_argument("--pretokenizer", help="preset (cl100k, o200k, r50k, llama3, qwen2, ...) or a regex")
     algo.add_argument("--normalizer", choices=("NFC", "NFKC"))
     algo.add_argument("--tie-break", choices=("ids", "huggingface", "bytes"))

@@ -12,6 +12,7 @@ are Beam options, see ``deploy/``).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -40,7 +41,11 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """The validated algorithm settings of a training run; ``pre`` is the pre-tokenizer, resolved once."""
+    """The validated algorithm settings of a training run; ``pre`` is the pre-tokenizer, resolved once.
+
+    ``vocab_sizes``: every size asked for, ascending (one run trains to the largest, ``vocab_size``, and cuts the
+    smaller ones from it); one size is the usual single-size run.
+    """
 
     pretokenizer: str | tuple[str, ...]  # as given (a preset name or regexes): recorded in the manifest
     pre: PreTokenizer
@@ -51,6 +56,11 @@ class TrainSettings:
     min_chunk_count: int = 0
     max_chunks: int = 0
     name: str | None = None
+    vocab_sizes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.vocab_sizes and self.vocab_size is not None:
+            object.__setattr__(self, "vocab_sizes", (self.vocab_size,))
 
     @property
     def normalizer(self) -> str | None:
@@ -66,7 +76,7 @@ class TrainSettings:
         return {
             "pretokenizer": list(spec) if isinstance(spec, tuple) else spec,
             "normalizer": self.normalizer,
-            "vocab_size": self.vocab_size,
+            "vocab_size": self.vocab_size if len(self.vocab_sizes) <= 1 else list(self.vocab_sizes),
             "special_tokens": list(self.special_tokens),
             "tie_break": self.tie_break,
             "min_frequency": self.min_frequency,
@@ -124,11 +134,35 @@ def train_settings(config: Mapping, flags: Mapping, *, source: str | None = None
         raise
 
 
+def parse_vocab_sizes(text: str) -> int | list[int]:
+    """``--vocab-size 32000`` or ``--vocab-size 32000,64000,128000`` (each checked later, as a config's are)."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(item.lstrip("-").isdigit() for item in items):
+        raise argparse.ArgumentTypeError(f"expected an integer or integers separated by commas (32000,64000), got {text!r}")
+    return int(items[0]) if len(items) == 1 else [int(item) for item in items]
+
+
+def _vocab_sizes(value) -> tuple:
+    """The sizes of ``vocab_size``: None, an integer, or a list of distinct integers (config files, flags)."""
+    if value is None:
+        return (None,)
+    if not isinstance(value, (list, tuple)):
+        return (value,)
+    if not value:
+        raise ConfigError("vocab_size is an empty list: give one size or several, e.g. [32000, 64000]")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"vocab_size lists a size twice: {list(value)}; give each size once")
+    return tuple(value)
+
+
 def _validated(s: Mapping) -> TrainSettings:
+    sizes = _vocab_sizes(s["vocab_size"])
     try:
-        specials = check_train_arguments(s["vocab_size"], s["special_tokens"], s["min_frequency"], s["tie_break"])
+        for size in sizes:
+            specials = check_train_arguments(size, s["special_tokens"], s["min_frequency"], s["tie_break"])
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
+    vocab_sizes = () if sizes == (None,) else tuple(sorted(sizes))
     for key in ("min_chunk_count", "max_chunks"):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -145,11 +179,12 @@ def _validated(s: Mapping) -> TrainSettings:
     return TrainSettings(
         pretokenizer=spec,
         pre=pre,
-        vocab_size=s["vocab_size"],
+        vocab_size=vocab_sizes[-1] if vocab_sizes else None,
         special_tokens=tuple(specials),
         tie_break=s["tie_break"],
         min_frequency=s["min_frequency"],
         min_chunk_count=s["min_chunk_count"],
         max_chunks=s["max_chunks"],
         name=s["name"],
+        vocab_sizes=vocab_sizes,
     )

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 
+import fsspec
+
 import bpe_core
 from bpe_core import ChunkCounts, Tokenizer
 from pipeline.launch.progress import Reporter
 from pipeline.launch.settings import TrainSettings
-from pipeline.storage.files import join, read_bytes
+from pipeline.storage.files import join, read_bytes, remove
 
 TOKENIZER_FILES = ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
 
@@ -32,6 +34,26 @@ def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Repo
     )
     reporter.end_progress()
     return tok
+
+
+def write_tokenizer_sizes(tok: Tokenizer, settings: TrainSettings, out_dir: str) -> dict:
+    """The tokenizer of each of several sizes, cut from ``tok`` (trained to the largest) into ``out_dir/v{N}/``;
+    return the manifest's ``artifacts`` (keyed ``v{N}/file``) and ``vocabularies`` (merges and n_vocab per size).
+
+    A size beyond what training reached (no pair reached min_frequency) is the whole tokenizer, as a separate run
+    at that size would have stopped at the same merge.
+    """
+    artifacts, vocabularies = {}, {}
+    for size in settings.vocab_sizes:
+        sub = tok.truncated(min(size, tok.n_vocab))
+        folder = f"v{size}"
+        remove(join(out_dir, folder))  # an earlier run's files (--overwrite) must not stay beside these
+        fs, path = fsspec.core.url_to_fs(join(out_dir, folder))
+        fs.makedirs(path, exist_ok=True)
+        files = write_tokenizer_files(sub, join(out_dir, folder))
+        artifacts.update({f"{folder}/{name}": entry for name, entry in files.items()})
+        vocabularies[folder] = {"vocab_size": size, "merges": len(sub.merges), "n_vocab": sub.n_vocab}
+    return {"artifacts": artifacts, "vocabularies": vocabularies}
 
 
 def write_tokenizer_files(tok: Tokenizer, out_dir: str) -> dict:

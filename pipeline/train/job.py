@@ -28,7 +28,7 @@ from pipeline.storage.files import OutputError, glob, join, prepare_output
 from pipeline.storage.manifest import finish_output
 from pipeline.train.count import PreTokenizeAndCount
 from pipeline.train.counts_files import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
-from pipeline.train.driver import train_tokenizer, write_tokenizer_files
+from pipeline.train.driver import train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
 from pipeline.train.write_counts import WriteCounts
 
 COUNT_SHARD_BYTES = 1 << 30  # one counts shard per GiB of input: shards stay far below a worker's memory
@@ -180,10 +180,13 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     reporter.stage("read_counts", chunks=report["chunks_kept"], seconds=round(time.perf_counter() - t0, 3))
     t1 = time.perf_counter()
     tok = train_tokenizer(counts, s, reporter)
-    files = write_tokenizer_files(tok, job.out)
+    if len(s.vocab_sizes) > 1:  # one merge loop to the largest size, each smaller one cut from it
+        written = write_tokenizer_sizes(tok, s, job.out)
+    else:
+        written = {"artifacts": write_tokenizer_files(tok, job.out)}
     seconds = round(time.perf_counter() - t1, 3)
     reporter.stage("train", merges=len(tok.merges), n_vocab=tok.n_vocab, seconds=seconds)
-    return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, "artifacts": files, "train_seconds": seconds}
+    return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, **written, "train_seconds": seconds}
 
 
 def _absolute(path: str | None) -> str | None:
