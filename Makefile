@@ -90,7 +90,7 @@ bench-native: $(BENCH_STAMP)
 wheel: setup
 	PYTHON=$(PY) deploy/build_wheel.sh --check
 
-# Sanitizers and fuzzing (README.md): the core built with -fsanitize=address,undefined in build/sanitize (the venv's
+# Sanitizers and fuzzing (tests/fuzz/README.md): the core built with -fsanitize=address,undefined in build/sanitize (the venv's
 # module and the source tree are untouched), loaded in place of the venv's by tests/fuzz/run.py.
 FUZZ_STAMP := $(VENV)/.fuzz-stamp
 SANITIZE_DIR := build/sanitize

@@ -3,7 +3,7 @@
 Each harness (``fuzz_*.py`` beside this file) defines ``test_one_input(data: bytes)`` (plain Python, no atheris:
 ``tests/test_fuzz_harnesses.py`` calls it on seeds and on the regression corpus) and ``seeds()`` (real inputs from
 ../shared/data that libFuzzer starts from and mutates), then calls :func:`main`. ``tests/fuzz/run.py`` runs them all
-with a budget; see the "Sanitizers and fuzzing" section of README.md.
+with a budget; see tests/fuzz/README.md.
 
 Coverage: atheris instruments Python bytecode only (``bpe_core`` and the harnesses, see :func:`instrument`). The C++
 core is compiled by gcc without libFuzzer's coverage hooks, so on the native side the search is blind: it relies on

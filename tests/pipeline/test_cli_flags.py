@@ -13,7 +13,7 @@ from pipeline.cli import build_parser, main
 from pipeline.launch.options import UnknownOptionError, check_beam_args
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "deploy").rglob("README.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "deploy").rglob("README.md"))]
 
 
 def documented_commands() -> list[tuple[str, str, list[str]]]:
