@@ -23,7 +23,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-
 from conftest import data_path, tiktoken_openai
 
 from pipeline.cli import main
