@@ -159,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli.train import add_train_parser
 
     add_train_parser(sub)
+    from pipeline.cli.count_tokens import add_count_tokens_parser
+    from pipeline.cli.inspect import add_inspect_parser
+
+    add_inspect_parser(sub)
+    add_count_tokens_parser(sub)
     p = sub.add_parser("demo", help="train with the Beam pipeline on the Python standard library, encode and decode")
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)

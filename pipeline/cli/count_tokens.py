@@ -1,0 +1,83 @@
+"""``beam-bpe count-tokens``: documents, bytes and tokens per input file and in total, on this machine.
+
+The files are read as the pipelines read them (the same corpus flags and readers, dead letters counted, not
+encoded) and encoded with the library's flat encoder on every core, a batch of documents per call; special-token
+text counts as ordinary text, as the encoding pipeline encodes it by default. No Beam pipeline runs: for a corpus
+that needs more than one machine, ``beam-bpe encode --input`` writes the counts into its manifest.
+
+    $ beam-bpe count-tokens --tokenizer cl100k_base.tiktoken --input 'data/*.jsonl.gz'
+    file               documents    bytes  tokens  bytes/token
+    data/a.jsonl.gz        1,000  250,112  61,203         4.09
+    total                  1,000  250,112  61,203         4.09
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bpe_core import Tokenizer
+from pipeline.cli.common import add_corpus_arguments, corpus_spec
+from pipeline.corpus.plan import InputSpec, plan_corpus
+
+COLUMNS = ("documents", "bytes", "tokens", "dead_letters")
+
+
+def add_count_tokens_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("count-tokens", help="documents, bytes and tokens per input file and in total")
+    p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, tokenizer.json ...)")
+    p.add_argument("--pretokenizer", help="pre-tokenizer for rank-only files (.tiktoken): cl100k, o200k, ...")
+    add_corpus_arguments(p, title="corpus", range_help="bytes per range read at a time (uncompressed text/JSONL)")
+    p.add_argument("--json", action="store_true", help="print JSON (files and total) instead of a table")
+    p.add_argument("--threads", type=int, default=None, help="encoder threads (default: every usable core)")
+    p.set_defaults(func=cmd_count_tokens)
+    return p
+
+
+def count_tokens(tok: Tokenizer, args: argparse.Namespace) -> dict:
+    """``{"files": [{"file", "documents", "bytes", "tokens", "dead_letters"}, ...], "total": {...}}``; bytes are
+    the UTF-8 bytes of the documents' text."""
+    from pipeline.corpus.readers import read_range  # pyarrow: only for this command
+    spec = corpus_spec(args)
+    plan = plan_corpus([InputSpec(p) for p in args.input], spec, range_bytes=args.range_bytes)
+    rows = {f.path: dict.fromkeys(COLUMNS, 0) for f in plan.files}
+    for rng in plan.ranges:
+        row = rows[rng.source]
+        for batch in read_range(rng, spec):
+            row["documents"] += len(batch.texts)
+            row["dead_letters"] += len(batch.dead_letters)
+            if batch.texts:
+                ids, offsets = tok.encode_ordinary_flat(batch.texts, num_threads=args.threads)
+                row["tokens"] += int(offsets[-1])
+                row["bytes"] += sum(len(t.encode("utf-8", "surrogatepass")) for t in batch.texts)
+    files = [{"file": path, **row} for path, row in rows.items()]
+    total = {key: sum(row[key] for row in rows.values()) for key in COLUMNS}
+    return {"tokenizer": args.tokenizer, "files": files, "total": total}
+
+
+def table(result: dict) -> str:
+    """The counts as an aligned table, with bytes per token and a total row."""
+    rows = [(r["file"], r) for r in result["files"]] + [("total", result["total"])]
+    cells = [("file", "documents", "bytes", "tokens", "bytes/token")]
+    for name, r in rows:
+        ratio = f"{r['bytes'] / r['tokens']:.2f}" if r["tokens"] else "-"
+        cells.append((name, f"{r['documents']:,}", f"{r['bytes']:,}", f"{r['tokens']:,}", ratio))
+    widths = [max(len(row[k]) for row in cells) for k in range(5)]
+    lines = [
+        "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+        for row in cells
+    ]
+    dead = result["total"]["dead_letters"]
+    if dead:
+        lines.append(f"{dead:,} records could not be read (dead letters, not counted); `beam-bpe encode` lists them")
+    return "\n".join(lines)
+
+
+def cmd_count_tokens(args: argparse.Namespace) -> int:
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be a positive integer, got {args.threads}")
+    tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
+    result = count_tokens(tok, args)
+    sys.stdout.write((json.dumps(result, indent=2) if args.json else table(result)) + "\n")
+    return 0
