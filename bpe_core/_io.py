@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import posixpath
+import uuid
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import fsspec
 
@@ -14,36 +18,33 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         return f.read()
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` so that readers see the old file or the whole new one, never half of it."""
-    path = os.fspath(path)
-    if "://" in path and not path.startswith("file://"):
-        with fsspec.open(path, "wb") as f:  # object stores publish an object only once it is complete
-            f.write(data)
-        return
-    local = path[len("file://") :] if path.startswith("file://") else path
-    directory = os.path.dirname(os.path.abspath(local))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary stream to ``path`` that appears under its name only when closed without error.
+
+    The one complete-or-absent writer of the project (the library's saves and every pipeline output): a local file
+    is written under ``.tmp-{uuid}-{name}`` beside ``path`` and renamed over it, so readers see the old file or the
+    whole new one; object stores publish an object only once its upload completes, so there the stream goes to
+    ``path`` itself. Parent folders are created. A failure removes the temporary file and re-raises.
+    """
+    fs, target = fsspec.core.url_to_fs(os.fspath(path))
+    parent = posixpath.dirname(target)
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    local = (fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]) in ("file", "local")
+    tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}-{posixpath.basename(target)}") if local else target
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600: give the file what open() would
-        os.replace(tmp, local)
+        with fs.open(tmp, "wb") as f:  # builtin open underneath for local files: the umask's permissions
+            yield f
+        if local:
+            os.replace(tmp, target)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if local and fs.exists(tmp):
+            fs.rm(tmp)
         raise
 
 
-def _umask() -> int:
-    """The process umask, read without changing it (os.umask sets it, which races with other threads)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` so that readers see the old file or the whole new one, never half of it (see open_atomic)."""
+    with open_atomic(path) as f:
+        f.write(data)

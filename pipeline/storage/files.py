@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import posixpath
-import uuid
 
 import fsspec
+
+from bpe_core._io import open_atomic as open_atomic  # the project's one atomic writer (bpe_core/_io.py)
+from bpe_core._io import write_bytes_atomic as write_atomic
 
 COMPLETED = "COMPLETED"
 MANIFEST = "manifest.json"
@@ -18,29 +20,6 @@ class OutputError(ValueError):
 
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base.rstrip("/"), *parts) if "://" in base else os.path.join(base, *parts)
-
-
-def write_atomic(url: str, data: bytes) -> None:
-    """Write ``data`` to a temporary name beside ``url``, then rename: readers see no file or the whole file.
-
-    Object stores publish an object only once its upload completes, so there the write goes straight to ``url``.
-    """
-    fs, path = fsspec.core.url_to_fs(url)
-    parent = posixpath.dirname(path)
-    fs.makedirs(parent, exist_ok=True)
-    if not _is_local(fs):
-        with fs.open(path, "wb") as f:
-            f.write(data)
-        return
-    tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}-{posixpath.basename(path)}")
-    try:
-        with fs.open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if fs.exists(tmp):
-            fs.rm(tmp)
-        raise
 
 
 def read_bytes(url: str) -> bytes:
