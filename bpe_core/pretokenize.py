@@ -13,6 +13,7 @@ The built-in presets (r50k, cl100k, o200k, llama3, qwen2) also have a hand-writt
 from __future__ import annotations
 
 import difflib
+import time
 import unicodedata
 import warnings
 from collections.abc import Sequence
@@ -24,6 +25,13 @@ from bpe_core import native
 from bpe_core.presets import Preset, lookup_preset, native_preset_for, preset_names
 
 NORMALIZERS = ("NFC", "NFKC")
+# Seconds a text may take through the regexes (all of them, Python path): a pattern read from a tokenizer file can
+# backtrack catastrophically ("(a+)+$" on 40 a's and a b runs for hours); the presets' native matcher cannot.
+REGEX_TIMEOUT = 10.0
+
+
+class PreTokenizeTimeout(TimeoutError):
+    """A pre-tokenizer regex ran over its time on one text (catastrophic backtracking, usually): names the pattern."""
 
 
 class PreTokenizer:
@@ -39,6 +47,7 @@ class PreTokenizer:
         *,
         normalizer: str | None = None,
         name: str | None = None,
+        timeout: float | None | Literal["default"] = "default",
     ) -> None:
         if isinstance(patterns, str):
             patterns = (patterns,)
@@ -49,6 +58,7 @@ class PreTokenizer:
         self.patterns: tuple[str, ...] = tuple(patterns)
         self.normalizer = normalizer
         self.name = name
+        self.timeout = timeout  # seconds per text through the regexes; None: no limit; "default": REGEX_TIMEOUT
         self._compiled = [_compile(p) for p in self.patterns]
 
     @classmethod
@@ -76,7 +86,7 @@ class PreTokenizer:
         return cls(preset.patterns, normalizer=normalizer, name=preset.name)
 
     def with_normalizer(self, normalizer: str | None) -> PreTokenizer:
-        return PreTokenizer(self.patterns, normalizer=normalizer, name=self.name)
+        return PreTokenizer(self.patterns, normalizer=normalizer, name=self.name, timeout=self.timeout)
 
     def normalize(self, text: str) -> str:
         if not self.normalizer:
@@ -124,8 +134,17 @@ class PreTokenizer:
     def _split_normalized(self, text: str) -> list[str]:
         """The pieces of ``text``, already normalized."""
         pieces = [text] if text else []
+        timeout = getattr(self, "timeout", "default")  # pickles of older versions have no timeout
+        timeout = REGEX_TIMEOUT if timeout == "default" else timeout
+        deadline = time.monotonic() + timeout if timeout else None
         for pattern in self._compiled:
-            pieces = [p for piece in pieces for p in _split_one(pattern, piece)]
+            try:
+                pieces = [p for piece in pieces for p in _split_one(pattern, piece, deadline)]
+            except TimeoutError:
+                raise PreTokenizeTimeout(
+                    f"pre-tokenizer regex {pattern.pattern!r} ran over {timeout:g} s on one text of {len(text)} "
+                    "characters (catastrophic backtracking?): fix the pattern, or pass a larger timeout= to PreTokenizer"
+                ) from None
         return pieces
 
     def describe(self) -> str:
@@ -228,15 +247,16 @@ def _compile(pattern: str) -> regex.Pattern:
         raise ValueError(f"invalid pre-tokenizer regex {pattern!r}: {exc}") from None
 
 
-def _split_one(pattern: regex.Pattern, text: str) -> list[str]:
-    """Matches of ``pattern`` in ``text`` and the text between them, in order."""
-    pieces = pattern.findall(text) if pattern.groups == 0 else None
+def _split_one(pattern: regex.Pattern, text: str, deadline: float | None = None) -> list[str]:
+    """Matches of ``pattern`` in ``text`` and the text between them, in order; TimeoutError after ``deadline``."""
+    timeout = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+    pieces = pattern.findall(text, timeout=timeout) if pattern.groups == 0 else None
     if pieces is not None and sum(map(len, pieces)) == len(text):
         # The common case: the matches tile the whole text (every tiktoken pattern does).
         return [p for p in pieces if p] if "" in pieces else pieces
     out: list[str] = []
     pos = 0
-    for match in pattern.finditer(text):
+    for match in pattern.finditer(text, timeout=timeout):
         start, end = match.span()
         if start > pos:
             out.append(text[pos:start])
