@@ -42,6 +42,18 @@ AFTER_FAILURE["demo"] = AFTER_FAILURE["train"]
 BEAM_STEP_MARKER = "[while running '"  # Beam appends it to an exception raised inside a step
 
 
+def _not_apitools_warning(record: logging.LogRecord) -> bool:
+    """False for the warning Beam logs on the root logger whenever it is imported without its GCP extra
+    (apache_beam/io/gcp/internal/clients/bigquery/__init__.py): it was shown on every pipeline command to users who
+    do not use GCP. Dataflow's launch checks say what is missing where the extra is needed."""
+    return not (record.name == "root" and isinstance(record.msg, str) and record.msg.startswith("apitools not found"))
+
+
+# installed before any command imports Beam (a root-logger filter sees what logging.warning() logs)
+if _not_apitools_warning not in logging.getLogger().filters:
+    logging.getLogger().addFilter(_not_apitools_warning)
+
+
 def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: str) -> argparse._ArgumentGroup:
     """The corpus flags (``--input``, ``--format``, ... ``--range-bytes``) in a group ``title``; returns the group."""
     src = p.add_argument_group(title)

@@ -240,6 +240,7 @@ def load_manifest(out_dir: str) -> dict:
 
 def iter_shard(out_dir: str, shard: dict, shard_format: str) -> Iterator[tuple[str, np.ndarray]]:
     """(doc_id, ids) of one shard of a finished output, in order."""
+    _refuse_unsafe_name(out_dir, shard.get("name"))
     layout = ShardLayout(out_dir, "", 0, shard_format, "uint16")
     if shard_format == "parquet":
         with fsspec.open(layout.path(shard["name"] + ".parquet"), "rb") as f:
@@ -254,6 +255,16 @@ def iter_shard(out_dir: str, shard: dict, shard_format: str) -> Iterator[tuple[s
         positions = np.load(io.BytesIO(f.read()), allow_pickle=False).tolist()
     for position, ids in zip(positions, reader, strict=True):
         yield document_id(shard["source"], shard["position_kind"], position), ids
+
+
+def _refuse_unsafe_name(out_dir: str, name: object) -> None:
+    """A shard name from the manifest is a file name in ``out_dir``, never a path: a manifest naming
+    ``../../etc/x`` or ``/data/y`` would otherwise make ``decode --shards`` read files outside the output."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or ".." in name:
+        raise ShardError(
+            f"{out_dir}/manifest.json names a shard {name!r}: a shard name must be a plain file name in the output "
+            "directory (no '/', '\\' or '..'); the manifest is damaged or not written by beam-bpe encode"
+        )
 
 
 def iter_documents(out_dir: str) -> Iterator[tuple[str, np.ndarray]]:
