@@ -12,7 +12,7 @@ NATIVE_SOURCES := CMakeLists.txt bpe_core/unicode_tables.py $(wildcard bpe_core/
 $(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,report]'
 	touch $(STAMP)
 
 setup: $(STAMP)

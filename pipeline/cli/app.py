@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_inspect_parser(sub)
     add_count_tokens_parser(sub)
+    from pipeline.cli.report import add_report_parser
+
+    add_report_parser(sub)
     p = sub.add_parser("demo", help="train with the Beam pipeline on the Python standard library, encode and decode")
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)

@@ -39,6 +39,7 @@ def count_tokens(tok: Tokenizer, args: argparse.Namespace) -> dict:
     """``{"files": [{"file", "documents", "bytes", "tokens", "dead_letters"}, ...], "total": {...}}``; bytes are
     the UTF-8 bytes of the documents' text."""
     from pipeline.corpus.readers import read_range  # pyarrow: only for this command
+
     spec = corpus_spec(args)
     plan = plan_corpus([InputSpec(p) for p in args.input], spec, range_bytes=args.range_bytes)
     rows = {f.path: dict.fromkeys(COLUMNS, 0) for f in plan.files}
@@ -65,7 +66,9 @@ def table(result: dict) -> str:
         cells.append((name, f"{r['documents']:,}", f"{r['bytes']:,}", f"{r['tokens']:,}", ratio))
     widths = [max(len(row[k]) for row in cells) for k in range(5)]
     lines = [
-        "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+        "  ".join(
+            c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
         for row in cells
     ]
     dead = result["total"]["dead_letters"]

@@ -67,7 +67,7 @@ def _read_text(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 4]!r})") from None
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 4]!r})") from None
 
 
 def _use_colour(choice: str, stream) -> bool:

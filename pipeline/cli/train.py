@@ -33,6 +33,10 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--from-counts", metavar="DIR", help="train from the counts/ of an earlier run (no pipeline)")
     out.add_argument("--count-shards", type=int, default=0, help="number of counts files (default: one per GiB of input)")
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
+    rep = p.add_argument_group("report (needs the report extra: pip install 'beam-bpe[report]')")
+    rep.add_argument("--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png")
+    rep.add_argument("--eval-fraction", type=float, metavar="F", help="share of the documents held out for the report, chosen by a hash of their id (default 0.01)")
+    rep.add_argument("--compare", action="append", default=[], metavar="PATH", help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken")
     add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train, takes_beam_args=True)
     return p
@@ -71,12 +75,19 @@ def job_from_args(args: argparse.Namespace):
         from_counts=args.from_counts,
         overwrite=args.overwrite,
         pretokenizer_given=any(v is not None for v in (args.pretokenizer, args.normalizer)),
+        report=args.report,
+        eval_fraction=args.eval_fraction,
+        compare=tuple(args.compare),
     )
 
 
 def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.train.job import run_train
 
+    if args.report:  # before any work: the report's plot needs matplotlib
+        from pipeline.report.render import check_report_extra
+
+        check_report_extra()
     manifest = run_train(job_from_args(args), beam_args)
     what = "counted" if args.counts_only else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
     print(

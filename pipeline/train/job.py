@@ -24,6 +24,7 @@ from pipeline.launch.checks import check_launch
 from pipeline.launch.options import pipeline_options, runner_name
 from pipeline.launch.progress import Reporter
 from pipeline.launch.settings import TrainSettings
+from pipeline.report.sample import DEFAULT_EVAL_FRACTION, HoldOutSample, check_fraction
 from pipeline.storage.files import OutputError, glob, join, prepare_output
 from pipeline.storage.manifest import finish_output
 from pipeline.train.count import PreTokenizeAndCount
@@ -52,9 +53,15 @@ class TrainJob:
     from_counts: str | None = None
     overwrite: bool = False
     pretokenizer_given: bool = False  # with --from-counts: check it against the counts' own pre-tokenizer
+    report: bool = False  # hold out eval_fraction of the documents, measure every size (and compare) on them
+    eval_fraction: float | None = None  # None: DEFAULT_EVAL_FRACTION with --report
+    compare: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         inputs = tuple(InputSpec(_absolute(i.pattern), i.weight) for i in self.inputs)
+        object.__setattr__(self, "compare", tuple(_absolute(p) for p in self.compare))
+        if self.report and self.eval_fraction is None:
+            object.__setattr__(self, "eval_fraction", DEFAULT_EVAL_FRACTION)
         object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "out", _absolute(self.out))
         object.__setattr__(self, "from_counts", _absolute(self.from_counts))
@@ -93,6 +100,8 @@ def build_train_graph(pipeline: beam.Pipeline, plan: TrainPlan):
     """Add the counting stages to ``pipeline``; return the terminal collection (paths written)."""
     job, pre = plan.job, plan.job.settings.pre
     batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
+    if job.report:  # the report's sample is never counted
+        batches = batches | "HoldOutSample" >> HoldOutSample(job.eval_fraction)
     counts = batches | "PreTokenizeAndCount" >> PreTokenizeAndCount(pre, plan.num_shards)
     dead = batches | "SelectDeadLetters" >> SelectDeadLetters()
     return (counts, dead) | "FlattenResults" >> beam.Flatten() | "WriteCounts" >> WriteCounts(job.out, pre)
@@ -167,6 +176,9 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         )
     if not job.counts_only:
         manifest.update(_train_stage(plan.counts_dir, job, reporter))
+    if job.report:
+        manifest.update(_report_stage(plan, beam_args, reporter))
+        manifest["documents_read"] += manifest["documents_held_out"]  # read = counted + dead letters + held out
     manifest["wall_seconds"] = round(time.perf_counter() - started, 3)
     finish_output(job.out, manifest)
     reporter.stage("done", out=job.out, seconds=manifest["wall_seconds"])
@@ -187,6 +199,23 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     seconds = round(time.perf_counter() - t1, 3)
     reporter.stage("train", merges=len(tok.merges), n_vocab=tok.n_vocab, seconds=seconds)
     return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, **written, "train_seconds": seconds}
+
+
+def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> dict:
+    """Measure every size (and the --compare tokenizers) on the held-out sample; write the report files."""
+    from pipeline.report.measure import TokenizerSpec
+    from pipeline.report.run import run_report, unique_labels
+
+    job, t0 = plan.job, time.perf_counter()
+    sizes = job.settings.vocab_sizes
+    trained = [TokenizerSpec(f"v{n}", join(job.out, f"v{n}" if len(sizes) > 1 else "", "tokenizer.bpe")) for n in sizes]
+    compare = [TokenizerSpec(label, path) for label, path in zip(unique_labels(list(job.compare)), job.compare, strict=True)]
+    roles = {spec.label: "trained" for spec in trained}
+    report = run_report(plan.corpus, job.corpus, tuple(trained + compare), roles, job.eval_fraction, job.out, beam_args)
+    seconds = round(time.perf_counter() - t0, 3)
+    reporter.stage("report", documents=report["sample"]["documents"], seconds=seconds)
+    files = ["report.json", "report.md", "compression.png"]
+    return {"documents_held_out": report["sample"]["documents"], "report": {"eval_fraction": job.eval_fraction, "files": files, "seconds": seconds}}
 
 
 def _absolute(path: str | None) -> str | None:
@@ -217,6 +246,15 @@ def check_job(job: TrainJob) -> None:
             "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "
             "would do nothing; pass them to the later run with --from-counts"
         )
+    if (job.eval_fraction is not None or job.compare) and not job.report:
+        raise OutputError("--eval-fraction and --compare set up the report: pass --report too (or drop them)")
+    if job.report and (job.counts_only or job.from_counts):
+        raise OutputError(
+            "--report measures the trained sizes on documents held out of the count: it needs a run that counts and "
+            "trains; for counts made earlier, run `beam-bpe report --tokenizer OUT/tokenizer.bpe --input ...`"
+        )
+    if job.report:
+        check_fraction(job.eval_fraction)
     if not job.counts_only and job.settings.vocab_size is None:
         raise OutputError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
 

@@ -42,7 +42,10 @@ def test_inspect_in_a_pipe_is_plain_and_shows_tiktoken_pieces():
     rows = [line.split() for line in lines[2 : 2 + len(ids)]]
     assert [int(r[0]) for r in rows] == ids
     assert "Ġworld" in out and "Ċ" in out and "ĠcafÃ©" in out  # GPT-2's byte-to-unicode form
-    assert lines[2 + len(ids)] == f"{len(ids)} tokens, {len(TEXT.encode())} bytes, {len(TEXT.encode()) / len(ids):.2f} bytes per token"
+    assert (
+        lines[2 + len(ids)]
+        == f"{len(ids)} tokens, {len(TEXT.encode())} bytes, {len(TEXT.encode()) / len(ids):.2f} bytes per token"
+    )
     first = [enc.decode_single_token_bytes(r) for r in (256, 257, 258)]  # cl100k's first merges: ranks 256...
     assert lines[-3:] == [
         "     0  Ġ + Ġ -> ĠĠ (256)",
@@ -73,7 +76,12 @@ def test_inspect_on_a_terminal_alternates_colours():
 
 
 def test_inspect_allow_special_and_needs_a_text(capsys):
-    assert run_cli("inspect", "--tokenizer", openai_encoding("cl100k")["path"], "--text", "a<|endoftext|>", "--allow-special") == 0
+    assert (
+        run_cli(
+            "inspect", "--tokenizer", openai_encoding("cl100k")["path"], "--text", "a<|endoftext|>", "--allow-special"
+        )
+        == 0
+    )
     assert "100257  '<|endoftext|>'" in capsys.readouterr().out
     assert run_cli("inspect", "--tokenizer", openai_encoding("cl100k")["path"]) == 2
     assert "--text S or --file F" in capsys.readouterr().err
@@ -91,7 +99,12 @@ def two_files(tmp_path_factory) -> tuple[Path, list[list[str]]]:
 def test_count_tokens_equals_tiktoken_per_file(two_files, capsys):
     root, parts = two_files
     enc = tiktoken_openai("cl100k")
-    assert run_cli("count-tokens", "--tokenizer", openai_encoding("cl100k")["path"], "--input", root / "*.jsonl*", "--json") == 0
+    assert (
+        run_cli(
+            "count-tokens", "--tokenizer", openai_encoding("cl100k")["path"], "--input", root / "*.jsonl*", "--json"
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     expected = [
         {"documents": len(docs), "bytes": sum(len(d.encode()) for d in docs), "dead_letters": dead,
@@ -105,16 +118,28 @@ def test_count_tokens_equals_tiktoken_per_file(two_files, capsys):
 
 def test_count_tokens_table_has_a_total_row(two_files, capsys):
     root, parts = two_files
-    assert run_cli("count-tokens", "--tokenizer", openai_encoding("cl100k")["path"], "--input", root / "a.jsonl.gz") == 0
+    assert (
+        run_cli("count-tokens", "--tokenizer", openai_encoding("cl100k")["path"], "--input", root / "a.jsonl.gz") == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["file", "documents", "bytes", "tokens", "bytes/token"]
     tokens = sum(len(ids) for ids in tiktoken_openai("cl100k").encode_ordinary_batch(parts[0]))
-    assert lines[-1].split()[:4] == ["total", f"{len(parts[0]):,}", f"{sum(len(d.encode()) for d in parts[0]):,}", f"{tokens:,}"]
+    assert lines[-1].split()[:4] == [
+        "total",
+        f"{len(parts[0]):,}",
+        f"{sum(len(d.encode()) for d in parts[0]):,}",
+        f"{tokens:,}",
+    ]
 
 
 def test_count_tokens_reads_plain_text(tmp_path, capsys):
     write_bytes(tmp_path / "t.txt", b"one line\nsecond line here\n")
-    assert run_cli("count-tokens", "--tokenizer", openai_encoding("r50k")["path"], "--input", tmp_path / "t.txt", "--json") == 0
+    assert (
+        run_cli("count-tokens", "--tokenizer", openai_encoding("r50k")["path"], "--input", tmp_path / "t.txt", "--json")
+        == 0
+    )
     total = json.loads(capsys.readouterr().out)["total"]
     enc = tiktoken_openai("r50k")
-    assert total["documents"] == 2 and total["tokens"] == len(enc.encode("one line")) + len(enc.encode("second line here"))
+    assert total["documents"] == 2 and total["tokens"] == len(enc.encode("one line")) + len(
+        enc.encode("second line here")
+    )

@@ -49,7 +49,9 @@ def test_one_run_gives_each_size_byte_identical_to_a_separate_run(multi_run, tmp
     m = manifest(multi_run)
     assert m["settings"]["vocab_size"] == list(SIZES)
     assert [m["vocabularies"][f"v{n}"]["n_vocab"] for n in SIZES] == list(SIZES)
-    assert set(m["artifacts"]) == {f"v{n}/{f}" for n in SIZES for f in ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")}
+    assert set(m["artifacts"]) == {
+        f"v{n}/{f}" for n in SIZES for f in ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
+    }
 
 
 @pytest.mark.parametrize("tie_break", ["ids", "huggingface", "bytes"])
@@ -87,7 +89,12 @@ def test_config_file_lists_sizes(tmp_path):
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [([1000, 1000], "lists a size twice"), ([1000, 100], "at least 256"), ([], "empty list"), ([1000, True], "integer")],
+    [
+        ([1000, 1000], "lists a size twice"),
+        ([1000, 100], "at least 256"),
+        ([], "empty list"),
+        ([1000, True], "integer"),
+    ],
 )
 def test_each_size_is_checked(value, message):
     with pytest.raises(ConfigError, match=message):

@@ -1,0 +1,68 @@
+"""Run the report: a Beam pipeline measures the held-out sample, the driver writes the report files."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from pipeline.corpus.plan import CorpusPlan, CorpusSpec
+from pipeline.corpus.read import ReadCorpus
+from pipeline.launch.options import pipeline_options
+from pipeline.report.figures import tokenizer_figures
+from pipeline.report.measure import MeasureTokenizers, TokenizerSpec, load_measures
+from pipeline.report.render import write_report_files
+from pipeline.storage.files import join, remove
+
+MEASURES = ".report-measures.npz"
+
+
+def measure_sample(corpus: CorpusPlan, spec: CorpusSpec, specs: tuple[TokenizerSpec, ...], fraction: float,
+                   out_dir: str, beam_args: list[str]) -> dict:  # fmt: skip
+    """Run the measuring pipeline over the corpus; return ``{label: summed figures}``."""
+    path = join(out_dir, MEASURES)
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(corpus.ranges)))
+    _ = (
+        pipeline
+        | "ReadCorpus" >> ReadCorpus(corpus, spec)
+        | "MeasureTokenizers" >> MeasureTokenizers(specs, fraction, path)
+    )
+    result = pipeline.run()
+    result.wait_until_finish()
+    client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
+    if client is not None:
+        client.close()
+    measures = load_measures(path)
+    remove(path)
+    return measures
+
+
+def build_report(specs: tuple[TokenizerSpec, ...], roles: dict[str, str], measures: dict, fraction: float) -> dict:
+    rows = []
+    for spec in specs:
+        figures = tokenizer_figures(spec.load(), measures.get(spec.label))
+        rows.append({"label": spec.label, "path": spec.path, "role": roles.get(spec.label, "reference"), **figures})
+    first = next(iter(measures.values()), {"documents": 0, "bytes": 0, "words": 0})
+    sample = {"eval_fraction": fraction, **{k: int(first[k]) for k in ("documents", "bytes", "words")}}
+    return {"sample": sample, "tokenizers": rows}
+
+
+def run_report(corpus: CorpusPlan, spec: CorpusSpec, specs: tuple[TokenizerSpec, ...], roles: dict[str, str],
+               fraction: float, out_dir: str, beam_args: list[str]) -> dict:  # fmt: skip
+    """Measure, then write report.json, report.md and compression.png into ``out_dir``; return the report."""
+    measures = measure_sample(corpus, spec, specs, fraction, out_dir, beam_args)
+    report = build_report(specs, roles, measures, fraction)
+    write_report_files(report, out_dir)
+    return report
+
+
+def unique_labels(paths: list[str]) -> list[str]:
+    """A label per tokenizer file: its name (``cl100k_base.tiktoken``), its folder and name where names repeat."""
+    import posixpath
+
+    names = [posixpath.basename(p.rstrip("/")) for p in paths]
+    labels = []
+    for p, name in zip(paths, names, strict=True):
+        label = name if names.count(name) == 1 else posixpath.join(posixpath.basename(posixpath.dirname(p)), name)
+        while label in labels:
+            label += "'"
+        labels.append(label)
+    return labels
