@@ -87,7 +87,7 @@ def decompressed_chunks(raw, compression: str) -> Iterator[bytes]:
         if decoder.eof:
             decoder, started, more = new(), False, False
     if started:
-        raise DamagedStream("the compressed stream ends before its end marker (the file is truncated)")
+        raise DamagedStream("EOFError: the compressed stream ends before its end marker (the file is truncated)")
 
 
 class DecompressedFile:
