@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bpe_core.bpe import NO_MERGE, merge_ids
@@ -25,14 +27,25 @@ def build_tables(
     merges: Sequence[tuple[int, int]] | None,
     special_tokens: Mapping[str, int],
     added_tokens: Mapping[str, int],
+    unreachable: AbstractSet[int] = frozenset(),
 ) -> Tables:
+    """The tables of a vocabulary. ``unreachable`` ids keep their bytes for decoding but own none: BPE never
+    produces them (a file spells them as raw text, not in byte-level form), so their bytes may repeat another
+    token's. The empty token (Whisper's rank 50256) owns nothing either: no piece of text is empty."""
     bytes_to_id: dict[bytes, int] = {}
     for tid, data in vocab.items():
         if not isinstance(tid, int) or tid < 0:
             raise VocabularyError(f"token id {tid!r} is not a non-negative integer")
+        if not isinstance(data, bytes):
+            raise VocabularyError(f"token {tid} is {data!r}, not bytes")
+        if tid in unreachable or not data:
+            continue
         if data in bytes_to_id:
             raise VocabularyError(f"duplicate token {data!r}: ids {bytes_to_id[data]} and {tid}")
         bytes_to_id[data] = tid
+    strays = sorted(i for i in unreachable if i not in vocab)
+    if strays:
+        raise VocabularyError(f"unreachable ids {strays[:10]} are not tokens of the vocabulary")
     extra = _extra_tokens(vocab, special_tokens, added_tokens)
     size = max([*vocab, *extra, -1]) + 1
     _check_id_range(size, len(vocab) + len(extra))
@@ -128,3 +141,36 @@ def merges_from_ranks(
         if len(parts) == 2:
             out.append((parts[0], parts[1]))
     return out
+
+
+def unmade_tokens(
+    vocab: Mapping[int, bytes], merges: Sequence[tuple[int, int]], bytes_to_id: Mapping[bytes, int]
+) -> set[int]:
+    """Ids of a merge-list vocabulary that BPE without whole-piece lookup can never output: tokens without bytes
+    of their own, and multi-byte tokens that no merge of two producible tokens makes. Single bytes are producible
+    (a piece starts as one token per byte); a merge's result is, where both its parts are (whatever their ranks:
+    a part made later can still meet a lower-ranked merge). Listed tokens are certainly never output; a token
+    not listed may still be unreachable for subtler reasons (another merge always winning)."""
+    by_part: dict[int, list[tuple[int, int]]] = {}
+    for pair in merges:
+        for part in set(pair):
+            by_part.setdefault(part, []).append(pair)
+    reached = {tid for data, tid in bytes_to_id.items() if len(data) == 1}
+    todo = list(reached)
+    while todo:
+        for left, right in by_part.get(todo.pop(), ()):
+            if left in reached and right in reached:
+                made = bytes_to_id.get(vocab[left] + vocab[right])
+                if made is not None and made not in reached:
+                    reached.add(made)
+                    todo.append(made)
+    return set(vocab) - reached
+
+
+def as_token_id(value):
+    """``value`` as a Python int where it is an integer of any kind (a model's ids are often numpy ints), else
+    unchanged, for the caller's error message."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value

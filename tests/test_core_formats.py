@@ -121,8 +121,7 @@ def test_wrong_hash_and_truncation_are_refused(trained, tmp_path):
 def test_malformed_tiktoken_files_name_the_line(tmp_path):
     good = base64.b64encode(b"a").decode()
     cases = {
-        "bad entry": f"{good} 0\n!!!! 1\n",
-        "appears twice": f"{good} 0\n{good} 1\n",
+        "bad entry": f"{good} 0\nYQ 1\n",  # base64 without its padding: tiktoken refuses it too
         "rank 0 appears twice": f"{good} 0\n{base64.b64encode(b'b').decode()} 0\n",
         "expected 'base64 rank'": f"{good} 0\n{good}\n",
     }

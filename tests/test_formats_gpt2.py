@@ -86,7 +86,8 @@ def test_bad_pairs_are_refused(tmp_path):
     refused(write_pair(tmp_path, base, "b a\n"), "not a token")
     refused(write_pair(tmp_path, {**base, "c": 2}, "a b\n"), "vocab.json", "share the id 2")
     refused(write_pair(tmp_path, '{"a": 0, "b": 1, "a": 2}', "a b\n"), "'a' appears twice")
-    refused(write_pair(tmp_path, {**base, "a b": 3}, "a b\n"), "byte-level form")
+    spaced = Tokenizer.from_gpt2_files(write_pair(tmp_path, {**base, "a b": 3}, "a b\n"))  # raw text: kept, unmade
+    assert spaced.unreachable_tokens() == [3] and spaced.decode([3]) == "a b"
     (tmp_path / "merges.txt").unlink()
     refused(str(tmp_path / "vocab.json"), "merges.txt does not exist")
 

@@ -383,7 +383,8 @@ def test_malformed_files_are_refused_with_the_problem(write):
     refused(write, {**ok, "model": {**ok["model"], "vocab": {**ok["model"]["vocab"], "zz": 5}}}, "share the id 5")
     duplicate = json.dumps(ok).replace('"ab": 256', '"ab": 256, "ab": 257')
     refused(write, duplicate, "'ab' appears twice")
-    refused(write, {**ok, "model": {**ok["model"], "vocab": {**ok["model"]["vocab"], "a b": 300}}}, "byte-level form")
+    spaced = Tokenizer.from_file(write({**ok, "model": {**ok["model"], "vocab": {**ok["model"]["vocab"], "a b": 257}}}))
+    assert spaced.unreachable_tokens() == [257] and spaced.decode_bytes([257]) == b"a b"  # raw text: kept, unmade
     refused(write, {**ok, "added_tokens": [{"id": 1, "content": "x"}, {"id": 2, "content": "x"}]}, "listed twice")
     refused(write, '{"model": {"type": "BPE", ', "not valid JSON")
     gap = byte_level_json(pre_tokenizer=byte_level(True), added=[("<x>", {})])

@@ -23,7 +23,13 @@ Layout (UTF-8, one record per line, values that are strings or lists written as 
     301 "<mask>" {"lstrip": true, "normalized": false, "rstrip": false, "single_word": false}
     sha256 <hex digest of every byte above this line>
 
-Nothing in it depends on paths, times or the machine beyond the library versions, so the same training gives a
+Format version 2 is version 1 plus one section before the hash, written only where the vocabulary has tokens
+spelled as raw text (``Tokenizer.unreachable_tokens()``: their bytes are not theirs to produce)::
+
+    unreachable 1403                 # one id per line
+    264
+
+Every other tokenizer is still written as version 1, byte for byte as before. Nothing in it depends on paths, times or the machine beyond the library versions, so the same training gives a
 byte-identical file.
 """
 
@@ -39,20 +45,22 @@ from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core._versions import BEAM_BPE_VERSION, regex_unicode_version, regex_version
 from bpe_core.added_tokens import DEFAULT_FLAGS, AddedTokenFlags
 from bpe_core.errors import TokenizerFileError
-from bpe_core.vocab import VocabularyError
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
 
 if TYPE_CHECKING:
-    from bpe_core.tokenizer import Tokenizer
+    from bpe_core.pretokenize import PreTokenizer
 
 MAGIC = "beam-bpe-tokenizer"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this version reads and writes; 1 where there is nothing unreachable to say
+FORMAT_VERSIONS = (1, 2)
 
 
-def dumps_artifact(tok: Tokenizer) -> bytes:
+def dumps_artifact(tok: TokenizerLike) -> bytes:
     pre = tok.pretokenizer
+    textual = text_spelled_ids(tok)
     lines = [
         MAGIC,
-        f"format_version {FORMAT_VERSION}",
+        f"format_version {2 if textual else 1}",
         f"name {json.dumps(tok.name)}",
         f"kind {tok.kind}",
         f"normalizer {json.dumps(pre.normalizer if pre else None)}",
@@ -73,28 +81,30 @@ def dumps_artifact(tok: Tokenizer) -> bytes:
     for section, table in (("special_tokens", tok.special_tokens), ("added_tokens", tok.added_tokens)):
         lines.append(f"{section} {len(table)}")
         lines += [_named_line(tok, text, tid) for text, tid in sorted(table.items(), key=lambda kv: kv[1])]
+    if textual:
+        lines.append(f"unreachable {len(textual)}")
+        lines += [str(i) for i in textual]
     body = ("\n".join(lines) + "\n").encode("utf-8")
     return body + f"sha256 {hashlib.sha256(body).hexdigest()}\n".encode("ascii")
 
 
-def _named_line(tok: Tokenizer, text: str, tid: int) -> str:
+def _named_line(tok: TokenizerLike, text: str, tid: int) -> str:
     flags = tok.token_flags.get(text)
     suffix = "" if flags is None else " " + json.dumps(flags.as_dict(), sort_keys=True)
     return f"{tid} {json.dumps(text)}{suffix}"
 
 
-def save_artifact(tok: Tokenizer, path: str) -> None:
+def save_artifact(tok: TokenizerLike, path: str) -> None:
     write_bytes_atomic(path, dumps_artifact(tok))
 
 
-def load_artifact(path: str) -> Tokenizer:
+def load_artifact(path: str) -> TokenizerData:
     return loads_artifact(read_bytes(path), path)
 
 
-def loads_artifact(data: bytes, path: str = "<bytes>") -> Tokenizer:
-    """Parse and verify an artifact; raises TokenizerFileError naming the file and line of any problem."""
-    from bpe_core.tokenizer import Tokenizer
-
+def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
+    """Parse and verify an artifact; raises TokenizerFileError naming the file and line of any problem (the
+    Tokenizer built from the result names them too: a duplicate token, a merge of a missing token)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -104,9 +114,11 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> Tokenizer:
         raise TokenizerFileError(path, f"first line is not {MAGIC!r}: not a beam-bpe tokenizer file", line=1)
     reader = _Reader(path, lines)
     version = reader.field("format_version", int)
-    if version != FORMAT_VERSION:
+    if version not in FORMAT_VERSIONS:
         raise TokenizerFileError(
-            path, f"format version {version} is not supported (this beam-bpe {BEAM_BPE_VERSION} reads {FORMAT_VERSION})",
+            path,
+            f"format version {version} is not supported (this beam-bpe {BEAM_BPE_VERSION} reads versions "
+            f"{FORMAT_VERSIONS[0]} to {FORMAT_VERSION})",
             line=2,
         )
     _verify_hash(path, data, lines)
@@ -126,20 +138,19 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> Tokenizer:
     merges = reader.section("merges", _parse_merge_line) if kind == "merges" else None
     specials = reader.section("special_tokens", _parse_named_line)
     added = reader.section("added_tokens", _parse_named_line)
-    pretokenizer = _pretokenizer(path, patterns, normalizer, pre_name)
-    try:
-        return Tokenizer(
-            vocab,
-            merges=merges,
-            pretokenizer=pretokenizer,
-            special_tokens={t: i for i, t, _ in specials},
-            added_tokens={t: i for i, t, _ in added},
-            token_flags={t: f for _, t, f in specials + added if f is not None},
-            ignore_merges=bool(ignore_merges),
-            name=name,
-        )
-    except VocabularyError as exc:
-        raise TokenizerFileError(path, str(exc)) from None
+    unreachable = reader.section("unreachable", lambda parts: int(parts[0])) if version >= 2 else []
+    return TokenizerData(
+        vocab,
+        merges=merges,
+        pretokenizer=_pretokenizer(path, patterns, normalizer, pre_name),
+        special_tokens={t: i for i, t, _ in specials},
+        added_tokens={t: i for i, t, _ in added},
+        token_flags={t: f for _, t, f in specials + added if f is not None},
+        ignore_merges=bool(ignore_merges),
+        name=name,
+        unreachable=frozenset(unreachable),
+        source=str(path),
+    )
 
 
 def _verify_hash(path: str, data: bytes, lines: list[str]) -> None:
@@ -155,7 +166,7 @@ def _verify_hash(path: str, data: bytes, lines: list[str]) -> None:
     lines.pop()  # the reader must not see the hash line as content
 
 
-def _pretokenizer(path: str, patterns, normalizer, name):
+def _pretokenizer(path: str, patterns, normalizer, name) -> PreTokenizer | None:
     from bpe_core.pretokenize import PreTokenizer
 
     if patterns is None:

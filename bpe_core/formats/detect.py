@@ -9,6 +9,7 @@ GGUF model file is never read whole.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -19,10 +20,10 @@ from bpe_core.errors import TokenizerFileError
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
-    from bpe_core.tokenizer import Tokenizer
+    from bpe_core.tokenizer_data import TokenizerData
 
 HEAD_BYTES = 4096
-_BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}")  # "format_version 1" (an artifact without its first line) is not one
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")  # "format_version 1" (an artifact without its first line) is not one
 FOLDER_FILES = ("tokenizer.json", "tokenizer.bpe", "vocab.json")
 KINDS = ("artifact", "gguf", "json", "gpt2-merges", "tiktoken")
 
@@ -49,7 +50,7 @@ def sniff(data: bytes) -> str:
     return "unknown"
 
 
-def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tokenizer:
+def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> TokenizerData:
     """Load any supported file; ``pretokenizer`` is required for ``.tiktoken`` files, overrides the one of GGUF
     and GPT-2 files, and is refused for files that carry their own (artifact, ``tokenizer.json``)."""
     path = _resolve_folder(str(path))
@@ -67,9 +68,7 @@ def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Toke
         from bpe_core.formats.artifact import loads_artifact
 
         _refuse_override(path, pretokenizer, "a beam-bpe artifact")
-        tok = loads_artifact(data, path)
-        tok.family = tok.family or "beam-bpe artifact"
-        return tok
+        return dataclasses.replace(loads_artifact(data, path), family="beam-bpe artifact")
     if kind == "json":
         return _load_json(data, path, pretokenizer)
     if kind == "tiktoken":
@@ -81,7 +80,7 @@ def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Toke
     )
 
 
-def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) -> Tokenizer:
+def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
     from bpe_core.formats.gpt2_files import load_gpt2_files
     from bpe_core.formats.huggingface import loads_huggingface, parse_json
 
@@ -94,19 +93,18 @@ def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) ->
     raise TokenizerFileError(path, "a JSON file that is neither a tokenizer.json (no 'model') nor a GPT-2 vocab.json")
 
 
-def _load_tiktoken(path: str, pretokenizer: PreTokenizerSpec | None) -> Tokenizer:
+def _load_tiktoken(path: str, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
     from bpe_core.formats.tiktoken_file import load_tiktoken
 
-    tok = load_tiktoken(path, pretokenizer=pretokenizer)
-    tok.family = tok.family or "tiktoken rank file"
-    return tok
+    data = load_tiktoken(path, pretokenizer=pretokenizer)
+    return dataclasses.replace(data, family=data.family or "tiktoken rank file")
 
 
 def _refuse_override(path: str, pretokenizer: PreTokenizerSpec | None, what: str) -> None:
     if pretokenizer is not None:
         raise ValueError(
-            f"{path} is {what}, which carries its own pre-tokenizer; --pretokenizer applies to .tiktoken, GGUF "
-            "and vocab.json/merges.txt files only"
+            f"{path} is {what}, which carries its own pre-tokenizer; a pretokenizer argument applies to .tiktoken, "
+            "GGUF and vocab.json/merges.txt files only"
         )
 
 

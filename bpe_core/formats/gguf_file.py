@@ -18,11 +18,10 @@ from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
 from bpe_core.bytelevel import token_string_to_bytes
 from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.gguf_reader import read_gguf_metadata
-from bpe_core.vocab import VocabularyError
+from bpe_core.tokenizer_data import TokenizerData
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
-    from bpe_core.tokenizer import Tokenizer
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 FAMILY = "llama.cpp GGUF (byte-level BPE)"
@@ -36,10 +35,8 @@ _UNSUPPORTED_MODELS = {
 }
 
 
-def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tokenizer:
-    """Build the Tokenizer of a GGUF file; ``pretokenizer`` overrides ``tokenizer.ggml.pre``."""
-    from bpe_core.tokenizer import Tokenizer
-
+def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> TokenizerData:
+    """What the vocabulary of a GGUF file holds; ``pretokenizer`` overrides ``tokenizer.ggml.pre``."""
     meta = read_gguf_metadata(path)
     model = meta.get("tokenizer.ggml.model")
     if model != "gpt2":
@@ -49,22 +46,22 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
         )
     tokens = _string_list(meta, "tokenizer.ggml.tokens", path)
     types = _token_types(meta.get("tokenizer.ggml.token_type"), len(tokens), path)
-    vocab, specials, added = _split_tokens(tokens, types, path)
+    vocab, specials, added, textual = _split_tokens(tokens, types, path)
     merges = _merges(_string_list(meta, "tokenizer.ggml.merges", path), tokens, vocab, path)
     patterns, ignore_merges, pre_name = _pretokenizer(meta.get("tokenizer.ggml.pre"), pretokenizer, path)
-    try:
-        return Tokenizer(
-            vocab,
-            merges=merges,
-            pretokenizer=patterns,
-            special_tokens=specials,
-            added_tokens=added,
-            ignore_merges=ignore_merges,
-            name=name if isinstance(name := meta.get("general.name"), str) else None,
-            family=f"{FAMILY}, pre={pre_name}",
-        )
-    except (VocabularyError, ValueError) as exc:
-        raise TokenizerFileError(path, str(exc)) from None
+    name = meta.get("general.name")
+    return TokenizerData(
+        vocab,
+        merges=merges,
+        pretokenizer=patterns,
+        special_tokens=specials,
+        added_tokens=added,
+        ignore_merges=ignore_merges,
+        name=name if isinstance(name, str) else None,
+        family=f"{FAMILY}, pre={pre_name}",
+        unreachable=frozenset(textual),
+        source=str(path),
+    )
 
 
 def _string_list(meta: dict, key: str, path: str) -> list[str]:
@@ -85,10 +82,14 @@ def _token_types(types: object, count: int, path: str) -> list[int]:
 
 
 def _split_tokens(tokens: list[str], types: list[int], path: str):
-    """BPE vocabulary (id -> bytes), special tokens and user-defined tokens (text -> id)."""
+    """BPE vocabulary (id -> bytes), special tokens and user-defined tokens (text -> id), and the ids of normal
+    tokens spelled as raw text rather than in GPT-2 byte-level form (1,403 of Command-R's: emoji, symbols). As in
+    llama.cpp, whose pre-tokenizer hands BPE byte-level text only, no merge ever makes those; they are kept, decoded
+    as Hugging Face's ByteLevel decoder does (the UTF-8 of their text), and listed by ``unreachable_tokens()``."""
     vocab: dict[int, bytes] = {}
     specials: dict[str, int] = {}
     added: dict[str, int] = {}
+    textual: list[int] = []
     for tid, (text, kind) in enumerate(zip(tokens, types, strict=True)):
         if kind in (CONTROL, UNKNOWN):
             specials[text] = tid
@@ -100,12 +101,11 @@ def _split_tokens(tokens: list[str], types: list[int], path: str):
             except KeyError:
                 if kind == UNUSED:
                     continue  # never produced; llama.cpp keeps it only as text
-                raise TokenizerFileError(
-                    path, f"token {tid} {text!r} is not in GPT-2 byte-level form: not a byte-level BPE vocabulary"
-                ) from None
+                vocab[tid] = text.encode("utf-8", "surrogatepass")
+                textual.append(tid)
         else:
             raise TokenizerFileError(path, f"token {tid} {text!r} has unknown token type {kind}")
-    return vocab, specials, added
+    return vocab, specials, added, textual
 
 
 def _merges(entries: list[str], tokens: list[str], vocab: dict[int, bytes], path: str) -> list[tuple[int, int]]:
@@ -141,8 +141,7 @@ def _pretokenizer(name, override: PreTokenizerSpec | None, path: str):
         raise TokenizerFileError(
             path,
             f"tokenizer.ggml.pre is {name!r}, not a pre-tokenizer this version knows (known: {known}); pass one "
-            "explicitly: Tokenizer.from_gguf(path, pretokenizer='llama-bpe' or a regex or a list of regexes), "
-            "or --pretokenizer on the command line",
+            "explicitly: Tokenizer.from_gguf(path, pretokenizer='llama-bpe' or a regex or a list of regexes)",
         )
     patterns, ignore_merges = LLAMACPP_PRETOKENIZERS[name]
     return _preset_pretokenizer(name, patterns), ignore_merges, name

@@ -18,11 +18,11 @@ from bpe_core.bytelevel import bytes_to_token_string
 from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.huggingface import byte_vocab, merge_token_ids, parse_json
 from bpe_core.presets import GPT2_HF_PATTERN
-from bpe_core.vocab import VocabularyError
+from bpe_core.pretokenize import PreTokenizer
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
-    from bpe_core.tokenizer import Tokenizer
 
 FAMILY = "GPT-2 vocab.json + merges.txt (byte-level BPE)"
 MERGES_HEADER = "#version: 0.2"
@@ -35,23 +35,19 @@ def load_gpt2_files(
     pretokenizer: PreTokenizerSpec | None = None,
     normalizer: str | None = None,
     special_tokens: Mapping[str, int] | None = None,
-) -> Tokenizer:
-    """Build a Tokenizer from the two files (``merges_path`` defaults to ``merges.txt`` beside the vocabulary)."""
-    from bpe_core.pretokenize import PreTokenizer
-    from bpe_core.tokenizer import Tokenizer
-
+) -> TokenizerData:
+    """What the two files hold (``merges_path`` defaults to ``merges.txt`` beside the vocabulary)."""
     vocab_path = str(vocab_path)
     merges_path = str(merges_path) if merges_path is not None else sibling(vocab_path, "merges.txt")
     text_to_id = parse_vocab_json(_read_partner(vocab_path, merges_path), vocab_path)
     merges = parse_merges_txt(_read_partner(merges_path, vocab_path), merges_path, text_to_id)
     if special_tokens is None:
         special_tokens = {t: i for t, i in text_to_id.items() if t == "<|endoftext|>"}
-    vocab = byte_vocab(text_to_id, set(special_tokens.values()), merge_token_ids(merges, text_to_id), vocab_path)
+    owned = set(special_tokens.values())
+    vocab, textual = byte_vocab(text_to_id, owned, merge_token_ids(merges, text_to_id), vocab_path)
     pre = PreTokenizer.from_spec(pretokenizer if pretokenizer is not None else GPT2_HF_PATTERN, normalizer=normalizer)
-    try:
-        return Tokenizer(vocab, merges=merges, pretokenizer=pre, special_tokens=special_tokens, family=FAMILY)
-    except (VocabularyError, ValueError) as exc:
-        raise TokenizerFileError(vocab_path, f"with {merges_path}: {exc}") from None
+    return TokenizerData(vocab, merges=merges, pretokenizer=pre, special_tokens=special_tokens, family=FAMILY,
+                         unreachable=frozenset(textual), source=vocab_path, context=f"with {merges_path}: ")
 
 
 def _read_partner(path: str, other: str) -> bytes:
@@ -111,13 +107,15 @@ def parse_merges_txt(data: bytes, path: str, text_to_id: Mapping[str, int]) -> l
     return merges
 
 
-def save_gpt2_files(tok: Tokenizer, directory: str) -> tuple[str, str]:
+def save_gpt2_files(tok: TokenizerLike, directory: str) -> tuple[str, str]:
     """Write ``vocab.json`` and ``merges.txt``. Special and added tokens go into ``vocab.json`` where their text is
     its own byte-level spelling (``<|endoftext|>``, as GPT-2's file has it); the normalizer, the pre-tokenizer and
     which tokens are special have no place in these files (``to_huggingface`` keeps them)."""
     directory = str(directory)
     vocab = tok.vocab
-    vocab_json = {bytes_to_token_string(vocab[i]): i for i in sorted(vocab)}
+    textual = set(text_spelled_ids(tok))  # spelled as their text, as the file they came from had them
+    vocab_json = {vocab[i].decode("utf-8", "surrogatepass") if i in textual else bytes_to_token_string(vocab[i]): i
+                  for i in sorted(vocab)}
     for text, tid in sorted({**tok.special_tokens, **tok.added_tokens}.items(), key=lambda kv: kv[1]):
         if bytes_to_token_string(text.encode("utf-8")) == text:
             vocab_json.setdefault(text, tid)

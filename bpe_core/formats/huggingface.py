@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core.added_tokens import AddedTokenFlags
@@ -25,24 +24,19 @@ from bpe_core.formats.hf_components import (
     pretokenizer_from_hf,
     pretokenizer_to_hf,
 )
-from bpe_core.vocab import VocabularyError
-
-if TYPE_CHECKING:
-    from bpe_core.tokenizer import Tokenizer
+from bpe_core.pretokenize import PreTokenizer
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
 
 FAMILY = "huggingface tokenizer.json (byte-level BPE)"
 _DECODERS = (None, "ByteLevel")
 
 
-def load_huggingface(path: str) -> Tokenizer:
+def load_huggingface(path: str) -> TokenizerData:
     return loads_huggingface(read_bytes(path), str(path))
 
 
-def loads_huggingface(data: bytes, path: str = "<bytes>") -> Tokenizer:
+def loads_huggingface(data: bytes, path: str = "<bytes>") -> TokenizerData:
     """Parse a ``tokenizer.json``; raises TokenizerFileError naming the file and the problem."""
-    from bpe_core.pretokenize import PreTokenizer
-    from bpe_core.tokenizer import Tokenizer
-
     spec = parse_json(data, path)
     if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
         raise TokenizerFileError(path, "no 'model' object: not a Hugging Face tokenizer.json")
@@ -60,20 +54,23 @@ def loads_huggingface(data: bytes, path: str = "<bytes>") -> Tokenizer:
     text_to_id = _model_vocab(model.get("vocab"), path)
     _check_added_ids(added, text_to_id, path)
     merges = _merges(_list(model, "merges", path), text_to_id, path)
-    vocab = byte_vocab(text_to_id, {t["id"] for t in added}, merge_token_ids(merges, text_to_id), path)
+    vocab, textual = byte_vocab(text_to_id, {t["id"] for t in added}, merge_token_ids(merges, text_to_id), path)
     try:
-        return Tokenizer(
-            vocab,
-            merges=merges,
-            pretokenizer=PreTokenizer(patterns, normalizer=normalizer),
-            special_tokens={t["content"]: t["id"] for t in added if t.get("special")},
-            added_tokens={t["content"]: t["id"] for t in added if not t.get("special")},
-            token_flags={t["content"]: _flags(t) for t in added},
-            ignore_merges=bool(model.get("ignore_merges", False)),
-            family=FAMILY,
-        )
-    except (VocabularyError, ValueError) as exc:
+        pre = PreTokenizer(patterns, normalizer=normalizer)
+    except ValueError as exc:
         raise TokenizerFileError(path, str(exc)) from None
+    return TokenizerData(
+        vocab,
+        merges=merges,
+        pretokenizer=pre,
+        special_tokens={t["content"]: t["id"] for t in added if t.get("special")},
+        added_tokens={t["content"]: t["id"] for t in added if not t.get("special")},
+        token_flags={t["content"]: _flags(t) for t in added},
+        ignore_merges=bool(model.get("ignore_merges", False)),
+        family=FAMILY,
+        unreachable=frozenset(textual),
+        source=str(path),
+    )
 
 
 def parse_json(data: bytes, path: str):
@@ -207,21 +204,26 @@ def merge_token_ids(merges: list[tuple[int, int]], text_to_id: dict[str, int]) -
     return used
 
 
-def byte_vocab(text_to_id: dict[str, int], owned: set[int], used: set[int], path: str) -> dict[int, bytes]:
-    """Token bytes by id. An id that an added or special token owns (``<|endoftext|>`` is often in both lists)
-    is left to that token unless a merge needs it, so ordinary text can never produce a special id by BPE."""
+def byte_vocab(
+    text_to_id: dict[str, int], owned: set[int], used: set[int], path: str
+) -> tuple[dict[int, bytes], list[int]]:
+    """Token bytes by id, and the ids spelled as raw text rather than in GPT-2 byte-level form. An id that an added
+    or special token owns (``<|endoftext|>`` is often in both lists) is left to that token unless a merge needs it,
+    so ordinary text can never produce a special id by BPE. A token with a character outside the byte-level
+    alphabet (Command-R's emoji and symbols) is kept: no merge makes it (the ByteLevel pre-tokenizer hands BPE
+    byte-level text only), and its bytes are the UTF-8 of its text, as the ByteLevel decoder gives it."""
     vocab: dict[int, bytes] = {}
+    textual: list[int] = []
     for text, tid in text_to_id.items():
         if tid in owned and tid not in used:
             continue
         try:
             vocab[tid] = token_string_to_bytes(text)
         except KeyError:
-            raise TokenizerFileError(
-                path, f"vocab entry {text!r} (id {tid}) is not in GPT-2 byte-level form: not a byte-level BPE"
-            ) from None
-    _warn_unmade(vocab, owned | used, path)
-    return vocab
+            vocab[tid] = text.encode("utf-8", "surrogatepass")
+            textual.append(tid)
+    _warn_unmade(vocab, owned | used | set(textual), path)
+    return vocab, sorted(textual)
 
 
 def _warn_unmade(vocab: dict[int, bytes], reached: set[int], path: str) -> None:
@@ -261,7 +263,7 @@ def _merges(entries: list, text_to_id: dict[str, int], path: str) -> list[tuple[
 
 
 # ----------------------------------------------------------------------------------------------- export
-def dumps_huggingface(tok: Tokenizer) -> bytes:
+def dumps_huggingface(tok: TokenizerLike) -> bytes:
     """A ``tokenizer.json`` equal to ``tok``: merges for rank-only vocabularies are derived (with
     ignore_merges, as Hugging Face's own tiktoken conversions do)."""
     if tok.pretokenizer is None:
@@ -291,11 +293,17 @@ def dumps_huggingface(tok: Tokenizer) -> bytes:
     return (json.dumps(spec, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
-def _export_vocab(tok: Tokenizer) -> dict[str, int]:
-    """The BPE vocabulary in byte-level form, plus every added and special token under its own text: tokenizers
-    takes an added token's id from the model vocabulary when it is there, so every id stays as it is."""
+def _export_vocab(tok: TokenizerLike) -> dict[str, int]:
+    """The BPE vocabulary in byte-level form (tokens spelled as raw text keep that spelling, which no merge makes),
+    plus every added and special token under its own text: tokenizers takes an added token's id from the model
+    vocabulary when it is there, so every id stays as it is."""
     vocab = tok.vocab
-    out = {bytes_to_token_string(vocab[i]): i for i in sorted(vocab)}
+    textual = set(text_spelled_ids(tok))
+    out: dict[str, int] = {}
+    for i in sorted(vocab):
+        text = vocab[i].decode("utf-8", "surrogatepass") if i in textual else bytes_to_token_string(vocab[i])
+        if out.setdefault(text, i) != i:
+            raise ValueError(f"tokens {out[text]} and {i} are both spelled {text!r}: a tokenizer.json cannot keep both")
     for text, tid in sorted({**tok.special_tokens, **tok.added_tokens}.items(), key=lambda kv: kv[1]):
         if out.setdefault(text, tid) != tid:
             raise ValueError(
@@ -305,7 +313,7 @@ def _export_vocab(tok: Tokenizer) -> dict[str, int]:
     return out
 
 
-def _export_added(tok: Tokenizer) -> list[dict]:
+def _export_added(tok: TokenizerLike) -> list[dict]:
     out = []
     for special, table in ((True, tok.special_tokens), (False, tok.added_tokens)):
         for text, tid in table.items():
@@ -314,5 +322,5 @@ def _export_added(tok: Tokenizer) -> list[dict]:
     return sorted(out, key=lambda t: t["id"])
 
 
-def save_huggingface(tok: Tokenizer, path: str) -> None:
+def save_huggingface(tok: TokenizerLike, path: str) -> None:
     write_bytes_atomic(path, dumps_huggingface(tok))

@@ -17,38 +17,53 @@ from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core.errors import TokenizerFileError
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
-    from bpe_core.tokenizer import Tokenizer
 
 
 def parse_tiktoken(data: bytes, path: str) -> dict[int, bytes]:
-    """Rank -> token bytes; raises TokenizerFileError naming the line of a malformed entry."""
+    """Rank -> token bytes, read as ``tiktoken.load.load_tiktoken_bpe`` reads (tiktoken 0.14): lines as
+    ``bytes.splitlines`` cuts them, empty lines skipped, base64 decoded without validation (``=`` is the empty
+    token: Whisper's ``multilingual.tiktoken`` has it at rank 50256, a rank no text produces), and a token listed
+    twice keeps its last rank, as tiktoken's dict does (with a warning: the earlier rank has no token). Refused,
+    naming the line: a line that is not two fields, bad base64 or rank, a negative rank, a rank given to two tokens
+    (``tiktoken.Encoding`` refuses those too)."""
     vocab: dict[int, bytes] = {}
-    seen: dict[bytes, int] = {}
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
+    seen: dict[bytes, tuple[int, int]] = {}  # token -> (rank, line)
+    replaced: list[str] = []
+    for lineno, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
         if len(parts) != 2:
             raise TokenizerFileError(path, f"expected 'base64 rank', found {line[:60]!r}", line=lineno)
         try:
-            token = base64.b64decode(parts[0], validate=True)
+            token = base64.b64decode(parts[0])
             rank = int(parts[1])
         except (binascii.Error, ValueError) as exc:
             raise TokenizerFileError(path, f"bad entry {line[:60]!r}: {exc}", line=lineno) from None
         if rank < 0:
             raise TokenizerFileError(path, f"negative rank {rank}", line=lineno)
-        if rank in vocab:
-            raise TokenizerFileError(path, f"rank {rank} appears twice", line=lineno)
-        if token in seen:
-            raise TokenizerFileError(path, f"token {token!r} appears twice (ranks {seen[token]} and {rank})",
+        if rank in vocab and (vocab[rank] != token or seen[token][0] != rank):
+            raise TokenizerFileError(path, f"rank {rank} appears twice, for two tokens ({vocab[rank]!r} and {token!r})",
                                      line=lineno)
+        if token in seen and seen[token][0] != rank:
+            old_rank, old_line = seen[token]
+            del vocab[old_rank]
+            replaced.append(f"{token!r} (rank {old_rank} on line {old_line}, then {rank} on line {lineno})")
         vocab[rank] = token
-        seen[token] = rank
+        seen[token] = (rank, lineno)
     if not vocab:
         raise TokenizerFileError(path, "no tokens: not a .tiktoken rank file")
+    if replaced:
+        warnings.warn(
+            f"{path}: {len(replaced)} token(s) listed twice keep their last rank, as tiktoken loads them, and leave "
+            f"the earlier rank without a token: {', '.join(replaced[:3])}",
+            UserWarning,
+            stacklevel=4,
+        )
     return vocab
 
 
@@ -95,11 +110,9 @@ def openai_rank_file(data: bytes, path: str) -> OpenAIRankFile | None:
 
 def load_tiktoken(
     path: str, *, pretokenizer: PreTokenizerSpec | None = None, special_tokens: Mapping[str, int] | None = None
-) -> Tokenizer:
-    """A .tiktoken file as a Tokenizer. OpenAI's published files (recognised by sha256) default to the pre-tokenizer
+) -> TokenizerData:
+    """What a .tiktoken file holds. OpenAI's published files (recognised by sha256) default to the pre-tokenizer
     and special tokens tiktoken uses with them; any other file needs ``pretokenizer``."""
-    from bpe_core.tokenizer import Tokenizer
-
     data = read_bytes(path)
     vocab = parse_tiktoken(data, str(path))  # a malformed file is refused first, whatever else is missing
     known = openai_rank_file(data, str(path))
@@ -107,23 +120,29 @@ def load_tiktoken(
         if known is None:
             raise ValueError(
                 f"{path} is a .tiktoken rank file, which carries no pre-tokenizer (and is not one of OpenAI's published "
-                "files, whose pre-tokenizer is known): pass one (pretokenizer='cl100k' in Python, --pretokenizer "
-                "cl100k on the command line)"
+                "files, whose pre-tokenizer is known): pass one, e.g. pretokenizer='cl100k'"
             )
         pretokenizer = known.preset
     if special_tokens is None:
         special_tokens = dict(known.special_tokens) if known is not None else {}
-    try:
-        return Tokenizer(vocab, merges=None, pretokenizer=pretokenizer, special_tokens=special_tokens,
-                         ignore_merges=True, name=known.name if known is not None else None)
-    except ValueError as exc:
-        raise TokenizerFileError(path, str(exc)) from None
+    return TokenizerData(vocab, merges=None, pretokenizer=pretokenizer, special_tokens=special_tokens,
+                         ignore_merges=True, name=known.name if known is not None else None, source=str(path))
 
 
-def dumps_tiktoken(tok: Tokenizer) -> bytes:
+def dumps_tiktoken(tok: TokenizerLike) -> bytes:
+    """The rank file of ``tok``'s vocabulary; the empty token is written ``=`` (as Whisper's file has it: an empty
+    field would not be a 'base64 rank' line). Tokens spelled as text (unreachable, their bytes perhaps another
+    token's) have no place in a rank file, where every token is produced by its bytes: refused."""
     vocab = tok.vocab
-    return b"".join(base64.b64encode(vocab[i]) + b" " + str(i).encode() + b"\n" for i in sorted(vocab))
+    textual = text_spelled_ids(tok)
+    if textual:
+        raise ValueError(
+            f"{len(textual)} token(s) of this vocabulary are spelled as text and never produced by BPE (e.g. id "
+            f"{textual[0]}, {vocab[textual[0]]!r}), which a .tiktoken rank file cannot say: save it as a "
+            "tokenizer.json (to_huggingface) or a tokenizer.bpe (save) instead"
+        )
+    return b"".join((base64.b64encode(vocab[i]) or b"=") + b" " + str(i).encode() + b"\n" for i in sorted(vocab))
 
 
-def save_tiktoken(tok: Tokenizer, path: str) -> None:
+def save_tiktoken(tok: TokenizerLike, path: str) -> None:
     write_bytes_atomic(path, dumps_tiktoken(tok))

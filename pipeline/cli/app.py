@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -183,9 +184,9 @@ def _all_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> lis
 
 
 def runs_a_pipeline(args: argparse.Namespace) -> bool:
-    """Whether the command runs a Beam pipeline (train, demo, encode of a corpus), whose failure leaves an output
-    directory to report on."""
-    return args.command in ("train", "demo") or (args.command == "encode" and bool(args.input or args.out))
+    """Whether the command runs a Beam pipeline (train, demo, report, encode of a corpus), whose failure leaves an
+    output directory to report on."""
+    return args.command in ("train", "demo", "report") or (args.command == "encode" and bool(args.input or args.out))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if pipeline and in_a_pipeline_step(exc):
                 return _report_failure(args, exc, thread_errors, verbose)
             # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
-            print(f"beam-bpe {args.command}: error: {exc or type(exc).__name__}", file=sys.stderr)
+            print(f"beam-bpe {args.command}: error: {as_cli_message(exc)}", file=sys.stderr)
             return 2
         except Exception as exc:  # noqa: BLE001 - a failed run (a worker lost, a step raising): reported in one line
             if not pipeline:
@@ -222,6 +223,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     for error in thread_errors:  # a Beam thread ended with an error, yet the run completed
         print(f"beam-bpe {args.command}: warning: {error}", file=sys.stderr)
     return code
+
+
+_LIBRARY_ARGUMENTS = (  # bpe_core's messages name its arguments; the command line has flags for them
+    (re.compile(r"\bpretokenizer=('[^']*'|\S+)"), r"--pretokenizer \1"),
+    (re.compile(r"drop rare chunks from chunk_counts"), "train --min-chunk-count K or --max-chunks M"),
+)
+
+
+def as_cli_message(exc: BaseException) -> str:
+    """A library error as the command line says it: the flag in place of the argument it names."""
+    message = str(exc) or type(exc).__name__
+    for pattern, flag in _LIBRARY_ARGUMENTS:
+        message = pattern.sub(flag, message)
+    return message
 
 
 def _report_failure(args: argparse.Namespace, exc: Exception, thread_errors: list[str], verbose: bool) -> int:

@@ -272,7 +272,7 @@ def defect_cases(files: dict[str, bytes]) -> list[tuple[str, str, bytes, str]]:
     return [
         ("tokenizer.bpe", "two ids with the same bytes", _with_hash("\n".join(dup_token)), "duplicate token"),
         ("tokenizer.bpe", "a merge of a missing id", _with_hash("\n".join(missing)), "not a token"),
-        ("tokenizer.tiktoken", "the same bytes at two ranks", b"\n".join(tik[:-1] + [tik[5].split(b" ")[0] + b" 9000", b""]), "appears twice"),
+        ("tokenizer.tiktoken", "two tokens at one rank", b"\n".join(tik[:-1] + [b"fHx8fHx8fHx8 " + tik[5].split(b" ")[1], b""]), "appears twice"),
         ("tokenizer.json", "a duplicate JSON key in the vocab", files["tokenizer.json"].replace(b'"a": 97', b'"a": 97, "a": 98', 1), "duplicate"),
         ("tokenizer.json", "two tokens with one id", json.dumps(hf_dup_id).encode(), "share the id"),
         ("tokenizer.json", "an added token listed twice", json.dumps(hf_dup_added).encode(), "listed twice"),
@@ -303,6 +303,22 @@ def test_duplicate_tokens_and_merges_of_missing_tokens_are_refused_in_every_form
         outcome, _, message = attempt(kind, tmp_path / f"d{i}", data, files)
         assert outcome == "refused" and words in message, (kind, what, message)
         reliability.row(AREA, f"{kind}: {what}", f"refused with TokenizerFileError ('{words}')")
+
+
+def test_a_rank_file_listing_a_token_twice_loads_as_tiktoken_loads_it(files, tmp_path, reliability):
+    """tiktoken.load.load_tiktoken_bpe keeps a token's last rank (a dict); so do we, with a warning naming it."""
+    from tiktoken.load import load_tiktoken_bpe
+
+    tik = files["tokenizer.tiktoken"].split(b"\n")
+    path = tmp_path / "twice.tiktoken"
+    path.write_bytes(b"\n".join(tik[:-1] + [tik[5].split(b" ")[0] + b" 9000", b""]))
+    with pytest.warns(UserWarning, match="listed twice keep their last rank"):
+        tok = Tokenizer.from_tiktoken(str(path), pretokenizer="cl100k")
+    assert {tok.token_bytes(i): i for i in tok.vocab} == load_tiktoken_bpe(str(path))
+    with pytest.raises(ValueError, match="has no token"):
+        tok.decode([5])
+    reliability.row(AREA, "tokenizer.tiktoken: the same bytes at two ranks", "loaded as tiktoken loads it (the last "
+                    "rank; the earlier one has no token), with a warning")
 
 
 COMPONENTS = [
