@@ -12,8 +12,8 @@ a broken build can never pass as "native equals reference".
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -139,26 +139,26 @@ def train_merges(
 ) -> tuple[list[tuple[int, int]], list[bytes]]:
     """The C++ merge loop: (merges as id pairs, token bytes by id), equal to train._MergeLoop's.
 
-    Prints the memory estimate to stderr before the loop and raises MemoryError, with the figures, where it
+    Logs the memory estimate (logger ``bpe_core.native``, INFO; the figures are ``train_memory_estimate`` and
+    ``available_memory``, for a caller that reports them itself) and raises MemoryError, with the figures, where it
     exceeds ``memory_limit`` (default: the memory available now).
     """
     from bpe_core.bytelevel import huggingface_base_order
-    from bpe_core.train import TIE_BREAKS
+    from bpe_core.constants import TIE_BREAKS
 
     counts = _as_dict(chunk_counts)
     n_words, n_tokens, estimate = train_memory_estimate(counts)
     limit = available_memory() if memory_limit is None else memory_limit
     gib = 1 << 30
-    print(
-        f"bpe_core.train: merge loop over {n_words:,} unique chunks ({n_tokens:,} bytes) needs about "
-        f"{estimate / gib:.2f} GiB ({limit / gib:.1f} GiB available)",
-        file=sys.stderr,
+    logging.getLogger(__name__).info(
+        "merge loop over %s unique chunks (%s bytes) needs about %.2f GiB (%.1f GiB available)",
+        f"{n_words:,}", f"{n_tokens:,}", estimate / gib, limit / gib,
     )
     if estimate > limit:
         raise MemoryError(
             f"the merge loop over {n_words:,} unique chunks ({n_tokens:,} bytes) needs about {estimate / gib:.2f} GiB "
-            f"but only {limit / gib:.2f} GiB is available: keep fewer chunks (train --min-chunk-count K or "
-            "--max-chunks M) or use a machine with more memory"
+            f"but only {limit / gib:.2f} GiB is available: keep fewer chunks (drop rare chunks from "
+            "chunk_counts) or use a machine with more memory"
         )
     hf_rank = [0] * 256
     for rank, b in enumerate(huggingface_base_order()):

@@ -9,23 +9,16 @@ complete becomes U+FFFD at once. For every split of a token stream, the concaten
 from __future__ import annotations
 
 import codecs
-import operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from bpe_core import native
+from bpe_core.vocab import as_token_id
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # stream -> tokenizer only: the Tokenizer never imports this module
     from bpe_core.tokenizer import Tokenizer
 
-
-def as_token_id(value):
-    """``value`` as a Python int where it is an integer of any kind (a model's ids are often numpy ints), else
-    unchanged, for the caller's error message."""
-    try:
-        return operator.index(value)
-    except TypeError:
-        return value
+__all__ = ["StreamingDecoder", "as_token_id"]
 
 
 class StreamingDecoder:

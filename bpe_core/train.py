@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from bpe_core import native
 from bpe_core.bytelevel import huggingface_base_order
+from bpe_core.constants import TIE_BREAKS
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 from bpe_core.tokenizer import Text, Tokenizer, _as_str, _as_text
-
-TIE_BREAKS = ("ids", "huggingface", "bytes")
 
 
 class ChunkCounts(dict):

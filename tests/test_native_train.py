@@ -86,12 +86,14 @@ def test_progress_is_reported_as_the_reference():
     assert calls["native"][:2] == [(1000, 2044), (2000, 2044)]
 
 
-def test_memory_estimate_is_printed_and_a_loop_that_does_not_fit_is_refused(capsys):
+def test_memory_estimate_is_logged_not_printed_and_a_loop_that_does_not_fit_is_refused(capsys, caplog):
     counts = {b"hello": 5, b"world": 3, b"x": 7}
     n_words, n_tokens, estimate = native.train_memory_estimate(counts)
     assert (n_words, n_tokens) == (2, 10)
-    bpe_core.train(counts, 260)
-    assert "merge loop over 2 unique chunks (10 bytes) needs about" in capsys.readouterr().err
+    with caplog.at_level("INFO", logger="bpe_core.native"):
+        bpe_core.train(counts, 260)
+    assert "merge loop over 2 unique chunks (10 bytes) needs about" in caplog.text
+    assert capsys.readouterr() == ("", "")  # the core never prints: the caller logs
     with pytest.raises(MemoryError, match=r"needs about [0-9.]+ GiB but only [0-9.]+ GiB is available"):
         native.train_merges(counts, 4, 1, "ids", memory_limit=estimate - 1)
 
