@@ -39,6 +39,7 @@ AFTER_FAILURE = {
     "to resume: the shards already complete are kept, the others written",
 }
 AFTER_FAILURE["demo"] = AFTER_FAILURE["train"]
+AFTER_FAILURE["report"] = AFTER_FAILURE["train"].replace("training does not resume", "a report does not resume")
 BEAM_STEP_MARKER = "[while running '"  # Beam appends it to an exception raised inside a step
 
 

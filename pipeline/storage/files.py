@@ -61,10 +61,14 @@ def prepare_output(out_dir: str, *, overwrite: bool, keep: tuple[str, ...] = ())
             "or choose another --out"
         )
     remove(join(out_dir, COMPLETED))  # first: from here on the directory is incomplete until the run ends
-    for name in (MANIFEST, "counts", "dead_letters", "tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json"):
+    for name in (MANIFEST, "counts", "dead_letters", "tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json",
+                 "report.json", "report.md", "compression.png"):
         if name not in keep:
             remove(join(out_dir, name))
     fs, path = fsspec.core.url_to_fs(out_dir)
     for tmp in fs.glob(path.rstrip("/") + "/.tmp-*"):  # the temporary files of a run killed while writing
         fs.rm(tmp)
+    for folder in fs.glob(path.rstrip("/") + "/v[0-9]*"):  # one tokenizer folder per size of a multi-size run
+        if fs.isdir(folder) and posixpath.basename(folder)[1:].isdigit():
+            fs.rm(folder, recursive=True)
     fs.makedirs(path, exist_ok=True)
