@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import corpus
+from conftest import DASK, corpus, require_module
 
 import bpe_core
 import pipeline.corpus.read
@@ -359,7 +359,7 @@ def test_a_worker_killed_under_multi_processing(name, inputs, r50k_artifact, ref
 def test_a_worker_killed_on_a_dask_cluster(inputs, r50k_artifact, reference, tmp_path, monkeypatch, reliability):
     """The same kill on a dask.distributed LocalCluster (2 worker processes, spawned with the hook loaded). Dask
     recomputes the tasks of the lost worker: the job succeeds and the output equals the in-process output."""
-    distributed = pytest.importorskip("distributed")
+    distributed = require_module("distributed", **DASK)  # a failure under BEAM_BPE_REQUIRE_DASK=1
     kills = tmp_path / "kills"
     kills.mkdir()
     for key, value in with_hooks({"BEAM_BPE_TEST_KILL_DIR": str(kills)}).items():
