@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bpe_core import native
+from bpe_core.text import as_text as _as_text
 
 if TYPE_CHECKING:
     from bpe_core.special_tokens import SpecialSet
-    from bpe_core.tokenizer import Tokenizer
+    from bpe_core.tokenizer_data import TokenizerLike as Tokenizer  # annotations only: no import of tokenizer
 
 # ids fit in uint16 when every id is below this (n_vocab <= 65536).
 NARROW_LIMIT = 1 << 16
@@ -132,8 +133,6 @@ def _fast(tok: Tokenizer, allowed: frozenset[str]) -> bool:
 def _encode_texts(
     tok: Tokenizer, texts: list, allowed: frozenset[str], disallowed: frozenset[str], threads: int, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
-    from bpe_core.tokenizer import _as_text
-
     if not _fast(tok, allowed):
         return _from_lists(_encode_lists(tok, texts, allowed, disallowed, threads), dtype)
     docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]

@@ -8,7 +8,6 @@ concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` fo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Union
 
 from bpe_core import native
 from bpe_core.added_tokens import AddedTokenFlags
@@ -16,9 +15,11 @@ from bpe_core.bpe import ID_MASK, MergeTable, RankTable, merge_ids
 from bpe_core.errors import TokenizerFileError
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 from bpe_core.special_tokens import SpecialSet, TokenFinder
+from bpe_core.text import Text
+from bpe_core.text import as_str as _as_str
+from bpe_core.text import as_text as _as_text
 from bpe_core.tokenizer_data import TokenizerData
 
-Text = Union[str, bytes]
 CHUNK_CACHE_LIMIT = 1 << 18
 NATIVE_BATCH_PIECES = 1 << 18  # Python-split pieces per call into the native encoder (about 1 MB of text)
 
@@ -195,9 +196,10 @@ class Tokenizer:
         """The exact smaller tokenizer of ``n_vocab`` ids (its merges a prefix of these, special tokens after them),
         for ids that follow merge order (trained tokenizers, rank files); others are refused. See
         :mod:`bpe_core.truncate`."""
-        from bpe_core.truncate import truncated
+        from bpe_core.truncate import truncated_arguments
 
-        return truncated(self, n_vocab)
+        arguments = truncated_arguments(self, n_vocab)
+        return self if arguments is None else Tokenizer(arguments.pop("vocab"), **arguments)
 
     def unreachable_tokens(self) -> list[int]:
         """Sorted ids of the BPE vocabulary (special and added tokens are not in it) that encoding never outputs,
@@ -638,31 +640,6 @@ class Tokenizer:
         pre = self.pretokenizer.describe() if self.pretokenizer else "no pre-tokenizer"
         name = f"{self.name} " if self.name else ""
         return f"<Tokenizer {name}{self.kind}, n_vocab={self.n_vocab}, {pre}>"
-
-
-def _as_text(text: object) -> Text:
-    """Text as str or bytes for the native encoder, which takes both as they are."""
-    if type(text) is str or type(text) is bytes:
-        return text  # type: ignore[return-value]
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        return bytes(text)
-    if isinstance(text, str):
-        return str(text)
-    raise TypeError(f"expected str or bytes, got {type(text).__name__}")
-
-
-def _as_str(text: Text) -> str:
-    """Text as str. Bytes are decoded with surrogateescape (invalid UTF-8 round-trips byte-exactly);
-    lone surrogates in a str are replaced by U+FFFD, as tiktoken does."""
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        return bytes(text).decode("utf-8", "surrogateescape")
-    if not isinstance(text, str):
-        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 __all__ = ["Tokenizer", "ID_MASK"]

@@ -21,7 +21,10 @@ from bpe_core import native
 from bpe_core.bytelevel import huggingface_base_order
 from bpe_core.constants import TIE_BREAKS
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
-from bpe_core.tokenizer import Text, Tokenizer, _as_str, _as_text
+from bpe_core.text import Text
+from bpe_core.text import as_str as _as_str
+from bpe_core.text import as_text as _as_text
+from bpe_core.tokenizer import Tokenizer
 
 
 class ChunkCounts(dict):

@@ -18,19 +18,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bpe_core.tokenizer import Tokenizer
+    from bpe_core.tokenizer_data import TokenizerLike as Tokenizer  # annotations only: no import of tokenizer
 
 
-def truncated(tok: Tokenizer, n_vocab: int) -> Tokenizer:
-    """The tokenizer of ``n_vocab`` ids (special tokens included, renumbered to follow the kept tokens in their
-    order) that a training stopped earlier would have made; ``tok`` itself when ``n_vocab == tok.n_vocab``."""
-    from bpe_core.tokenizer import Tokenizer
-
+def truncated_arguments(tok: Tokenizer, n_vocab: int) -> dict | None:
+    """The ``Tokenizer(...)`` arguments of the tokenizer of ``n_vocab`` ids (special tokens included, renumbered to
+    follow the kept tokens in their order) that a training stopped earlier would have made; None when
+    ``n_vocab == tok.n_vocab`` (``tok`` itself). Plain data: ``Tokenizer.truncated`` builds it."""
     if isinstance(n_vocab, bool) or not isinstance(n_vocab, int):
         raise TypeError(f"n_vocab must be an integer, got {n_vocab!r}")
     specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
     if n_vocab == tok.n_vocab:
-        return tok
+        return None
     vocab = tok.vocab
     keep = n_vocab - len(specials)
     if n_vocab > tok.n_vocab or keep > len(vocab):
@@ -47,8 +46,8 @@ def truncated(tok: Tokenizer, n_vocab: int) -> Tokenizer:
     merges = _check_merge_order(tok, vocab)
     if merges is not None:
         merges = merges[: _merges_making(tok, merges, keep)]
-    return Tokenizer(
-        {i: vocab[i] for i in range(keep)},
+    return dict(
+        vocab={i: vocab[i] for i in range(keep)},
         merges=merges,
         pretokenizer=tok.pretokenizer,
         special_tokens={text: keep + i for i, (text, _) in enumerate(specials)},
