@@ -276,30 +276,48 @@ uint32_t* Encoder::encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache
     return end;
 }
 
-bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, std::vector<size_t>& ends,
+bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, std::vector<size_t>&,
                           std::vector<uint32_t>& out, BadPiece* bad) const {
-    ends.clear();
-    pretok_split(kind, text, n, ends);
     const size_t base = out.size();
     out.resize(base + n + kPieceSlack);  // tokens <= bytes: no capacity check per piece
-    uint32_t* dst = out.data() + base;
-    size_t start = 0;
+    uint32_t* end = encode_text_to(kind, text, n, cache, out.data() + base, bad);
+    out.resize(end ? static_cast<size_t>(end - out.data()) : base);
+    return end != nullptr;
+}
+
+// The pieces a batch of kSplitBatch at a time (pretok_split_some), each encoded straight into dst.
+uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
+                                  BadPiece* bad) const {
+    size_t ends[kSplitBatch];
+    size_t pos = 0, start = 0;
     int missing = -1;
-    size_t count = 0;
-    for (size_t end : ends) {
-        if (++count % kPollPieces == 0 && stop_requested()) break;  // partial: the caller checks stopped()
-        uint32_t* next = encode_piece_to(text + start, end - start, cache, dst, &missing);
-        if (!next) {
-            bad->data = text + start;
-            bad->size = end - start;
-            out.resize(static_cast<size_t>(dst - out.data()));
-            return false;
+    while (pos < n) {
+        const size_t k = pretok_split_some(kind, text, n, &pos, ends, kSplitBatch);
+        for (size_t j = 0; j < k; ++j) {
+            const size_t len = ends[j] - start;
+            // The hot table inline here, the call only on a miss: the call's prologue and epilogue (spilled
+            // registers) cost about as much as the probe itself (17 M of 243 M instructions, callgrind, cl100k).
+            if (cache && len >= 2 && len <= ChunkCache::kHotMax) {
+                uint64_t head, tail;
+                ChunkCache::key_of(text + start, len, &head, &tail);
+                if (uint32_t* hit = cache->hot_emit(head, tail, len, dst)) {
+                    dst = hit;
+                    start = ends[j];
+                    continue;
+                }
+            }
+            uint32_t* next = encode_piece_to(text + start, len, cache, dst, &missing);
+            if (!next) {
+                bad->data = text + start;
+                bad->size = ends[j] - start;
+                return nullptr;
+            }
+            dst = next;
+            start = ends[j];
         }
-        dst = next;
-        start = end;
+        if (pos < n && stop_requested()) break;  // partial: the caller checks stopped()
     }
-    out.resize(static_cast<size_t>(dst - out.data()));
-    return true;
+    return dst;
 }
 
 bool Encoder::merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out, int* missing_byte,

@@ -68,6 +68,8 @@ class FlagCheck final : public StopCheck {
 };
 
 constexpr size_t kPollPieces = 1024;
+// Pieces split ahead of their encoding (Encoder::encode_text_to); a stop request is looked for after each batch.
+constexpr size_t kSplitBatch = 256;
 constexpr uint64_t kPollPops = uint64_t(1) << 16;
 
 struct MergeStats {
@@ -112,8 +114,9 @@ class ChunkCache {
     }
     // Up to kHotIds ids inline per entry, so that short pieces of two or three tokens hit too (they took the two
     // BytesMap lookups, whole piece then chunk cache, on every occurrence). With the output written straight into
-    // the caller's buffer (Encoder::encode_piece_to) and the ids of a hit stored unconditionally: a warm 2 MB cl100k
-    // encode 124 -> see encode_piece_to M instructions (callgrind).
+    // the caller's buffer (Encoder::encode_piece_to) and the ids of a hit stored unconditionally: the second pass
+    // over 2 MB (cl100k, one thread) 124.4 -> 108.9 M instructions in Encoder::encode_text (callgrind); alone,
+    // with per-piece vector inserts, it was 143.7 M (worse: the range insert's call and checks).
     static constexpr size_t kHotIds = 3;
     // On a hit, the entry's ids stored at dst (all kHotIds of them: dst has the room) and the end of its own;
     // nullptr on a miss.
@@ -165,6 +168,13 @@ class ChunkCache {
     std::vector<uint32_t> ids_;
 };
 
+// Tried and not kept (measured at 20 MB, best of 6-8 fresh processes interleaved, on the shared 2-core machine at
+// load 7-11, ratio against the version without): a table of the vocabulary's tokens of 2-16 bytes keyed by their
+// bytes inline, shared by the threads, probed after a hot-table miss instead of BytesMap's two (the "vocab-seeded
+// cache"), together with the merge pairs packed into 8-byte slots (21-bit left, right and rank) instead of 16:
+// cl100k 1.06x, o200k 1.00x, llama3 0.91x, callgrind +4% instructions (a second probe on every new piece); and a
+// prefetch of every pair slot of a new piece before its merge loop: 0.96-1.04x. What bounds a cold run here is the
+// 204,567 distinct pieces of the 20 MB that are not tokens (of 236,483 distinct, 4.28 M in all), each merged once.
 // Chunk caches kept between calls, one lent to each thread of a call: a cache is never shared by two threads, and
 // a warm cache outlives the call (a cold one made a 1 MB batch 1.6x slower).
 class CachePool {
@@ -219,6 +229,9 @@ class Encoder {
     // scratch space. Returns false (and fills bad) at the first piece with a byte that has no token.
     bool encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, std::vector<size_t>& ends,
                      std::vector<uint32_t>& out, BadPiece* bad) const;
+    // The same into dst, which has room for n + kPieceSlack ids: the end of the ids, or nullptr (bad filled).
+    uint32_t* encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
+                             BadPiece* bad) const;
     // BPE of the byte tokens of p, no cache and no whole-piece lookup (Tokenizer.encode_piece_bytes).
     bool merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out, int* missing_byte,
                      MergeStats* stats) const;
@@ -234,6 +247,7 @@ class Encoder {
     uint32_t* encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst, int* missing_byte) const;
     uint32_t* merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const;
     uint32_t* merge_scan(uint32_t* ids, size_t n, uint32_t* dst) const;
+
     void merge_heap(const uint32_t* ids, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const;
 
     int64_t byte_ids_[256];

@@ -14,6 +14,10 @@
 
 #include <stdexcept>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace bpe {
 
 namespace {
@@ -110,7 +114,30 @@ inline size_t run_while(const uint8_t* s, size_t n, size_t i, Pred pred) {
     return i;
 }
 
-inline size_t run_letters(const uint8_t* s, size_t n, size_t i) {
+// The end of a run of ASCII letters from i, 16 bytes at a time; it stops at the first byte that is not an ASCII
+// letter (the caller goes on one character at a time where that byte is not ASCII).
+inline size_t ascii_letters_end(const uint8_t* s, size_t n, size_t i) {
+#if defined(__SSE2__)
+    const __m128i bit5 = _mm_set1_epi8(0x20), a = _mm_set1_epi8('a'), flip = _mm_set1_epi8(char(0x80));
+    const __m128i limit = _mm_set1_epi8(char(0x80 + 26));
+    while (i + 16 <= n) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+        // (b | 0x20) - 'a' < 26 (unsigned), as a signed compare after flipping the top bit; bytes >= 0x80 fail it
+        const __m128i t = _mm_xor_si128(_mm_sub_epi8(_mm_or_si128(v, bit5), a), flip);
+        const unsigned letters = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmplt_epi8(t, limit)));
+        if (letters != 0xFFFF) return i + static_cast<size_t>(__builtin_ctz(~letters));
+        i += 16;
+    }
+#endif
+    while (i < n && s[i] < 0x80 && (kAsciiFlags[s[i]] & kL)) ++i;
+    return i;
+}
+
+// A run of \p{L} from i: ASCII letters a vector at a time (ascii_letters_end), then one character at a time from
+// the first byte that is not one. Byte at a time, run_letters was 11.5% of a warm cl100k encode's instructions.
+__attribute__((always_inline)) inline size_t run_letters(const uint8_t* s, size_t n, size_t i) {
+    i = ascii_letters_end(s, n, i);
+    if (i >= n || s[i] < 0x80) return i;
     return run_while(s, n, i, [](uint8_t f) { return (f & kL) != 0; });
 }
 inline size_t run_digits(const uint8_t* s, size_t n, size_t i) {
@@ -234,7 +261,7 @@ inline size_t contraction_o200k(const uint8_t* s, size_t n, size_t e) {
 
 // ------------------------------------------------------------------------------------------ r50k
 // '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
-inline size_t next_r50k(const uint8_t* s, size_t n, size_t i) {
+__attribute__((always_inline)) inline size_t next_r50k(const uint8_t* s, size_t n, size_t i) {
     if (s[i] == '\'') {
         if (size_t e = contraction_r50k(s, n, i)) return e;
     }
@@ -257,7 +284,7 @@ inline size_t next_r50k(const uint8_t* s, size_t n, size_t i) {
 // ------------------------------------------------------------------------------------------ cl100k
 // '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|
 // \s+(?!\S)|\s
-inline size_t next_cl100k(const uint8_t* s, size_t n, size_t i) {
+__attribute__((always_inline)) inline size_t next_cl100k(const uint8_t* s, size_t n, size_t i) {
     if (s[i] == '\'') {
         if (size_t e = contraction_cl100k(s, n, i)) return e;
     }
@@ -315,7 +342,7 @@ inline size_t o200k_upper_then_lower(const uint8_t* s, size_t n, size_t p) {
     return contraction_o200k(s, n, run_while(s, n, q, [](uint8_t f) { return (f & kW) != 0; }));
 }
 
-inline size_t next_o200k(const uint8_t* s, size_t n, size_t i) {
+__attribute__((always_inline)) inline size_t next_o200k(const uint8_t* s, size_t n, size_t i) {
     const Ch c = at(s, n, i);
     const bool prefix = is_p(c.f) && i + c.len < n;
     if (prefix) {
@@ -347,7 +374,7 @@ inline size_t next_o200k(const uint8_t* s, size_t n, size_t i) {
 // (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+      (qwen2: \p{N} instead of \p{N}{1,3})
 template <int kMaxDigits>
-inline size_t next_llama(const uint8_t* s, size_t n, size_t i) {
+__attribute__((always_inline)) inline size_t next_llama(const uint8_t* s, size_t n, size_t i) {
     if (s[i] == '\'') {
         if (size_t e = contraction_llama(s, n, i)) return e;
     }
@@ -379,7 +406,35 @@ void split_with(const uint8_t* s, size_t n, std::vector<size_t>& ends) {
     }
 }
 
+// Up to `max` pieces from *pos into ends[] (a fixed array the caller keeps in L1): the encoder consumes them in
+// batches instead of a vector of every piece of the text (push_back's capacity check per piece, and a second pass
+// over memory that had left the cache for long texts). With the vector run of ASCII letters and flat.h's IdBuffer
+// (no zero fill): the second 2 MB pass (cl100k, callgrind) 108.9 -> 95.6 M instructions; then with next_* and
+// run_letters forced inline and the encoder's hot probe inline (Encoder::encode_text_to): 79.7 M.
+template <size_t (*Next)(const uint8_t*, size_t, size_t)>
+size_t split_some_with(const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max) {
+    size_t i = *pos, k = 0;
+    while (i < n && k < max) {
+        i = Next(s, n, i);
+        ends[k++] = i;
+    }
+    *pos = i;
+    return k;
+}
+
 }  // namespace
+
+size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    switch (kind) {
+        case Pretok::kR50k: return split_some_with<next_r50k>(text, n, pos, ends, max);
+        case Pretok::kCl100k: return split_some_with<next_cl100k>(text, n, pos, ends, max);
+        case Pretok::kO200k: return split_some_with<next_o200k>(text, n, pos, ends, max);
+        case Pretok::kLlama3: return split_some_with<next_llama<3>>(text, n, pos, ends, max);
+        case Pretok::kQwen2: return split_some_with<next_llama<1>>(text, n, pos, ends, max);
+        case Pretok::kNone: break;
+    }
+    throw std::invalid_argument("pretok_split: no hand-written pre-tokenizer for this kind");
+}
 
 const std::vector<std::string_view>& pretok_names() {
     static const std::vector<std::string_view> names{"r50k", "cl100k", "o200k", "llama3", "qwen2"};

@@ -25,6 +25,10 @@ const std::vector<std::string_view>& pretok_names();
 // empty. Pure function of its input: safe to call from many threads at once.
 void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends);
 
+// The next pieces of text[0:n] from *pos: at most `max` end offsets written to `ends`, *pos moved to the last; returns
+// how many (0 only at the end of the text). Successive calls give pretok_split's pieces.
+size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max);
+
 // The `regex` version and the Unicode version (unicodedata.unidata_version) the property tables were generated from.
 const char* pretok_regex_version();
 const char* pretok_unicode_version();
