@@ -82,7 +82,6 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
 def cmd_decode_shards(args: argparse.Namespace) -> int:
     """Print one document of an encoding output, decoded with ``--tokenizer`` (checked against the manifest)."""
     from bpe_core import Tokenizer
-    from pipeline.encode.documents import tokenizer_digest
     from pipeline.encode.shards import ShardError, find_document, load_manifest
 
     if args.doc is None:
@@ -92,7 +91,7 @@ def cmd_decode_shards(args: argparse.Namespace) -> int:
     wanted = manifest["tokenizer"].get("digest")
     if wanted is None:
         raise ShardError(f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe")
-    if tokenizer_digest(tok) != wanted:
+    if tok.digest() != wanted:
         raise ShardError(
             f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "
             f"--tokenizer {manifest['tokenizer'].get('path', 'PATH')}"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,7 +60,7 @@ class TokenizerRef:
             tok = _CACHE.get(self)
             if tok is None:
                 tok = Tokenizer.from_file(self.url, pretokenizer=self.pretokenizer)
-                digest = tokenizer_digest(tok)
+                digest = tok.digest()
                 if digest != self.digest:
                     raise EncodeError(
                         f"the tokenizer {self.url} changed since the job started (digest {digest[:12]}..., expected "
@@ -82,37 +81,10 @@ def open_tokenizer(url: str, pretokenizer: str | None = None) -> tuple[Tokenizer
     >>> tok, ref = open_tokenizer("out/tokenizer.bpe")  # doctest: +SKIP
     """
     tok = Tokenizer.from_file(url, pretokenizer=pretokenizer)
-    ref = TokenizerRef(url, tokenizer_digest(tok), pretokenizer)
+    ref = TokenizerRef(url, tok.digest(), pretokenizer)
     with _CACHE_LOCK:
         _CACHE.setdefault(ref, tok)
     return tok, ref
-
-
-def tokenizer_digest(tok: Tokenizer) -> str:
-    """sha256 of what decides the ids: vocabulary, merges, special and added tokens (and their flags),
-    pre-tokenizer and normalizer. The same for every file format holding the same tokenizer (a ``.tiktoken`` file
-    and its conversion to ``tokenizer.bpe`` give the same shards). Takes 0.2 s for cl100k, 1 s for Llama 3.
-    """
-    digest = hashlib.sha256()
-    vocab = tok.vocab
-    ids = sorted(vocab)
-    digest.update(np.asarray(ids, dtype="<i8").tobytes())
-    digest.update(np.asarray([len(vocab[i]) for i in ids], dtype="<i8").tobytes())
-    digest.update(b"".join(vocab[i] for i in ids))
-    if tok.kind == "merges":
-        digest.update(np.asarray(tok.merge_ids, dtype="<i8").tobytes())
-    pre = tok.pretokenizer
-    meta = {
-        "kind": tok.kind,
-        "ignore_merges": tok.ignore_merges,
-        "special_tokens": tok.special_tokens,
-        "added_tokens": tok.added_tokens,
-        "token_flags": {t: f.as_dict() for t, f in tok.token_flags.items()},
-        "pretokenizer": list(pre.patterns) if pre else None,
-        "normalizer": pre.normalizer if pre else None,
-    }
-    digest.update(json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
 
 
 def file_sha256(url: str) -> str | None:

@@ -8,7 +8,7 @@ import posixpath
 import fsspec
 
 from bpe_core._io import open_atomic as open_atomic  # the project's one atomic writer (bpe_core/_io.py)
-from bpe_core._io import write_bytes_atomic as write_atomic
+from bpe_core._io import write_bytes_atomic as write_atomic  # noqa: F401 - re-exported for the stages
 
 COMPLETED = "COMPLETED"
 MANIFEST = "manifest.json"

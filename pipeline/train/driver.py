@@ -8,6 +8,7 @@ export it). Nothing in these files depends on paths, times, runners or sharding.
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import fsspec
 
@@ -21,19 +22,39 @@ TOKENIZER_FILES = ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
 
 
 def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Reporter) -> Tokenizer:
-    """``bpe_core.train`` on the reduced counts with the validated settings."""
+    """``bpe_core.train`` on the reduced counts with the validated settings; the merge loop's memory estimate, which
+    the core logs (it never prints), is reported as a stage."""
     budget = settings.vocab_size - 256 - len(settings.special_tokens)
-    tok = bpe_core.train(
-        counts,
-        settings.vocab_size,
-        special_tokens=settings.special_tokens,
-        min_frequency=settings.min_frequency,
-        tie_break=settings.tie_break,
-        name=settings.name,
-        progress=reporter.merges(budget),
-    )
+    native_log = logging.getLogger("bpe_core.native")
+    handler, level = _StageHandler(reporter), native_log.level
+    native_log.addHandler(handler)
+    native_log.setLevel(logging.INFO)
+    try:
+        tok = bpe_core.train(
+            counts,
+            settings.vocab_size,
+            special_tokens=settings.special_tokens,
+            min_frequency=settings.min_frequency,
+            tie_break=settings.tie_break,
+            name=settings.name,
+            progress=reporter.merges(budget),
+        )
+    finally:
+        native_log.removeHandler(handler)
+        native_log.setLevel(level)
     reporter.end_progress()
     return tok
+
+
+class _StageHandler(logging.Handler):
+    """The core's INFO records (the merge loop's memory estimate) as the reporter's ``memory`` stage."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        super().__init__(logging.INFO)
+        self.reporter = reporter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.reporter.stage("memory", estimate=record.getMessage())
 
 
 def write_tokenizer_sizes(tok: Tokenizer, settings: TrainSettings, out_dir: str) -> dict:
