@@ -10,6 +10,7 @@ run profits from a cache filled by an earlier one: ours, gigatoken and tokenizer
 from __future__ import annotations
 
 import json
+import os
 import time
 import zlib
 from pathlib import Path
@@ -85,13 +86,112 @@ def load_tokenizers(preset: str, work: Path):
     return Tokenizer.from_str(hf_json(preset, work))
 
 
+def openai_entry(preset: str) -> dict:
+    """pat_str, special_tokens and rank_file of an OpenAI encoding (a clear error for the others)."""
+    if preset not in OPENAI:
+        raise ValueError(f"no {preset} vocabulary for this library (it loads OpenAI's encodings only)")
+    return json.loads(data_file("tiktoken", "encodings.json").read_text())[OPENAI[preset]]
+
+
+def load_fastokens(preset: str, work: Path):
+    """fastokens on the rank file (OpenAI) or on our tokenizer.json export (Llama 3, regex spelled as Meta does)."""
+    import fastokens
+
+    if preset in GGUF:
+        exported = hf_json(preset, work)
+        pattern = json.dumps(load_ours(preset).pretokenizer.patterns[0])[1:-1]
+        return fastokens.Tokenizer.from_json_str(exported.replace(pattern, json.dumps(HF_SPELLING[preset])[1:-1]))
+    entry = openai_entry(preset)
+    path = str(data_file("tiktoken", entry["rank_file"]))
+    return fastokens.Tokenizer.from_tiktoken(path, pattern=entry["pat_str"], special_tokens=entry["special_tokens"])
+
+
+def wordchipper_cache(preset: str, work: Path) -> None:
+    """wordchipper loads OpenAI's files by name from its cache ($XDG_CACHE_HOME/io.crates.wordchipper), downloading
+    what is absent: the shared rank file is put there first, in the run's own folder (no network)."""
+    entry = openai_entry(preset)
+    name = OPENAI[preset]
+    target = work / "xdg" / "io.crates.wordchipper" / "openai" / name / f"{name}.tiktoken"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(data_file("tiktoken", entry["rank_file"]).read_bytes())
+        tmp.rename(target)
+    os.environ["XDG_CACHE_HOME"] = str(work / "xdg")
+
+
+def tiktoken_like(lib: str, preset: str):
+    """riptoken or bpe-openai: tiktoken's API. riptoken on the same ranks and regex as our tiktoken peer (Llama 3
+    too); bpe-openai ships OpenAI's encodings only."""
+    if lib == "bpe-openai":
+        import bpe_openai
+
+        openai_entry(preset)  # refuses Llama 3
+        return bpe_openai.get_encoding(OPENAI[preset])
+    import riptoken
+
+    tt = load_tiktoken(preset)
+    return riptoken.Encoding(riptoken.CoreBPE(tt._mergeable_ranks, tt._special_tokens, tt._pat_str), tt)
+
+
+def peer_encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
+    """The encoders added for issue 15 (fastokens, riptoken, wordchipper, bpe-openai, kitoken, tokie)."""
+    parallel = threads != 1
+    if lib == "fastokens" and mode == "flat":  # (uint32 ids, uint64 offsets) as bytes; its threads: rayon
+        ft = load_fastokens(preset, work)
+
+        def fastokens_flat(docs):
+            ids, offsets = ft.encode_batch_flat(docs)
+            return np.frombuffer(ids, np.uint32), np.frombuffer(offsets, np.uint64)
+
+        return fastokens_flat
+    if lib in ("riptoken", "bpe-openai") and mode == "batch":
+        enc = tiktoken_like(lib, preset)
+        if lib == "bpe-openai":
+            cores = 1 if threads == 1 else (os.cpu_count() or 1)
+            return lambda docs: enc.encode_ordinary_batch(docs, num_threads=cores)
+        return lambda docs: enc.encode_ordinary_batch(docs)
+    if lib == "wordchipper" and mode == "batch":
+        import wordchipper
+
+        wordchipper_cache(preset, work)
+        options = wordchipper.TokenizerOptions.default()
+        options.set_parallel(parallel)
+        wc = wordchipper.Tokenizer.from_pretrained(f"openai:{OPENAI[preset]}", options)
+        return lambda docs: wc.encode_batch(docs)
+    if lib == "kitoken" and mode == "loop":
+        import kitoken
+
+        if preset in GGUF:
+            hf_json(preset, work)
+            kt = kitoken.Kitoken.from_tokenizers_file(str(work / f"{preset}.tokenizer.json"))
+        else:
+            kt = kitoken.Kitoken.from_tiktoken_file(str(data_file("tiktoken", openai_entry(preset)["rank_file"])))
+        return lambda docs: [kt.encode(d) for d in docs]
+    if lib == "tokie" and mode == "flat":  # (uint32 ids, uint64 lengths), its own threads
+        import tokie
+
+        hf_json(preset, work)
+        tk = tokie.Tokenizer.from_json(str(work / f"{preset}.tokenizer.json"))
+
+        def tokie_flat(docs):
+            ids, lengths = tk.encode_batch_flat(docs, add_special_tokens=False)
+            return ids, np.concatenate([[0], np.cumsum(lengths)])
+
+        return tokie_flat
+    raise ValueError(f"no encoding case {lib}:{mode}")
+
+
 def encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
-    """A function docs -> the library's own output, for ``mode`` "loop" (one call per document) or "batch" (one
-    call for all), on ``threads`` threads (0: the library's default for all threads)."""
+    """A function docs -> the library's own output, for ``mode`` "loop" (one call per document), "batch" (one call
+    for all, lists of ids) or "flat" (one call for all, one array of ids and the offsets of each document), on
+    ``threads`` threads (0: the library's default for all threads)."""
     if lib == "ours":
         tok = load_ours(preset)
         if mode == "loop":
             return lambda docs: [tok.encode_ordinary(d) for d in docs]
+        if mode == "flat":
+            return lambda docs: tok.encode_ordinary_flat(docs, num_threads=threads or None)
         return lambda docs: tok.encode_ordinary_batch(docs, num_threads=threads or None)
     if lib == "tiktoken":
         tt = load_tiktoken(preset)
@@ -104,17 +204,29 @@ def encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
             return lambda docs: [gt.encode(d) for d in docs]
         if mode == "lists":  # Python lists of ints, as ours and tiktoken return (encode_batch: one awkward array)
             return lambda docs: gt.encode_batch_list(docs, parallel=threads != 1)
+        if mode == "flat":  # its awkward array flattened to what a shard writer takes: one NumPy array + offsets
+            import awkward as ak
+
+            def gigatoken_flat(docs):
+                out = gt.encode_batch(docs, parallel=threads != 1)
+                return ak.to_numpy(ak.flatten(out)), np.concatenate([[0], np.cumsum(ak.to_numpy(ak.num(out)))])
+
+            return gigatoken_flat
         return lambda docs: gt.encode_batch(docs, parallel=threads != 1)
     if lib == "tokenizers" and mode == "batch":  # its threads: TOKENIZERS_PARALLELISM, set by the parent
         hf = load_tokenizers(preset, work)
         return lambda docs: hf.encode_batch(docs, add_special_tokens=False)
-    raise ValueError(f"no encoding case {lib}:{mode}")
+    return peer_encoder(lib, mode, threads, preset, work)
 
 
 def id_arrays(lib: str, out: Any) -> list[np.ndarray]:
-    """The ids of each document as a uint32 array, whatever the library returned (lists, numpy, awkward, Encoding)."""
+    """The ids of each document as a uint32 array, whatever the library returned (lists, numpy, awkward, Encoding,
+    or a flat (ids, offsets) pair)."""
     if lib == "tokenizers":
         return [np.asarray(e.ids, dtype=np.uint32) for e in out]
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], np.ndarray):
+        ids, offsets = np.asarray(out[0]).astype(np.uint32), np.asarray(out[1], dtype=np.int64)
+        return [ids[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
     if type(out).__module__.partition(".")[0] == "awkward":  # gigatoken's encode_batch: flat ids + offsets
         import awkward as ak
 
@@ -134,7 +246,12 @@ def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str],
     out = run(docs)
     cpu, wall = CPU() - cpu0, time.perf_counter() - wall0
     arrays = id_arrays(lib, out)
-    result = {"cpu": cpu, "wall": wall, "tokens": int(sum(a.size for a in arrays)), "crc": crcs(arrays)}
+    result = {"cpu": cpu, "wall": wall, "tokens": int(sum(a.size for a in arrays)), "crc": crcs(arrays),
+              "load": os.getloadavg()[0]}  # fmt: skip
+    if mode == "flat" and threads == 1 and lib == "ours":  # decode_flat of the whole batch, best of three
+        tok = load_ours(preset)
+        t_flat, texts = timed(lambda: tok.decode_flat(*out), 3, CPU)
+        result["decode_flat_mb_s"] = text_mb(texts) / t_flat
     if mode == "batch" and threads == 1 and lib in ("ours", "tiktoken"):  # decoding: fast, so best of five
         dec = load_ours(preset) if lib == "ours" else load_tiktoken(preset)
         ids = [a.tolist() for a in arrays]
