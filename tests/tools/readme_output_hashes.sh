@@ -22,6 +22,6 @@ cp "$DATA"/corpora/*.jsonl.gz "$OUT/"  # a fixed path: the manifests name their 
 cd "$OUT"
 find . -type f ! -name '*.jsonl.gz' ! -name manifest.json | sort | xargs sha256sum
 for m in $(find . -name manifest.json | sort); do
-    python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [m.pop(k,None) for k in ('versions','elapsed_seconds','started','finished','runner_options')]; print(json.dumps(m,sort_keys=True))" "$m" \
+    python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [m.pop(k,None) for k in ('versions','count_seconds','train_seconds','wall_seconds','seconds')]; print(json.dumps(m,sort_keys=True))" "$m" \
         | sha256sum | sed "s|-|$m (without versions)|"
 done
