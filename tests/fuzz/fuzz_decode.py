@@ -1,4 +1,4 @@
-"""Fuzz target (c): decode_bytes, decode and StreamingDecoder on arbitrary id sequences, native == python.
+"""Fuzz target (c): decode_bytes, decode, decode_flat and StreamingDecoder on arbitrary id sequences, native == python.
 
 The input chooses the errors handler, skip_special, the container of the ids, the ids themselves (mostly valid
 cl100k ids, some special ids, ids in the vocabulary's gaps, negative, huge, bool, float, None, numpy ints) and how
@@ -51,6 +51,22 @@ def container(kind: int, ids: list[object]):
     return list(ids)
 
 
+def check_decode_flat(native, python, ids: list[object], cuts: bytes, errors: str) -> None:
+    """decode_flat of the integer ids as one uint32 array cut into documents where `cuts` say: both backends agree
+    (a hole in the vocabulary or an id past it raises decode's ValueError), and each text is decode of its ids."""
+    import numpy as np
+
+    flat = [i for i in ids if type(i) is int and 0 <= i < 2**32]
+    offsets = [0, *sorted(c % (len(flat) + 1) for c in cuts), len(flat)]
+    array = np.array(flat, dtype=np.uint32)
+    got = outcome(native.decode_flat, array, offsets, errors=errors)
+    check_same("decode_flat", got, outcome(python.decode_flat, array, offsets, errors=errors), (flat, offsets))
+    if got[0] == "ok":
+        expected = [native.decode(flat[a:b], errors) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        if got[1] != expected:
+            raise AssertionError(f"decode_flat {got[1]!r} != decode of each document {expected!r}")
+
+
 def test_one_input(data: bytes) -> None:
     from bpe_core import StreamingDecoder
 
@@ -62,6 +78,7 @@ def test_one_input(data: bytes) -> None:
     seq = container(kind, ids)
     check_same("decode_bytes", outcome(native.decode_bytes, seq), outcome(python.decode_bytes, seq), ids)
     check_same("decode", outcome(native.decode, seq, errors), outcome(python.decode, seq, errors), ids)
+    check_decode_flat(native, python, ids, reader.take(3), errors)
 
     streams = [StreamingDecoder(t, skip_special=skip_special, errors=errors) for t in (native, python)]
     texts, pos, all_ok = ["", ""], 0, True

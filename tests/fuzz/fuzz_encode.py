@@ -3,7 +3,8 @@
 Three real vocabularies of different kinds: cl100k (rank-only .tiktoken, with its special tokens), Llama 3 (GGUF
 merge list with ignore_merges and control tokens) and a Hugging Face tokenizer.json (NFKC normalizer, added
 tokens). The input chooses the vocabulary, the call (encode_ordinary, encode with all specials allowed, encode with
-the default disallowed specials, encode_batch over several threads) and how its payload becomes text (bytes, UTF-8
+the default disallowed specials, encode_batch over several threads, with the flat API on the same documents: lists, Arrow arrays of their bytes,
+decode_flat) and how its payload becomes text (bytes, UTF-8
 with invalid bytes, UTF-16 with lone surrogates, or any code point).
 
 Oracles: the same ids (or the same documented exception) on both backends; for cl100k, tiktoken's ids; the ids
@@ -78,6 +79,8 @@ def test_one_input(data: bytes) -> None:
         docs = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         got = outcome(native.encode_batch, docs, num_threads=1 + flags % 4, disallowed_special=())
         check_same("encode_batch", got, outcome(lambda: [python.encode_ordinary(d) for d in docs]), docs)
+        if got[0] == "ok":
+            check_flat(native, docs, got[1], 1 + flags % 4, flags)
         return
     if call == 0:
         kwargs: dict = {}
@@ -99,13 +102,71 @@ def test_one_input(data: bytes) -> None:
         raise AssertionError(f"{name}: decode(encode(x)) != x for {text!r}: ids {ids}")
 
 
+def is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def flat_lists(ids, offsets) -> list[list[int]]:
+    bounds = offsets.tolist()
+    return [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def arrow_of(data: list[bytes], flags: int):
+    """The documents' bytes as an Arrow string array built from its buffers (pyarrow checks no UTF-8 there): large
+    offsets with flag 0x40; with 0x80 a slice that starts one element in (an array offset), in two chunks."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind, width = (pa.large_string(), np.int64) if flags & 0x40 else (pa.string(), np.int32)
+    items = [b"skipped", *data] if flags & 0x80 else data
+    offsets = np.zeros(len(items) + 1, dtype=width)
+    np.cumsum([len(d) for d in items], out=offsets[1:])
+    array = pa.Array.from_buffers(kind, len(items), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(items))])
+    array = array[1:] if flags & 0x80 else array
+    if flags & 0x80 and len(array) > 1:
+        return pa.chunked_array([array[:1], array[1:]])
+    return array
+
+
+def check_flat(native, docs: list, expected: list[list[int]], threads: int, flags: int) -> None:
+    """The flat API on the same documents: as a list (encode_ordinary_flat and encode_flat equal the lists), as an
+    Arrow array of their bytes (the same ids; invalid UTF-8 raises InvalidTextError naming the first bad document),
+    and decode_flat back (decode of each document's ids)."""
+    from bpe_core import InvalidTextError
+
+    got = outcome(lambda: flat_lists(*native.encode_ordinary_flat(docs, num_threads=threads)))
+    check_same("encode_ordinary_flat", got, ("ok", expected), docs)
+    got = outcome(lambda: flat_lists(*native.encode_flat(docs, disallowed_special=(), num_threads=threads)))
+    check_same("encode_flat", got, ("ok", expected), docs)
+    data = [d if isinstance(d, bytes) else d.encode("utf-8", "surrogatepass") for d in docs]
+    bad = next((i for i, d in enumerate(data) if not is_utf8(d)), None)
+    try:
+        arrow = flat_lists(*native.encode_ordinary_flat(arrow_of(data, flags), num_threads=threads))
+    except InvalidTextError as e:
+        if e.index != bad:
+            raise AssertionError(f"Arrow input: InvalidTextError at {e.index}, first bad text {bad}: {docs!r}") from e
+    else:
+        if bad is not None or arrow != expected:
+            raise AssertionError(f"Arrow input: {arrow} for {docs!r} (first bad text {bad}), lists {expected}")
+    ids, offsets = native.encode_ordinary_flat(docs, num_threads=threads)
+    texts = native.decode_flat(ids, offsets)
+    if texts != [native.decode(i) for i in expected]:
+        raise AssertionError(f"decode_flat {texts!r} != decode of each document for {docs!r}")
+
+
 def seeds():
     """Real text: adversarial cases (cut to 1 KiB), short slices of every corpus, under each vocabulary and call."""
     texts = [fuzzlib.as_bytes(t) for t in fuzzlib.adversarial_texts(1024)[::7]]
     for corpus in ("multi_udhr", "code_cpython", "fortunes_multi", "docs_python_rst"):
         texts += [d.encode() for d in fuzzlib.corpus_docs(corpus, 12, 600)]
     texts += [b"<|endoftext|> hi <|fim_prefix|>", b"<|begin_of_text|>x<|eot_id|>", b"<EOT><META> caf\xc3\xa9"]
-    return [bytes([(i % 3) | (i % 4) << 2 | 1 << 4]) + t for i, t in enumerate(texts)]
+    out = [bytes([(i % 3) | (i % 4) << 2 | 1 << 4]) + t for i, t in enumerate(texts)]
+    # the flat API (call 3), over Arrow buffers of both offset widths, sliced and chunked (flags 0x40, 0x80)
+    return out + [bytes([(i % 3) | 3 << 2 | (i % 4) << 4 | (i % 4) << 6]) + t for i, t in enumerate(texts[::3])]
 
 
 if __name__ == "__main__":

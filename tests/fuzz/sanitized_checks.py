@@ -26,6 +26,7 @@ ENTRY_POINTS = {
     "train": "test_train_entry_points", "train_sizes": "test_train_entry_points",
     "estimate_train_memory": "test_train_entry_points", "pretok_split": "test_pretok_split_every_preset",
     "pretok_names": "test_pretok_split_every_preset", "unicode_tables_info": "test_the_sanitized_core_is_loaded",
+    "validate_arrow_strings": "test_flat_entry_points",
 }  # fmt: skip
 
 
@@ -150,3 +151,58 @@ def test_hostile_bytes_cases_round_trip():
     ours = ours_openai("o200k")
     for data in with_tails([value for _, value in adversarial_cases()]):
         assert ours.decode_bytes(ours.encode_ordinary(data)) == data, data[:80]
+
+
+def arrow_strings(items: list[bytes], large: bool = False):
+    """An Arrow string array over exactly these bytes (no UTF-8 check), its data buffer the joined bytes object
+    itself: under PYTHONMALLOC=malloc a read past its end is an ASan report."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind, width = (pa.large_string(), np.int64) if large else (pa.string(), np.int32)
+    offsets = np.zeros(len(items) + 1, dtype=width)
+    np.cumsum([len(d) for d in items], out=offsets[1:])
+    return pa.Array.from_buffers(kind, len(items), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(items))])
+
+
+def is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def test_flat_entry_points():
+    import numpy as np
+
+    ours = ours_openai("cl100k")
+    data = with_tails(all_texts())
+    expected = ours.encode_ordinary_batch(data, num_threads=1)
+    for threads in (1, 2):  # lists of bytes and of str, into one array of ids
+        ids, offsets = ours.encode_ordinary_flat(data, num_threads=threads)
+        assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == expected
+    for i, item in enumerate(data):  # every case alone at the very end of its own Arrow buffer, valid or not
+        try:
+            ids, offsets = ours.encode_ordinary_flat(arrow_strings([item], large=i % 2 == 1), num_threads=1)
+        except bpe_core.InvalidTextError as exc:
+            assert exc.index == 0 and not is_utf8(item), item[:80]
+        else:
+            assert is_utf8(item) and ids.tolist() == expected[i], item[:80]
+    valid = [d for d in data if is_utf8(d)]
+    ids, offsets = ours.encode_flat(arrow_strings(valid), num_threads=2, allowed_special="all")
+    assert len(offsets) == len(valid) + 1
+    texts = ours.decode_flat(ids, offsets)
+    assert texts == [ours.decode(ids[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    small = ours_openai("r50k")
+    ids16, offsets16 = small.encode_ordinary_flat(valid[:200])
+    assert ids16.dtype == np.uint16 and small.decode_flat(ids16, offsets16) == [v.decode() for v in valid[:200]]
+    with pytest.raises(ValueError):
+        ours.decode_flat(np.array([5, 100256], np.uint32), [0, 2])
+    with pytest.raises(ValueError):
+        ours.decode_flat(np.array([5], np.uint32), [0, 4])
+    raw = np.frombuffer(b"abcd", np.uint8)
+    for offsets in ([0, 9], [3, 1], [0, -1], [0, 4]):
+        array = np.array(offsets, np.int64)
+        index, _, _ = native._core.validate_arrow_strings(array.ctypes.data, 8, raw.ctypes.data, 4, 1)
+        assert index == (-1 if offsets == [0, 4] else 0), offsets

@@ -212,3 +212,53 @@ def test_decode_flat_round_trip_and_errors(cl100k, texts):
     with pytest.raises(TypeError, match="integers"):
         cl100k.decode_flat(np.array([1.0]), [0, 1])
     assert cl100k.decode_flat(np.zeros(0, np.uint32), [0]) == []
+
+
+# ----------------------------------------------------------------------------------------------- the fuzz oracles
+def fuzz_harness(name: str):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+    return __import__(f"fuzz_{name}")
+
+
+FLAT_SEED = bytes([0 | 3 << 2 | 1 << 4]) + "naïve café, 日本語 and more words".encode()
+
+
+def test_fuzz_encode_flat_oracles_pass_and_catch_planted_bugs(monkeypatch):
+    module = fuzz_harness("encode")
+    module.test_one_input(FLAT_SEED)
+    module.test_one_input(bytes([0 | 3 << 2 | 0 << 4 | 0xC0]) + b"ok \xff bytes, then more")  # Arrow, invalid
+    real_flat = Tokenizer.encode_ordinary_flat
+
+    def drops_last(self, texts, **kwargs):
+        ids, offsets = real_flat(self, texts, **kwargs)
+        offsets = offsets.copy()
+        offsets[-1] -= 1
+        return ids[:-1], offsets
+
+    monkeypatch.setattr(Tokenizer, "encode_ordinary_flat", drops_last)
+    with pytest.raises(AssertionError, match="encode_ordinary_flat"):
+        module.test_one_input(FLAT_SEED)
+    monkeypatch.undo()
+
+    def index_off(self, texts, **kwargs):
+        try:
+            return real_flat(self, texts, **kwargs)
+        except InvalidTextError as e:
+            raise InvalidTextError(e.index + 1, e.problem) from None
+
+    monkeypatch.setattr(Tokenizer, "encode_ordinary_flat", index_off)
+    with pytest.raises(AssertionError, match="Arrow input"):
+        module.test_one_input(bytes([0 | 3 << 2 | 0 << 4]) + b"ok \xff bytes")
+
+
+def test_fuzz_decode_flat_oracle_catches_a_planted_bug(monkeypatch):
+    module = fuzz_harness("decode")
+    seed = module.seeds()[0]
+    module.test_one_input(seed)
+    real = Tokenizer.decode_flat
+    monkeypatch.setattr(Tokenizer, "decode_flat", lambda self, ids, offsets, **kw: real(self, ids, offsets, **kw)[::-1])
+    with pytest.raises(AssertionError, match="decode_flat"):
+        module.test_one_input(seed)
