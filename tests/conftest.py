@@ -47,6 +47,16 @@ def require_module(name: str, *, flag: str, install: str) -> ModuleType:
 DASK = dict(flag="BEAM_BPE_REQUIRE_DASK", install="pip install -e '.[test]' (dask[distributed] is in the test extra)")
 
 
+def require_gcp_extra() -> None:
+    """Beam's GCP extra (what DataflowRunner and its launch checks need), or a skip naming the pinned install; a
+    failure under BEAM_BPE_REQUIRE_GCP=1 (make test installs it)."""
+    from importlib.metadata import version
+
+    install = f"pip install 'apache-beam[gcp]=={version('apache-beam')}' (make test installs it)"
+    for name in ("google.cloud.storage", "apache_beam.runners.dataflow.internal.apiclient"):
+        require_module(name, flag="BEAM_BPE_REQUIRE_GCP", install=install)
+
+
 def data_path(*parts: str) -> Path:
     """A file of the shared data, or a skip (a failure under BEAM_BPE_REQUIRE_DATA=1) where it is absent."""
     path = DATA.joinpath(*parts)

