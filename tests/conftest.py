@@ -47,6 +47,32 @@ def require_module(name: str, *, flag: str, install: str) -> ModuleType:
 DASK = dict(flag="BEAM_BPE_REQUIRE_DASK", install="pip install -e '.[test]' (dask[distributed] is in the test extra)")
 
 
+def require_extra(extra: str, *, flag: str, install: str) -> None:
+    """Every distribution of one of our extras (pyproject.toml), or a skip naming the command that installs them; a
+    failure under ``flag=1``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
+    missing = []
+    for requirement in requirements:
+        name = requirement.split(";")[0].split("[")[0]
+        for stop in "<>=!~ ":
+            name = name.split(stop)[0]
+        try:
+            version(name)
+        except PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        message = f"the {extra} extra is not installed (missing: {', '.join(missing)}); to run this test: {install}"
+        if os.environ.get(flag) == "1":
+            pytest.fail(f"{message}; {flag}=1 makes its absence an error", pytrace=False)
+        pytest.skip(message)
+
+
 def require_gcp_extra() -> None:
     """Beam's GCP extra (what DataflowRunner and its launch checks need), or a skip naming the pinned install; a
     failure under BEAM_BPE_REQUIRE_GCP=1 (make test installs it)."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT, data_path
+import pytest
+from conftest import ROOT, data_path, require_extra
 
 from bpe_core import native
 
@@ -20,7 +21,9 @@ sys.path.insert(0, str(BENCH))
 from bench_native import ids_verdict, ratio_text  # noqa: E402
 
 
+@pytest.mark.bench  # make bench-check; make test does not install the bench extra
 def test_quick_run_prints_every_section_with_checked_ids():
+    require_extra("bench", flag="BEAM_BPE_REQUIRE_BENCH", install="make bench-check")
     data_path("corpora", "code_cpython.jsonl.gz")
     data_path("tiktoken", "cl100k_base.tiktoken")
     proc = subprocess.run(
