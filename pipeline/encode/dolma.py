@@ -1,0 +1,113 @@
+"""dolma's / OLMo's token memmaps: ``.npy`` raw ids and ``.csv.gz`` document metadata, as ``dolma tokens`` writes.
+
+As ``dolma.tokenizer.memmap_writer.MemmapWriter`` and ``dolma.tokenizer.tokenizer.Tokenizer.add_special_tokens``
+write them (dolma 1.2)::
+
+    {name}.npy     the ids of every document back to back, no header (a raw ``np.memmap``), each document followed
+                   by the EOS id unless it already ends with it; dtype ``np.min_scalar_type(vocab_size - 1)``
+                   (``dolma tokens --dtype`` must equal it): uint16, uint32 above 65,536 ids, uint8 for 256 ids
+    {name}.csv.gz  one CSV row per document (Python's ``csv.writer``: CRLF line ends, minimal quoting):
+                   ``start,end,id,src,loc``, start and end in tokens (EOS included) from the file's start
+
+OLMo (``olmo_core.data.NumpyFSLDataset``, OLMo's ``MemMapDataset``) maps the ``.npy`` with ``np.memmap(path,
+dtype)`` and cuts it into sequences. dolma's gzip stream records the time it was written; ours records none, so a
+rerun is byte-identical (the decompressed text is dolma's byte for byte). dolma itself skips documents that are
+empty after ``str.strip()``; here every document the encode job keeps is written, an empty one as a lone EOS.
+
+>>> with DolmaWriter("out/tokens-00000-of-00001", n_vocab=50257, eos_id=50256) as w:  # doctest: +SKIP
+...     w.write(ids, offsets, doc_ids=["a.jsonl@0"], sources=["a.jsonl"], locs=[0])
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+
+import numpy as np
+
+from pipeline.encode.streams import ShardFiles, TokenFileError, TokenShardWriter, check_batch, check_token_id, id_dtype
+
+SUFFIXES = (".npy", ".csv.gz")
+
+
+def memmap_dtype(n_vocab: int) -> np.dtype:
+    """dolma's id dtype, ``np.min_scalar_type(vocab_size - 1)``, little-endian.
+
+    >>> [memmap_dtype(n).name for n in (256, 50257, 65536, 65537)]
+    ['uint8', 'uint16', 'uint16', 'uint32']
+    """
+    id_dtype(n_vocab)  # checks n_vocab
+    return np.dtype(np.min_scalar_type(n_vocab - 1)).newbyteorder("<")
+
+
+class DolmaWriter(TokenShardWriter):
+    """Stream document batches into ``{prefix}.npy`` and ``{prefix}.csv.gz``.
+
+    Each batch brings the documents' ``doc_ids``, ``sources`` and ``locs`` (dolma's ``id``, ``src`` and ``loc``:
+    here the document id, its input file and its byte offset or row).
+    """
+
+    def __init__(self, prefix: str, *, n_vocab: int, eos_id: int | None) -> None:
+        self.prefix, self.n_vocab = prefix, n_vocab
+        self.eos_id = check_token_id("eos_id", eos_id, n_vocab)
+        self.dtype = memmap_dtype(n_vocab)
+        self.tokens = 0
+        self.documents = 0
+        self._files = ShardFiles()
+        try:
+            self._npy = self._files.open(prefix + ".npy")
+            self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self._files.open(prefix + ".csv.gz"), mtime=0)
+        except BaseException as exc:
+            self._files.abort(exc)
+            raise
+
+    def write(self, ids, offsets, doc_ids=None, sources=None, locs=None) -> None:
+        ids, offsets = check_batch(ids, offsets, self.n_vocab, doc_ids=doc_ids, sources=sources, locs=locs)
+        if doc_ids is None or sources is None or locs is None:
+            raise TokenFileError("dolma's metadata needs doc_ids, sources and locs for every document")
+        values = ids.astype(self.dtype, copy=False)
+        lengths = np.diff(offsets)
+        if self.eos_id is not None:
+            # add_special_tokens: an EOS after each document that does not end with one already
+            ends_with_eos = np.zeros(lengths.size, dtype=bool)
+            nonempty = lengths > 0
+            ends_with_eos[nonempty] = values[offsets[1:][nonempty] - 1] == self.eos_id
+            need = ~ends_with_eos
+            values = np.insert(values, offsets[1:][need], np.asarray(self.eos_id, self.dtype))
+            lengths = lengths + need
+        ends = np.cumsum(lengths) + self.tokens
+        starts = ends - lengths
+        self._npy.write(np.ascontiguousarray(values, self.dtype).tobytes())
+        rows = io.StringIO(newline="")
+        csv.writer(rows).writerows(zip(starts.tolist(), ends.tolist(), doc_ids, sources, locs, strict=True))
+        self._gzip.write(rows.getvalue().encode("utf-8"))
+        self.tokens += int(values.size)
+        self.documents += int(lengths.size)
+
+    def close(self) -> dict[str, dict]:
+        if self.files is None:
+            self._gzip.close()  # writes the gzip trailer; the file itself is closed (renamed) below
+            self.files = self._files.close()
+        return self.files
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        self._files.abort(exc)
+
+
+def read_metadata(path: str) -> list[tuple[int, int, str, str, str]]:
+    """The rows of a ``.csv.gz``: (start, end, id, src, loc), as OLMo's tools read it."""
+    import fsspec
+
+    with fsspec.open(path, "rb") as f:
+        text = gzip.decompress(f.read()).decode("utf-8")
+    return [(int(r[0]), int(r[1]), r[2], r[3], r[4]) for r in csv.reader(io.StringIO(text, newline=""))]
+
+
+def read_ids(path: str, n_vocab: int) -> np.ndarray:
+    """The ``.npy`` memmap's ids (a raw ``np.memmap``, as OLMo maps it); an empty file gives no id."""
+    import os
+
+    if os.path.getsize(path) == 0:
+        return np.zeros(0, memmap_dtype(n_vocab))
+    return np.memmap(path, dtype=memmap_dtype(n_vocab), mode="r")

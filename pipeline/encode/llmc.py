@@ -1,0 +1,101 @@
+"""llm.c's token files: a 256-int32 header, then the ids, the EOT id before each document.
+
+As ``dev/data/data_common.py`` ``write_datafile`` and its callers (``fineweb.py``, ``tinystories.py``) write them::
+
+    header   256 int32, little-endian: magic, version, token count, then zeros
+             gpt-2 layout (vocabularies of up to 65,536 ids): magic 20240520, version 1, ids uint16
+             llama-3 layout (larger vocabularies):            magic 20240801, version 7, ids uint32
+    ids      every document preceded by the EOT id (gpt-2: <|endoftext|>; llama-3: <|begin_of_text|>)
+
+llm.c's ``dataloader.h`` checks the magic and version and reads ``header[2]`` ids; ``write_datafile`` refuses 2**31
+ids or more, so does this writer. The count sits in the header, before the ids, so the ids are spooled (in memory up
+to 64 MiB, then a temporary file) and the file is written whole, through the atomic writer, at ``close``.
+
+>>> with LlmcWriter("out/tokens-00000-of-00001", n_vocab=50257, eot_id=50256) as w:  # doctest: +SKIP
+...     w.write(ids, offsets)
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import numpy as np
+
+from pipeline.encode.streams import ShardFiles, TokenFileError, TokenShardWriter, check_batch, check_token_id, id_dtype
+
+SUFFIXES = (".bin",)
+HEADER_INTS = 256
+LAYOUTS = {2: (20240520, 1), 4: (20240801, 7)}  # bytes per id -> (magic, version)
+MAX_TOKENS = 2**31 - 1  # write_datafile: assert len(toks) < 2**31
+SPOOL_BYTES = 64 << 20
+
+
+def header(n_tokens: int, token_size: int) -> bytes:
+    magic, version = LAYOUTS[token_size]
+    values = np.zeros(HEADER_INTS, dtype="<i4")
+    values[:3] = (magic, version, n_tokens)
+    return values.tobytes()
+
+
+class LlmcWriter(TokenShardWriter):
+    """Stream document batches into ``{prefix}.bin``; ``eot_id`` goes before every document (None: as given)."""
+
+    def __init__(self, prefix: str, *, n_vocab: int, eot_id: int | None) -> None:
+        self.prefix, self.n_vocab = prefix, n_vocab
+        self.eot_id = check_token_id("eot_id", eot_id, n_vocab)
+        self.dtype = id_dtype(n_vocab)
+        self.tokens = 0
+        self.documents = 0
+        self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+
+    def write(self, ids, offsets, doc_ids=None, sources=None) -> None:
+        """Append a batch of documents (``doc_ids`` and ``sources`` are accepted for the common interface: llm.c's
+        files do not hold them)."""
+        ids, offsets = check_batch(ids, offsets, self.n_vocab, doc_ids=doc_ids, sources=sources)
+        values = ids.astype(self.dtype, copy=False)
+        if self.eot_id is not None:
+            values = np.insert(values, offsets[:-1], np.asarray(self.eot_id, self.dtype))
+        if self.tokens + values.size > MAX_TOKENS:
+            raise TokenFileError(
+                f"{self.prefix}.bin would hold {self.tokens + values.size:,} ids: llm.c's files hold fewer than 2**31 "
+                "(write_datafile asserts it); choose a smaller --shard-size"
+            )
+        self._spool.write(np.ascontiguousarray(values, self.dtype).tobytes())
+        self.tokens += int(values.size)
+        self.documents += int(offsets.size - 1)
+
+    def close(self) -> dict[str, dict]:
+        if self.files is None:
+            files = ShardFiles()
+            try:
+                out = files.open(self.prefix + ".bin")
+                out.write(header(self.tokens, self.dtype.itemsize))
+                self._spool.seek(0)
+                shutil.copyfileobj(self._spool, out, 1 << 20)
+            except BaseException as exc:
+                files.abort(exc)
+                raise
+            finally:
+                self._spool.close()
+            self.files = files.close()
+        return self.files
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        self._spool.close()
+
+
+def read_llmc(path: str) -> np.ndarray:
+    """The ids of an llm.c ``.bin`` file, checked as ``dataloader.h`` checks them (magic, version, size)."""
+    import fsspec
+
+    with fsspec.open(path, "rb") as f:
+        data = f.read()
+    head = np.frombuffer(data, "<i4", HEADER_INTS) if len(data) >= 4 * HEADER_INTS else None
+    layout = {v: size for size, v in LAYOUTS.items()}.get((int(head[0]), int(head[1]))) if head is not None else None
+    if layout is None:
+        raise TokenFileError(f"{path}: not an llm.c token file (bad magic or version)")
+    ids = np.frombuffer(data, "<u2" if layout == 2 else "<u4", offset=4 * HEADER_INTS)
+    if ids.size != int(head[2]):
+        raise TokenFileError(f"{path}: the header announces {int(head[2])} ids, the file holds {ids.size}")
+    return ids
