@@ -143,11 +143,55 @@ def train_merges(
     ``available_memory``, for a caller that reports them itself) and raises MemoryError, with the figures, where it
     exceeds ``memory_limit`` (default: the memory available now).
     """
-    from bpe_core.bytelevel import huggingface_base_order
     from bpe_core.constants import TIE_BREAKS
 
     counts = _as_dict(chunk_counts)
     n_words, n_tokens, estimate = train_memory_estimate(counts)
+    _check_memory(n_words, n_tokens, estimate, memory_limit)
+    merges, token_bytes = _core.train(counts, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress)
+    return merges, token_bytes
+
+
+def make_chunk_table():
+    """An empty native ChunkTable (bpe_core.sorted_counts.ChunkTable wraps it)."""
+    return _core.ChunkTable()
+
+
+def merge_sorted_counts(parts: list[tuple]) -> tuple:
+    """(offsets, data, counts) of the k-way merge of sorted (offsets int32, data uint8, counts int64) tables."""
+    return _core.merge_sorted_counts(parts)
+
+
+def train_table_merges(
+    table,
+    budget: int,
+    min_count: int,
+    tie_break: str,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    memory_limit: int | None = None,
+) -> tuple[list[tuple[int, int]], list[bytes]]:
+    """``train_merges`` on a native ChunkTable (emptied as its chunks become the loop's words), with the same
+    memory estimate, log line and MemoryError."""
+    from bpe_core.constants import TIE_BREAKS
+
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    n_words, n_tokens = table.train_sizes()
+    _check_memory(n_words, n_tokens, _core.estimate_train_memory(n_words, n_tokens), memory_limit)
+    return _core.train_table(table, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress)
+
+
+def _hf_rank() -> list[int]:
+    from bpe_core.bytelevel import huggingface_base_order
+
+    hf_rank = [0] * 256
+    for rank, b in enumerate(huggingface_base_order()):
+        hf_rank[b] = rank
+    return hf_rank
+
+
+def _check_memory(n_words: int, n_tokens: int, estimate: int, memory_limit: int | None) -> None:
     limit = available_memory() if memory_limit is None else memory_limit
     gib = 1 << 30
     logging.getLogger(__name__).info(
@@ -160,11 +204,6 @@ def train_merges(
             f"but only {limit / gib:.2f} GiB is available: keep fewer chunks (drop rare chunks from "
             "chunk_counts) or use a machine with more memory"
         )
-    hf_rank = [0] * 256
-    for rank, b in enumerate(huggingface_base_order()):
-        hf_rank[b] = rank
-    merges, token_bytes = _core.train(counts, budget, min_count, TIE_BREAKS.index(tie_break), hf_rank, progress)
-    return merges, token_bytes
 
 
 def _as_dict(chunk_counts: Mapping[bytes, int]) -> dict:

@@ -21,6 +21,7 @@ from bpe_core import native
 from bpe_core.bytelevel import huggingface_base_order
 from bpe_core.constants import TIE_BREAKS
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
+from bpe_core.sorted_counts import ChunkTable, train_chunk_table
 from bpe_core.text import Text
 from bpe_core.text import as_str as _as_str
 from bpe_core.text import as_text as _as_text
@@ -99,7 +100,7 @@ def _count_native(texts: Iterable[Text], pre: PreTokenizer, kind: str, threads: 
 
 
 def train(
-    chunk_counts: Mapping[bytes, int],
+    chunk_counts: Mapping[bytes, int] | ChunkTable,
     vocab_size: int,
     *,
     special_tokens: Sequence[str] = (),
@@ -117,7 +118,9 @@ def train(
     (left id, right id), ids in creation order: rustbpe's rule), ``"huggingface"`` (as BpeTrainer, whose base ids
     follow the code points of GPT-2's byte-to-unicode characters) or ``"bytes"`` (lexicographic on token bytes).
     ``pretokenizer`` defaults to the one remembered by :func:`count_chunks`. ``backend="python"`` runs the
-    pure-Python reference loop instead of the C++ one (the merges are the same).
+    pure-Python reference loop instead of the C++ one (the merges are the same). ``chunk_counts`` may also be a
+    ``bpe_core.sorted_counts.ChunkTable`` (counts gathered from sorted tables, no Python object per chunk): it is
+    emptied as its chunks become the native loop's words.
 
     >>> tok = train(count_chunks(["low lower lowest"] * 5, "cl100k"), 260)
     >>> tok.merges[0]
@@ -130,7 +133,11 @@ def train(
     budget = vocab_size - 256 - len(specials)
     backend = native.resolve_backend(backend)
     merges = None
-    if backend == "native":
+    if isinstance(chunk_counts, ChunkTable):  # counts streamed from sorted tables: the native loop only
+        if backend != "native":
+            raise ValueError("a ChunkTable trains on the native core only: pass a dict of counts for backend='python'")
+        merges, token_bytes = train_chunk_table(chunk_counts, budget, max(1, min_frequency), tie_break, progress)
+    elif backend == "native":
         try:
             merges, token_bytes = native.train_merges(chunk_counts, budget, max(1, min_frequency), tie_break, progress)
         except OverflowError:  # counts beyond 64 bits: only the reference's Python ints hold them

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "counts.h"
 #include "encoder.h"
 #include "flat.h"
 #include "pretok.h"
@@ -26,6 +27,10 @@
 
 namespace nb = nanobind;
 using namespace bpe;
+
+nb::tuple sorted_table(CountsColumns&& t);  // counts_bindings.cpp
+nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_break,
+                         const std::vector<uint32_t>& hf_rank, nb::object progress);
 
 namespace {
 
@@ -487,13 +492,7 @@ class PyChunkCounter {
 
     // piece bytes -> count
     nb::dict to_dict() {
-        {
-            nb::gil_scoped_release release;
-            for (size_t w = 1; w < maps_.size(); ++w) {
-                maps_[0]->merge(*maps_[w]);
-                maps_[w] = std::make_unique<CountMap>();
-            }
-        }
+        merge_threads();
         nb::dict out;
         maps_[0]->for_each([&](const uint8_t* p, size_t n, uint64_t c) {
             nb::object key = nb::steal(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(p), Py_ssize_t(n)));
@@ -504,7 +503,42 @@ class PyChunkCounter {
         return out;
     }
 
+    // Distinct pieces so far (after merging the threads' maps).
+    size_t size() {
+        merge_threads();
+        return maps_[0]->size();
+    }
+
+    // The counts as sorted tables, one per hash shard (crc32 % num_shards), counts times weight, and their weighted
+    // sum; the counter is emptied. [(shard, (offsets, data, counts)), ...] for the non-empty shards.
+    nb::tuple take_sorted(uint32_t num_shards, int64_t weight) {
+        if (num_shards == 0) throw nb::value_error("num_shards must be at least 1");
+        if (weight < 1) throw nb::value_error("weight must be a positive integer");
+        merge_threads();
+        std::vector<CountsColumns> shards;
+        unsigned __int128 total = 0;
+        {
+            nb::gil_scoped_release release;
+            shards = sorted_shards(*maps_[0], num_shards, weight, &total);
+            maps_[0] = std::make_unique<CountMap>();
+        }
+        nb::list out;
+        for (uint32_t k = 0; k < num_shards; ++k)
+            if (!shards[k].counts.empty()) out.append(nb::make_tuple(k, sorted_table(std::move(shards[k]))));
+        nb::object hi = nb::steal(PyLong_FromUnsignedLongLong(static_cast<uint64_t>(total >> 64)));
+        nb::object lo = nb::steal(PyLong_FromUnsignedLongLong(static_cast<uint64_t>(total)));
+        return nb::make_tuple(out, (hi << nb::int_(64)) | lo);
+    }
+
   private:
+    void merge_threads() {
+        nb::gil_scoped_release release;
+        for (size_t w = 1; w < maps_.size(); ++w) {
+            maps_[0]->merge(*maps_[w]);
+            maps_[w] = std::make_unique<CountMap>();
+        }
+    }
+
     void count(const uint8_t* p, size_t n, std::vector<size_t>& ends, CountMap& map) const {
         ends.clear();
         pretok_split(kind_, p, n, ends);
@@ -794,6 +828,14 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
         w.words.push_back(Words::Word{w.toks.size(), static_cast<int64_t>(c), static_cast<uint32_t>(n)});
         w.toks.insert(w.toks.end(), p, p + n);
     });
+    return run_merge_loop(std::move(w), budget, min_count, tie_break, hf_rank, progress);
+}
+
+}  // namespace
+
+// The merge loop on words built from a dict (train) or from counts tables (counts_bindings.cpp train_table).
+nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_break,
+                         const std::vector<uint32_t>& hf_rank, nb::object progress) {
     if (tie_break < 0 || tie_break > 2) throw nb::value_error("tie_break must be 0 (ids), 1 (huggingface) or 2 (bytes)");
     std::unique_ptr<MergeLoop> loop;
     {
@@ -821,9 +863,9 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
     return nb::make_tuple(mowner, bowner);
 }
 
-}  // namespace
 
 void bind_pretok(nb::module_& m);  // pretok_bindings.cpp
+void bind_counts(nb::module_& m);  // counts_bindings.cpp
 
 NB_MODULE(_core, m) {
     m.doc() = "beam-bpe native core: BPE encoder, decoder and merge loop (see bpe_core/native.py)";
@@ -847,7 +889,9 @@ NB_MODULE(_core, m) {
     nb::class_<PyChunkCounter>(m, "ChunkCounter")
         .def(nb::init<nb::handle>(), nb::arg("kind"))
         .def("add", &PyChunkCounter::add, nb::arg("texts"), nb::arg("num_threads"))
-        .def("to_dict", &PyChunkCounter::to_dict);
+        .def("to_dict", &PyChunkCounter::to_dict)
+        .def("size", &PyChunkCounter::size)
+        .def("take_sorted", &PyChunkCounter::take_sorted, nb::arg("num_shards"), nb::arg("weight"));
 
     nb::class_<Decoder>(m, "Decoder")
         .def(nb::init<nb::handle, nb::handle>())
@@ -868,4 +912,5 @@ NB_MODULE(_core, m) {
     m.def("train", &train, nb::arg("chunk_counts"), nb::arg("budget"), nb::arg("min_count"), nb::arg("tie_break"),
           nb::arg("hf_rank"), nb::arg("progress").none());
     bind_pretok(m);
+    bind_counts(m);
 }

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <stdexcept>
+#include <string>
+
+#include "counts.h"
 
 namespace bpe {
 
@@ -22,6 +26,115 @@ uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens) {
            + 8 * pair_occurrences      // word lists, with their growth slack and later appends
            + 120 * distinct            // pair table, heap, word-list headers
            + (uint64_t(64) << 20);     // vocabulary, merges and allocator slack
+}
+
+void ChunkTable::add(const int32_t* offsets, const uint8_t* data, const int64_t* counts, size_t n, uint32_t shard,
+                     uint32_t num_shards, int64_t min_count) {
+    if (static_cast<int64_t>(shard) != shard_) {
+        shard_ = shard;
+        have_last_ = false;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const uint8_t* p = data + offsets[i];
+        const size_t len = static_cast<size_t>(offsets[i + 1] - offsets[i]);
+        const int64_t c = counts[i];
+        auto bad = [&](const std::string& what) {
+            throw std::invalid_argument("row " + std::to_string(i) + " of this batch: " + what);
+        };
+        if (c < 0) bad("a negative count");
+        if (num_shards > 1 && crc32_of(p, len) % num_shards != shard)
+            bad("a chunk hashed to shard " + std::to_string(crc32_of(p, len) % num_shards) + ", not this one");
+        if (have_last_ && compare_bytes(last_.data(), last_.size(), p, len) >= 0)
+            bad("a chunk out of order or repeated (shards are sorted by chunk, each chunk once)");
+        last_.assign(p, p + len);
+        have_last_ = true;
+        ++rows;
+        occurrences += static_cast<uint64_t>(c);
+        if (c < min_count) {
+            ++low_rows;
+            low_occurrences += static_cast<uint64_t>(c);
+            continue;
+        }
+        data_.insert(data_.end(), p, p + len);
+        offsets_.push_back(data_.size());
+        counts_.push_back(c);
+    }
+}
+
+void ChunkTable::keep_top(uint64_t max_chunks) {
+    if (counts_.size() <= max_chunks) return;
+    std::vector<uint32_t> order(counts_.size());
+    std::iota(order.begin(), order.end(), 0u);
+    auto before = [&](uint32_t a, uint32_t b) {  // more frequent first, then smallest bytes
+        if (counts_[a] != counts_[b]) return counts_[a] > counts_[b];
+        return compare_bytes(data_.data() + offsets_[a], len(a), data_.data() + offsets_[b], len(b)) < 0;
+    };
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(max_chunks), order.end(), before);
+    std::vector<uint8_t> keep(counts_.size(), 0);
+    for (uint64_t k = 0; k < max_chunks; ++k) keep[order[k]] = 1;
+    std::vector<uint32_t>().swap(order);
+    size_t out = 0, bytes = 0;
+    for (size_t i = 0; i < counts_.size(); ++i) {
+        const size_t start = offsets_[i], n = len(i);
+        if (!keep[i]) {
+            ++over_rows;
+            over_occurrences += static_cast<uint64_t>(counts_[i]);
+            continue;
+        }
+        std::memmove(data_.data() + bytes, data_.data() + start, n);  // bytes <= start: moves left only
+        counts_[out] = counts_[i];
+        offsets_[out] = bytes;
+        bytes += n;
+        ++out;
+    }
+    counts_.resize(out);
+    offsets_.resize(out + 1);
+    offsets_[out] = bytes;
+    data_.resize(bytes);
+}
+
+int64_t ChunkTable::min_count_kept() const {
+    return counts_.empty() ? 0 : *std::min_element(counts_.begin(), counts_.end());
+}
+
+uint64_t ChunkTable::count_equal(int64_t value) const {
+    return static_cast<uint64_t>(std::count(counts_.begin(), counts_.end(), value));
+}
+
+std::pair<uint64_t, uint64_t> ChunkTable::train_sizes() const {
+    uint64_t words = 0, tokens = 0;
+    for (size_t i = 0; i < counts_.size(); ++i) {
+        if (counts_[i] > 0 && len(i) >= 2) {
+            ++words;
+            tokens += len(i);
+        }
+    }
+    return {words, tokens};
+}
+
+Words ChunkTable::take_words() {
+    auto [n_words, n_tokens] = train_sizes();
+    if (n_words >= 0xFFFFFFFFull) throw std::length_error("more than 2**32 - 1 unique chunks");
+    Words w;
+    w.words.reserve(n_words);
+    w.toks.reserve(n_tokens);
+    int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
+    for (size_t i = 0; i < counts_.size(); ++i) {
+        const size_t n = len(i);
+        const int64_t c = counts_[i];
+        if (c <= 0 || n < 2) continue;
+        int64_t weight;
+        if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), c, &weight) ||
+            __builtin_add_overflow(total, weight, &total))
+            throw std::overflow_error("the chunk counts add up to more than 2**63 pairs");
+        w.words.push_back(Words::Word{w.toks.size(), c, static_cast<uint32_t>(n)});
+        const uint8_t* p = data_.data() + offsets_[i];
+        w.toks.insert(w.toks.end(), p, p + n);
+    }
+    std::vector<uint64_t>(1, 0).swap(offsets_);
+    std::vector<uint8_t>().swap(data_);
+    std::vector<int64_t>().swap(counts_);
+    return w;
 }
 
 MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank)

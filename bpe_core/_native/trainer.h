@@ -27,6 +27,39 @@ struct Words {
     std::vector<Word> words;     // one struct, not three arrays: one cache miss per word visited (measured below)
 };
 
+// The unique chunks of a counts directory gathered for the merge loop straight from the shards' Arrow buffers,
+// without a Python object per chunk: bytes stored once (1 byte each, not the loop's 4), 16 bytes per chunk
+// besides. Each shard's rows are checked to be sorted, distinct and hashed to that shard, which also proves that no
+// chunk is in two shards. Filters run here with exact (128-bit) tallies of what they dropped.
+class ChunkTable {
+  public:
+    // Append a shard's rows (in order; a shard may come in several calls), dropping counts below min_count.
+    // Throws std::invalid_argument naming the row where the order or the shard is wrong.
+    void add(const int32_t* offsets, const uint8_t* data, const int64_t* counts, size_t n, uint32_t shard,
+             uint32_t num_shards, int64_t min_count);
+    // Keep the max_chunks most frequent chunks, ties at the threshold count broken by bytes (smallest first).
+    void keep_top(uint64_t max_chunks);
+    size_t size() const { return counts_.size(); }
+    int64_t min_count_kept() const;
+    uint64_t count_equal(int64_t value) const;
+    // The chunks with pairs (count > 0, two bytes or more) as the merge loop's words; the table is emptied.
+    // Throws std::overflow_error if the pair counts add up past int64.
+    Words take_words();
+    std::pair<uint64_t, uint64_t> train_sizes() const;  // (words, bytes) take_words would give
+
+    uint64_t rows = 0, low_rows = 0, over_rows = 0;
+    unsigned __int128 occurrences = 0, low_occurrences = 0, over_occurrences = 0;
+
+  private:
+    size_t len(size_t i) const { return static_cast<size_t>(offsets_[i + 1] - offsets_[i]); }
+    std::vector<uint64_t> offsets_{0};
+    std::vector<uint8_t> data_;
+    std::vector<int64_t> counts_;
+    std::vector<uint8_t> last_;  // the last chunk of the current shard, for the order check
+    int64_t shard_ = -1;
+    bool have_last_ = false;
+};
+
 // Bytes the loop needs for n_words words holding n_tokens bytes in all (an upper estimate, see trainer.cpp).
 uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens);
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import pyarrow as pa
+
 OFFSET = "offset"  # a document's position is a byte offset in its (decompressed) file: text and JSONL
 ROW = "row"  # a document's position is a row number in its file: Parquet
 
@@ -69,11 +71,12 @@ class DocumentBatch(NamedTuple):
 
 
 class ShardCounts(NamedTuple):
-    """The globally reduced chunk counts of one output shard (chunks assigned by a stable hash)."""
+    """The globally reduced chunk counts of one output shard (chunks assigned by a stable hash): an Arrow table
+    ``chunk: binary, count: int64`` sorted by chunk (pipeline.train.counts_files.SCHEMA), never a dict of bytes."""
 
     shard: int
     num_shards: int
-    chunk_to_count: dict[bytes, int]
+    table: pa.Table
 
 
 class CorpusStats(NamedTuple):

@@ -1,8 +1,9 @@
 """The reduced counts on disk: Parquet shards ``counts/counts-{i:05d}-of-{n:05d}.parquet`` (``chunk: binary, count:
 int64``, sorted by chunk), the pre-tokenizer in the schema metadata, and ``counts/_stats.json`` beside them.
 
-Reading is streaming (record batches, never a whole table) and applies the optional chunk filters after the global
-reduce, with an exact report of what they dropped. No Beam here: the driver and ``--from-counts`` use it.
+Reading is streaming (record batches, never a whole table): ``load_chunk_table`` hands the batches' Arrow buffers to
+the native merge loop's table (the driver's way), ``load_counts`` builds a dict (small counts, tests). Both apply
+the optional chunk filters after the global reduce, with an exact report of what they dropped. No Beam here: the driver and ``--from-counts`` use it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from collections import Counter
 from collections.abc import Iterator
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe_core import ChunkCounts, PreTokenizer
+from bpe_core.sorted_counts import ChunkTable, SortedCounts, sorted_counts_from_dict
 from pipeline.storage.files import glob, join, read_bytes, write_atomic
 
 SCHEMA = pa.schema([("chunk", pa.binary()), ("count", pa.int64())])
@@ -35,14 +38,40 @@ def shard_name(shard: int, num_shards: int) -> str:
     return f"counts-{shard:05d}-of-{num_shards:05d}.parquet"
 
 
-def counts_parquet(chunk_to_count: dict[bytes, int], pretokenizer: PreTokenizer) -> bytes:
-    """One shard as Parquet bytes, rows sorted by chunk, so equal counts give equal files."""
-    chunks = sorted(chunk_to_count)
-    counts = [chunk_to_count[c] for c in chunks]
-    if counts and max(counts) > INT64_MAX:
-        raise CountsError(f"a chunk count exceeds int64 ({max(counts)}): lower the source weights")
+def counts_table(columns: SortedCounts | None) -> pa.Table:
+    """A sorted table (``bpe_core.sorted_counts.SortedCounts``, or None: empty) as an Arrow table of SCHEMA, without
+    copying its buffers."""
+    if columns is None or not len(columns):
+        return SCHEMA.empty_table()
+    n = len(columns.counts)
+    chunks = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(columns.offsets), pa.py_buffer(columns.data)])
+    return pa.Table.from_arrays([chunks, pa.array(columns.counts, pa.int64())], schema=SCHEMA)
+
+
+def table_columns(table: pa.Table | pa.RecordBatch) -> SortedCounts:
+    """The table's buffers as NumPy views (no copy unless it is in several chunks), for the native merge."""
+    if isinstance(table, pa.Table):
+        table = table.combine_chunks().to_batches()
+        if not table:
+            return SortedCounts(np.zeros(1, np.int32), np.zeros(0, np.uint8), np.zeros(0, np.int64))
+        table = table[0]
+    chunks, counts = table.column(0), table.column(1)
+    n = len(chunks)
+    if chunks.null_count or counts.null_count:
+        raise CountsError("a counts table holds nulls: chunk and count must both be set on every row")
+    _, offsets_buf, data_buf = chunks.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int32)[chunks.offset : chunks.offset + n + 1] if n else np.zeros(1, np.int32)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return SortedCounts(offsets, data, counts.to_numpy(zero_copy_only=True) if n else np.zeros(0, np.int64))
+
+
+def counts_parquet(counts: pa.Table | dict[bytes, int], pretokenizer: PreTokenizer) -> bytes:
+    """One shard as Parquet bytes, rows sorted by chunk, so equal counts give equal files. ``counts``: a sorted
+    table of SCHEMA (the count stage's) or a dict (tests, empty shards)."""
+    if isinstance(counts, dict):
+        counts = counts_table(sorted_counts_from_dict(counts) if counts else None)
     meta = {PRETOKENIZER_KEY: json.dumps(_pre_state(pretokenizer)).encode()}
-    table = pa.table([pa.array(chunks, pa.binary()), pa.array(counts, pa.int64())], schema=SCHEMA.with_metadata(meta))
+    table = counts.combine_chunks().replace_schema_metadata(meta)
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
@@ -99,12 +128,8 @@ def read_stats(counts_dir: str) -> dict:
 def iter_counts(counts_dir: str, *, batch_rows: int = 1 << 16) -> Iterator[tuple[list[bytes], list[int]]]:
     """(chunks, counts) record batches over every shard, in shard order."""
     for path in shard_paths(counts_dir):
-        with fsspec.open(path, "rb") as f:
-            pfile = pq.ParquetFile(f)
-            if pfile.schema_arrow.remove_metadata() != SCHEMA:
-                raise CountsError(f"{path} has schema {pfile.schema_arrow}, expected chunk: binary, count: int64")
-            for batch in pfile.iter_batches(batch_size=batch_rows):
-                yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
+        for batch in _record_batches(path, batch_rows):
+            yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
 
 
 def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 0) -> tuple[ChunkCounts, dict]:
@@ -143,6 +168,48 @@ def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 
     report["chunks_kept"] = len(counts)
     report["occurrences_kept"] = sum(counts.values())
     return counts, report
+
+
+def load_chunk_table(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 0) -> tuple[ChunkTable, dict]:
+    """The counts (filtered) streamed into a native ``ChunkTable`` for the merge loop, and the filter report.
+
+    The same chunks and the same report as ``load_counts``, without a Python object per chunk: each record batch's
+    Arrow buffers go to the table as they are read (1 byte per chunk byte plus 16 per chunk; the dict of
+    ``load_counts`` cost about 200 bytes per chunk). Each shard is checked to be sorted, distinct and hashed to
+    that shard, which also proves that no chunk is in two shards. With ``max_chunks`` the table is pruned to its
+    top ``max_chunks`` whenever it reaches twice that (exact, as in ``load_counts``).
+    """
+    table = ChunkTable(pretokenizer=counts_pretokenizer(counts_dir))
+    paths = shard_paths(counts_dir)
+    for shard, path in enumerate(paths):
+        for batch in _record_batches(path):
+            try:
+                table.add(table_columns(batch), shard=shard, num_shards=len(paths), min_count=min_chunk_count)
+            except ValueError as exc:
+                raise CountsError(f"{path}: {exc}: the counts are corrupt; count again") from None
+            if max_chunks and len(table) >= 2 * max_chunks:
+                table.keep_top(max_chunks)
+    if max_chunks:
+        table.keep_top(max_chunks)
+    t = table.tallies()
+    report = {"min_chunk_count": min_chunk_count, "max_chunks": max_chunks, "chunks_reduced": t["rows"],
+              "occurrences_reduced": t["occurrences"],
+              "dropped_below_min_count": {"chunks": t["low_rows"], "occurrences": t["low_occurrences"]},
+              "dropped_over_max_chunks": {"chunks": t["over_rows"], "occurrences": t["over_occurrences"]}}  # fmt: skip
+    if t["over_rows"]:
+        threshold = table.min_count_kept()
+        report["dropped_over_max_chunks"].update(threshold_count=threshold, ties_kept=table.count_equal(threshold))
+    report["chunks_kept"] = len(table)
+    report["occurrences_kept"] = t["occurrences"] - t["low_occurrences"] - t["over_occurrences"]
+    return table, report
+
+
+def _record_batches(path: str, batch_rows: int = 1 << 16) -> Iterator[pa.RecordBatch]:
+    with fsspec.open(path, "rb") as f:
+        pfile = pq.ParquetFile(f)
+        if pfile.schema_arrow.remove_metadata() != SCHEMA:
+            raise CountsError(f"{path} has schema {pfile.schema_arrow}, expected chunk: binary, count: int64")
+        yield from pfile.iter_batches(batch_size=batch_rows)
 
 
 def _add(total: list[int], dropped: tuple[int, int]) -> None:

@@ -28,7 +28,13 @@ from pipeline.report.sample import DEFAULT_EVAL_FRACTION, HoldOutSample, check_f
 from pipeline.storage.files import OutputError, glob, join, prepare_output
 from pipeline.storage.manifest import finish_output
 from pipeline.train.count import PreTokenizeAndCount
-from pipeline.train.counts_files import CountsError, counts_pretokenizer, load_counts, read_stats, write_missing_shards
+from pipeline.train.counts_files import (
+    CountsError,
+    counts_pretokenizer,
+    load_chunk_table,
+    read_stats,
+    write_missing_shards,
+)
 from pipeline.train.driver import train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
 from pipeline.train.write_counts import WriteCounts
 
@@ -188,7 +194,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
 def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     t0 = time.perf_counter()
     s = job.settings
-    counts, report = load_counts(counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
+    counts, report = load_chunk_table(counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
     reporter.stage("read_counts", chunks=report["chunks_kept"], seconds=round(time.perf_counter() - t0, 3))
     t1 = time.perf_counter()
     tok = train_tokenizer(counts, s, reporter)

@@ -42,9 +42,9 @@ class WriteOutputsFn(beam.DoFn):
             path = join(self.out_dir, "counts", shard_name(element.shard, element.num_shards))
             patterns, normalizer, name = self.pre_state
             pre = PreTokenizer(patterns, normalizer=normalizer, name=name)
-            write_atomic(path, counts_parquet(element.chunk_to_count, pre))
+            write_atomic(path, counts_parquet(element.table, pre))
             self.shards.inc()
-            self.chunks.inc(len(element.chunk_to_count))
+            self.chunks.inc(element.table.num_rows)
         elif isinstance(element, DeadLetterBatch):
             path = join(self.out_dir, "dead_letters", dead_letter_name(element.range_index, element.batch_index))
             lines = [json.dumps(d.to_json_dict(), ensure_ascii=False) + "\n" for d in element.dead_letters]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pickle
 import random
+from collections import Counter
 
 import apache_beam as beam
 import cloudpickle
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import corpus
@@ -15,8 +17,10 @@ from hypothesis import strategies as st
 
 import bpe_core
 from bpe_core import PreTokenizer
+from bpe_core.sorted_counts import SortedChunkCounter, sorted_counts_from_dict
 from pipeline.corpus.records import CorpusStats, DeadLetter, DocumentBatch, ShardCounts
-from pipeline.train.count import CountChunksFn, PreTokenizeAndCount, SumCountsFn, shard_of
+from pipeline.train.count import CountChunksFn, MergeCountsFn, PreTokenizeAndCount, shard_of
+from pipeline.train.counts_files import SCHEMA, counts_table
 
 
 def _batch(texts, *, index=0, weight=1, dead=()):
@@ -24,13 +28,21 @@ def _batch(texts, *, index=0, weight=1, dead=()):
                          len(texts) + len(dead), sum(map(len, texts)))  # fmt: skip
 
 
+def _as_dict(table) -> dict:
+    assert table.schema.remove_metadata() == SCHEMA
+    chunks, counts = table.column("chunk").to_pylist(), table.column("count").to_pylist()
+    assert chunks == sorted(set(chunks)), "a counts table must be sorted by chunk, each chunk once"
+    return dict(zip(chunks, counts, strict=True))
+
+
 def _merged(records):
     counts, stats = {}, None
     for r in records:
         if isinstance(r, ShardCounts):
-            assert all(shard_of(c, r.num_shards) == r.shard for c in r.chunk_to_count)
-            assert not counts.keys() & r.chunk_to_count.keys()
-            counts.update(r.chunk_to_count)
+            part = _as_dict(r.table)
+            assert all(shard_of(c, r.num_shards) == r.shard for c in part)
+            assert not counts.keys() & part.keys()
+            counts.update(part)
         else:
             stats = r.name_to_value
     return counts, stats
@@ -63,35 +75,68 @@ def test_stage_output_with_assert_that_and_weights():
     batches = [_batch(["hi hi"], weight=3), _batch(["hi"], index=1, dead=[DeadLetter("src", 9, "offset", "bad")])]
     with BeamTestPipeline(runner="FnApiRunner") as p:
         records = p | beam.Create(batches) | PreTokenizeAndCount(pre, 1)
-        counts = records | beam.Filter(lambda r: isinstance(r, ShardCounts)) | beam.Map(lambda r: sorted(r.chunk_to_count.items()))
+        counts = records | beam.Filter(lambda r: isinstance(r, ShardCounts)) | beam.Map(lambda r: sorted(_as_dict(r.table).items()))
         stats = records | beam.Filter(lambda r: isinstance(r, CorpusStats)) | beam.Map(
             lambda r: (r.name_to_value["documents_read"], r.name_to_value["documents_counted"], r.name_to_value["dead_letters"]))
         assert_that(counts, equal_to([[(b" hi", 3), (b"hi", 4)]]), label="counts")
         assert_that(stats, equal_to([(3, 2, 1)]), label="stats")
 
 
+def _table(part: dict):
+    return counts_table(sorted_counts_from_dict(part) if part else None)
+
+
 @settings(max_examples=60, deadline=None)
-@given(parts=st.lists(st.dictionaries(st.sampled_from([b"a", b"b", b"c", b"ab"]), st.integers(1, 10**12)), max_size=8),
+@given(parts=st.lists(st.dictionaries(st.binary(max_size=3), st.integers(1, 10**12)), max_size=40),
        seed=st.integers(0, 1000))  # fmt: skip
-def test_sum_counts_is_independent_of_how_the_input_is_split(parts, seed):
-    fn = SumCountsFn()
-    expected: dict = {}
+def test_merge_counts_is_independent_of_how_the_input_is_split(parts, seed):
+    """Differential: the CombineFn's merged table equals a collections.Counter sum, for any split and order (40
+    parts: past MERGE_FAN_IN, so the accumulator compacts on the way)."""
+    fn = MergeCountsFn()
+    expected: Counter = Counter()
     for part in parts:
-        for k, v in part.items():
-            expected[k] = expected.get(k, 0) + v
+        expected.update(part)
     rng = random.Random(seed)
     shuffled = parts[:]
     rng.shuffle(shuffled)
-    cut = rng.randint(0, len(shuffled))
+    cuts = sorted(rng.randint(0, len(shuffled)) for _ in range(rng.randint(0, 3)))
     accs = []
-    for group in (shuffled[:cut], shuffled[cut:]):
+    for group in (shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(shuffled)], strict=True)):
         acc = fn.create_accumulator()
         for part in group:
-            acc = fn.add_input(acc, part)
-        accs.append(acc)
+            acc = fn.add_input(acc, _table(part))
+        accs.append(fn.compact(acc) if rng.random() < 0.5 else acc)
     snapshot = [dict(p) for p in parts]
-    assert fn.extract_output(fn.merge_accumulators(accs)) == expected
+    assert _as_dict(fn.extract_output(fn.merge_accumulators(accs))) == dict(expected)
     assert parts == snapshot  # inputs are never changed
+
+
+def test_merge_counts_sums_statistics_and_refuses_an_int64_overflow():
+    fn = MergeCountsFn()
+    acc = fn.add_input(fn.add_input(fn.create_accumulator(), {"a": 1, "b": 2}), {"a": 3})
+    assert fn.extract_output(acc) == {"a": 4, "b": 2}
+    big = _table({b"x": (1 << 62) + 1})
+    with pytest.raises(OverflowError, match="int64"):
+        fn.extract_output(fn.merge_accumulators([[big], [big]]))
+
+
+@pytest.mark.parametrize("spec", ["cl100k", r"\w+|\s+|[^\w\s]+"])
+def test_sorted_counter_equals_count_chunks_for_native_and_regex_pretokenizers(spec):
+    """Both counting paths (the native counter, the Python one for a plain regex) against bpe_core.count_chunks."""
+    docs = corpus("multi_udhr", 300) + ["caf\u00e9 \ud800 x", "\u00ff" * 5]
+    counter = SortedChunkCounter(spec)
+    counter.add(docs[:100])
+    counter.add(docs[100:])
+    parts, total = counter.take(5, weight=7)
+    expected = {c: 7 * n for c, n in bpe_core.count_chunks(docs, spec).items()}
+    got: dict = {}
+    for shard, table in parts:
+        part = _as_dict(counts_table(table))
+        assert {shard_of(c, 5) for c in part} == {shard}
+        got.update(part)
+    assert got == expected
+    assert total == sum(expected.values())
+    assert counter.distinct() == 0
 
 
 def test_shard_of_is_stable_and_the_dofn_pickles():
