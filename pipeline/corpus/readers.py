@@ -7,6 +7,11 @@ record, is re-read line by line so that exactly the bad lines become dead letter
 
 A plain-text document is a line without its final ``\n`` (a ``\r`` before it stays, as the peers keep it), or a
 whole file with ``--text-unit file``. Blank JSONL lines are not records (pyarrow skips them too).
+
+Texts stay in Arrow from the parser to the encoder: a batch's texts are one ``large_string`` array (a
+:class:`TextColumn`), built from pyarrow's JSON column, from the block itself for text lines (newlines cut out with
+numpy) or from the Parquet column, and the line positions come from numpy over the block. Only the exact paths
+(a block that fails UTF-8 or parsing, a bad Parquet column) make Python strings, for the documents they read.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -26,6 +32,7 @@ import pyarrow.parquet as pq
 from pipeline.corpus.decompress import DamagedStream, DecompressedFile
 from pipeline.corpus.plan import CorpusError, CorpusSpec, compression_of
 from pipeline.corpus.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
+from pipeline.corpus.texts import TextColumn
 
 READ_BLOCK = 1 << 20
 EXCERPT_CHARS = 120
@@ -37,13 +44,21 @@ BLOCK_LINES = 16384  # lines parsed between two checks of the batch size
 BOM = b"\xef\xbb\xbf"
 _STRING_TYPES = (pa.string(), pa.large_string())
 _BINARY_TYPES = (pa.binary(), pa.large_binary())
+_WHITESPACE = np.zeros(256, dtype=bool)
+_WHITESPACE[list(b" \t\n\r\x0b\x0c")] = True  # what bytes.strip() removes: a line of only these is blank
 
 
 class _Batcher:
-    """Collects documents and dead letters of one range and cuts them into batches of about ``batch_bytes``."""
+    """Collects documents and dead letters of one range and cuts them into batches of about ``batch_bytes``.
+
+    Documents come as Arrow columns (the fast paths) or one by one as Python strings (the exact paths); a batch's
+    texts are concatenated into one ``large_string`` array, in file order, when it is taken.
+    """
 
     def __init__(self, rng: CorpusRange, spec: CorpusSpec, position_kind: str) -> None:
         self.rng, self.spec, self.kind = rng, spec, position_kind
+        self.columns: list[pa.Array] = []
+        self.column_positions: list[np.ndarray] = []
         self.positions: list[int] = []
         self.texts: list[str] = []
         self.dead: list[DeadLetter] = []
@@ -57,6 +72,23 @@ class _Batcher:
         self.bytes += size
         self.pending += size + DOCUMENT_OVERHEAD
 
+    def add_column(self, positions: np.ndarray, texts: pa.Array, size: int) -> None:
+        """Documents parsed together: their positions (int64) and texts (valid UTF-8, no nulls), ``size`` bytes."""
+        if not len(texts):
+            return
+        self._close_strings()
+        self.column_positions.append(positions.astype(np.int64, copy=False))
+        self.columns.append(texts if texts.type == pa.large_string() else texts.cast(pa.large_string()))
+        self.read += len(texts)
+        self.bytes += size
+        self.pending += size + DOCUMENT_OVERHEAD * len(texts)
+
+    def _close_strings(self) -> None:
+        if self.texts:
+            self.column_positions.append(np.asarray(self.positions, dtype=np.int64))
+            self.columns.append(pa.array(self.texts, pa.large_string()))
+            self.positions, self.texts = [], []
+
     def reject(self, position: int, reason: str, raw: bytes | str = b"", size: int = 0) -> None:
         self.dead.append(DeadLetter(self.rng.source, position, self.kind, reason, _excerpt(raw)))
         self.read += 1
@@ -68,11 +100,14 @@ class _Batcher:
 
     def take(self, *, last: bool = False) -> DocumentBatch:
         r = self.rng
+        self._close_strings()
+        texts = pa.concat_arrays(self.columns) if self.columns else pa.array([], pa.large_string())
+        positions = np.concatenate(self.column_positions) if self.column_positions else np.zeros(0, np.int64)
         batch = DocumentBatch(
             r.index, self.batch_index, last, r.source, r.source_index, r.weight, self.kind,
-            self.positions, self.texts, self.dead, self.read, self.bytes,
+            positions, TextColumn(texts), self.dead, self.read, self.bytes,
         )  # fmt: skip
-        self.positions, self.texts, self.dead = [], [], []
+        self.columns, self.column_positions, self.dead = [], [], []
         self.read = self.bytes = self.pending = 0
         self.batch_index += 1
         return batch
@@ -267,7 +302,44 @@ def _split_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
         offset += len(line) + 1
 
 
+class _LineTable(NamedTuple):
+    """The lines of a block, from numpy over its bytes: where each starts (its position), where its content
+    begins (after a file-opening BOM) and ends (before its newline)."""
+
+    starts: np.ndarray
+    begins: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.ends - self.begins
+
+
+def _line_table(block: bytes, offset: int) -> _LineTable:
+    """The lines of ``block`` as ``block.split(b"\n")`` gives them (no empty line after a final newline)."""
+    data = np.frombuffer(block, np.uint8)
+    newlines = np.flatnonzero(data == 10)
+    ends = newlines if block.endswith(b"\n") else np.append(newlines, len(data))
+    starts = np.zeros(len(ends), np.int64)
+    starts[1:] = newlines[: len(ends) - 1] + 1
+    begins = starts.copy()
+    if offset == 0 and block.startswith(BOM) and len(begins):
+        begins[0] += len(BOM)
+    return _LineTable(starts, begins, ends.astype(np.int64))
+
+
+def _nonblank(block: bytes, lines: _LineTable) -> np.ndarray:
+    """Which lines hold something besides whitespace (bytes.strip()), as a boolean mask."""
+    data = np.frombuffer(block, np.uint8)
+    solid = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(~_WHITESPACE[data], out=solid[1:])
+    return solid[lines.ends] > solid[lines.begins]
+
+
 def _text_block(block: bytes, offset: int, limit: int, batcher: _Batcher, *, whole_file: bool = False) -> None:
+    if not whole_file and _valid_utf8(block):
+        _text_lines(block, offset, limit, batcher)
+        return
     pieces = [(offset, block)] if whole_file else _split_lines(block, offset)
     for position, line in pieces:
         if position == 0 and line.startswith(BOM):
@@ -281,6 +353,30 @@ def _text_block(block: bytes, offset: int, limit: int, batcher: _Batcher, *, who
             batcher.reject(position, _undecodable(exc), line, len(line))
 
 
+def _text_lines(block: bytes, offset: int, limit: int, batcher: _Batcher) -> None:
+    """A block of valid UTF-8 lines as one Arrow column: the block's bytes with the newlines (and a file-opening
+    BOM) cut out, the offsets from the line table; no Python string per line."""
+    lines = _line_table(block, offset)
+    keep = _reject_long(block, offset, lines, np.ones(len(lines.ends), bool), limit, batcher)
+    begins, ends = lines.begins[keep], lines.ends[keep]
+    size = len(block) + 1
+    inside = np.cumsum(np.bincount(begins, minlength=size) - np.bincount(ends, minlength=size))[:-1] > 0
+    data = np.frombuffer(block, np.uint8)[inside]
+    offsets = np.zeros(len(begins) + 1, np.int64)
+    np.cumsum(ends - begins, out=offsets[1:])
+    texts = pa.LargeStringArray.from_buffers(len(begins), pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
+    batcher.add_column(offset + lines.starts[keep], texts, int(offsets[-1]))
+
+
+def _reject_long(block: bytes, offset: int, lines: _LineTable, keep: np.ndarray, limit: int, batcher: _Batcher) -> np.ndarray:
+    """Dead-letter the kept lines longer than ``limit``; the mask of the lines that stay."""
+    lengths = lines.lengths
+    for i in np.flatnonzero(keep & (lengths > limit)).tolist():
+        begin, length = int(lines.begins[i]), int(lengths[i])
+        batcher.reject(offset + int(lines.starts[i]), _too_long(length, limit), block[begin : begin + EXCERPT_CHARS * 4], length)
+    return keep & (lengths <= limit)
+
+
 def _undecodable(exc: UnicodeDecodeError) -> str:
     return f"undecodable bytes: {exc.reason} at byte {exc.start} of the line (not UTF-8)"
 
@@ -288,15 +384,16 @@ def _undecodable(exc: UnicodeDecodeError) -> str:
 def _jsonl_block(block: bytes, offset: int, field: str, limit: int, batcher: _Batcher) -> None:
     # A BOM opening the file is dropped (pyarrow drops one at the start of what it parses); anywhere else it is a
     # character outside any JSON value, so a block that starts with one away from offset 0 goes the exact way.
-    texts = None if block.startswith(BOM) and offset != 0 else _jsonl_fast(block, field)
+    lines = _line_table(block, offset)
+    records = _nonblank(block, lines)
+    texts = None if block.startswith(BOM) and offset != 0 else _jsonl_fast(block, field, int(records.sum()))
     if texts is None:
         _jsonl_slow(block, offset, field, limit, batcher)
         return
-    for (position, line), text in zip(_nonblank_lines(block, offset), texts, strict=True):
-        if len(line) > limit:
-            batcher.reject(position, _too_long(len(line), limit), line, len(line))
-        else:
-            batcher.add(position, text, len(line))
+    keep = _reject_long(block, offset, lines, records, limit, batcher)
+    if not keep[records].all():
+        texts = texts.filter(pa.array(keep[records]))
+    batcher.add_column(offset + lines.starts[keep], texts, int(lines.lengths[keep].sum()))
 
 
 def _nonblank_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
@@ -324,8 +421,9 @@ def _valid_utf8(block: bytes) -> bool:
     return True
 
 
-def _jsonl_fast(block: bytes, field: str) -> list[str] | None:
-    """Every text of the block through pyarrow, or None if any line is bad (the slow path then finds which).
+def _jsonl_fast(block: bytes, field: str, records: int) -> pa.Array | None:
+    """Every text of the block through pyarrow (one ``large_string`` array of ``records`` texts), or None if any
+    line is bad (the slow path then finds which).
 
     Any failure of the fast path, whatever its type, sends the block to the exact path: the fast path decides
     nothing alone. pyarrow rejects lone surrogate escapes (``"\\ud800"``), which the exact path then reports.
@@ -333,7 +431,7 @@ def _jsonl_fast(block: bytes, field: str) -> list[str] | None:
     if not _valid_utf8(block):
         return None
     path = field.split(".")
-    leaf: pa.DataType = pa.string()
+    leaf: pa.DataType = pa.large_string()
     for name in reversed(path[1:]):
         leaf = pa.struct([(name, leaf)])
     options = pa_json.ParseOptions(explicit_schema=pa.schema([(path[0], leaf)]), unexpected_field_behavior="ignore")
@@ -343,14 +441,14 @@ def _jsonl_fast(block: bytes, field: str) -> list[str] | None:
             read_options=pa_json.ReadOptions(block_size=max(len(block), 1 << 16)),
             parse_options=options,
         )
-        column = table.column(path[0]).combine_chunks() if table.num_rows else pa.array([], pa.string())
+        column = table.column(path[0]).combine_chunks() if table.num_rows else pa.array([], leaf)
         for name in path[1:]:
             if column.null_count:
                 return None
             column = column.field(name)
-        if column.null_count or table.num_rows != sum(1 for _ in _nonblank_lines(block, 0)):
+        if column.null_count or table.num_rows != records:
             return None
-        return column.to_pylist()
+        return column
     except Exception:  # noqa: BLE001 - any failure: the exact path below reads the block again, line by line
         return None
 
@@ -432,11 +530,33 @@ def _parquet_column(column: pa.Array, first_row: int, name: str, limit: int, bat
         for row in range(first_row, first_row + len(column)):
             batcher.reject(row, reason)
         return
-    binary = column.type in _BINARY_TYPES
-    if not binary and not _valid_strings(column):
-        # Parquet writers need not check UTF-8 (pyarrow's does not: converting the column raised and failed the run):
-        # read it as bytes, so that each bad cell is decoded, and rejected, alone
-        column, binary = column.view(_BINARY_TYPES[_STRING_TYPES.index(column.type)]), True
+    # Parquet writers need not check UTF-8 (pyarrow's does not: converting the column raised and failed the run):
+    # a column that is not valid UTF-8 throughout is read as bytes, so that each bad cell is decoded, and rejected,
+    # alone; a binary column that is valid UTF-8 throughout is read as text, in place.
+    if column.type in _BINARY_TYPES:
+        text = column.view(_STRING_TYPES[_BINARY_TYPES.index(column.type)])
+        if not _valid_strings(text):
+            _parquet_cells(column, first_row, name, limit, batcher)
+            return
+        column = text
+    elif not _valid_strings(column):
+        _parquet_cells(column.view(_BINARY_TYPES[_STRING_TYPES.index(column.type)]), first_row, name, limit, batcher)
+        return
+    sizes = pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    nulls = column.is_null().to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(nulls | (sizes > limit)).tolist():
+        if nulls[i]:
+            batcher.reject(first_row + i, f"null value in column {name!r}")
+        else:
+            head = pc.binary_slice(column.slice(i, 1).cast(_BINARY_TYPES[1]), 0, EXCERPT_CHARS * 4)[0].as_py()
+            batcher.reject(first_row + i, _too_long(int(sizes[i]), limit), head, int(sizes[i]))
+    keep = ~nulls & (sizes <= limit)
+    texts = column if keep.all() else column.filter(pa.array(keep))
+    batcher.add_column(first_row + np.flatnonzero(keep), texts, int(sizes[keep].sum()))
+
+
+def _parquet_cells(column: pa.Array, first_row: int, name: str, limit: int, batcher: _Batcher) -> None:
+    """The exact path for a binary column that is not all UTF-8: each cell decoded alone, a bad one rejected."""
     # Cell sizes come from Arrow, so that a cell over the limit is never made into a Python object (a 1 GB cell
     # would otherwise be held twice); the others are converted a slice at a time.
     sizes = pc.binary_length(column).to_pylist()
@@ -446,7 +566,7 @@ def _parquet_column(column: pa.Array, first_row: int, name: str, limit: int, bat
         long_rows = [i for i in range(start, end) if sizes[i] is not None and sizes[i] > limit]
         end = long_rows[0] if long_rows else end
         for row, value in enumerate(column.slice(start, end - start).to_pylist(), start=first_row + start):
-            _parquet_value(row, value, name, binary, batcher)
+            _parquet_value(row, value, name, batcher)
         if long_rows:
             head = pc.binary_slice(column.slice(end, 1).cast(_BINARY_TYPES[1]), 0, EXCERPT_CHARS * 4)[0].as_py()
             batcher.reject(first_row + end, _too_long(sizes[end], limit), head, sizes[end])
@@ -462,11 +582,9 @@ def _valid_strings(column: pa.Array) -> bool:
     return True
 
 
-def _parquet_value(row: int, value: str | bytes | None, name: str, binary: bool, batcher: _Batcher) -> None:
+def _parquet_value(row: int, value: bytes | None, name: str, batcher: _Batcher) -> None:
     if value is None:
         batcher.reject(row, f"null value in column {name!r}")
-    elif not binary:
-        batcher.add(row, value, len(value.encode("utf-8")))
     else:
         try:
             batcher.add(row, value.decode("utf-8"), len(value))

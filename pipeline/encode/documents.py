@@ -1,9 +1,12 @@
 """Stage: encode documents. Document batches in, encoded batches (flat token arrays) out.
 
 The tokenizer travels to the workers as a small reference (URL, pre-tokenizer, digest) and is loaded once per
-worker process in ``setup()``, its digest checked again there; documents are encoded a slice of about 1 MiB at a
-time through ``Tokenizer.encode_ordinary_batch`` (one call into the native core per slice), and the ids are
-packed into one flat numpy array per batch (plus one length per document) rather than lists of Python ints.
+worker process in ``setup()``, its digest checked again there; a batch's texts (one Arrow column from the readers)
+are encoded by one call of the flat API (``Tokenizer.encode_ordinary_flat`` / ``encode_flat``, read in place, one
+thread), which returns the ids and offsets as two numpy arrays: no Python int per token, no str per document.
+A document the batch call refuses (``InvalidTextError`` names it; any other failure is re-run per document) is a
+dead letter and the others are encoded; BOS/EOS are inserted into the flat arrays with numpy; ``--verify`` decodes
+the flat arrays with ``Tokenizer.decode_flat`` and compares each document with its text.
 
 The special-token policy is resolved in exactly one place, :func:`resolve_policy`, into an :class:`EncodePolicy`:
 by default text that spells a special token is encoded as ordinary text; ``special_tokens="allowed"`` opts in to
@@ -22,10 +25,12 @@ from typing import NamedTuple
 import apache_beam as beam
 import fsspec
 import numpy as np
+import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from bpe_core import StreamingDecoder, Tokenizer
+from bpe_core import InvalidTextError, StreamingDecoder, Tokenizer
 from pipeline.corpus.records import DeadLetter, DocumentBatch
+from pipeline.corpus.texts import TextColumn, text_bytes
 
 NAMESPACE = "beam_bpe.encode_documents"
 SPECIAL_POLICIES = ("ordinary", "allowed")
@@ -33,7 +38,6 @@ AUTO = "auto"
 # Special tokens taken for --bos / --eos without a value, in this order of preference.
 BOS_NAMES = ("<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>")
 EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>")
-SLICE_BYTES = 1 << 20
 VERIFY_CHUNKS = (1, 2, 3, 5, 8, 13)  # ids fed to the streaming decoder per call, cycling: splits of every kind
 EXCERPT_CHARS = 120
 
@@ -108,13 +112,19 @@ class EncodePolicy:
     bos_id: int | None = None
     eos_id: int | None = None
 
-    def encode(self, tok: Tokenizer, texts: list[str]) -> list[list[int]]:
-        """The ids of each text, without BOS/EOS: the one place where the policy meets the tokenizer."""
+    def encode_flat(self, tok: Tokenizer, texts) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, offsets)`` of the texts (a list of str or an Arrow string array), without BOS/EOS: the one place
+        where the policy meets the tokenizer."""
         # One thread per call: the runner already runs one bundle per core (workers x harness threads), and the
-        # native threads of encode_batch on top would oversubscribe every core and hold a chunk cache each.
+        # native threads on top would oversubscribe every core and hold a chunk cache each.
         if self.special_tokens == "allowed":
-            return tok.encode_batch(texts, allowed_special="all", disallowed_special=(), num_threads=1)
-        return tok.encode_ordinary_batch(texts, num_threads=1)
+            return tok.encode_flat(texts, allowed_special="all", disallowed_special=(), num_threads=1)
+        return tok.encode_ordinary_flat(texts, num_threads=1)
+
+    def encode(self, tok: Tokenizer, texts) -> list[list[int]]:
+        """The ids of each text as lists (for small callers and tests; the pipeline keeps the flat arrays)."""
+        ids, offsets = self.encode_flat(tok, texts)
+        return [ids[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
 
     @property
     def extra_tokens(self) -> int:
@@ -154,10 +164,11 @@ def _token_id(tok: Tokenizer, name: str | None, usual: tuple[str, ...], flag: st
 
 # ------------------------------------------------------------------ encoding a batch (no Beam)
 class EncodedBatch(NamedTuple):
-    """The documents of one document batch as ids: flat ``tokens`` and one length and position per document.
+    """The documents of one document batch as ids: flat ``tokens`` and ``offsets`` (document i is
+    ``tokens[offsets[i]:offsets[i + 1]]``, BOS/EOS included) and one position per document.
 
     Documents keep their order; rejected ones (the reader's, failed encodes, failed round trips) are in
-    ``dead_letters``. ``documents_read == len(lengths) + len(dead_letters)``.
+    ``dead_letters``. ``documents_read == len(positions) + len(dead_letters)``.
     """
 
     range_index: int
@@ -166,75 +177,149 @@ class EncodedBatch(NamedTuple):
     source: str
     position_kind: str
     positions: np.ndarray  # int64, one per written document
-    lengths: np.ndarray  # int64, tokens per written document (BOS/EOS included)
+    offsets: np.ndarray  # int64, one more than the written documents, from 0 to len(tokens)
     tokens: np.ndarray  # all ids back to back, in the shard's dtype
     dead_letters: list[DeadLetter]
     documents_read: int
     text_bytes: int  # UTF-8 bytes of the written documents
     verified: int  # documents whose round trip was checked (and passed)
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per written document (int64)."""
+        return np.diff(self.offsets)
+
 
 def encode_batch(tok: Tokenizer, batch: DocumentBatch, policy: EncodePolicy, dtype, *, verify: bool = False) -> EncodedBatch:
-    """Encode one document batch; a document that fails to encode or to round-trip becomes a dead letter."""
+    """Encode one document batch with one flat call; a document that fails to encode or to round-trip becomes a
+    dead letter."""
+    texts = batch.texts.arrow if isinstance(batch.texts, TextColumn) else batch.texts
+    ids, offsets, reasons = _encode_all(tok, texts, policy)
+    verified = 0
+    if verify:
+        failed = _verify(tok, texts, ids, offsets, reasons)
+        verified = len(texts) - len(reasons) - len(failed)
+        reasons.update(failed)
+    positions = np.asarray(batch.positions, dtype=np.int64)
     dead = list(batch.dead_letters)
-    positions, lengths, arrays = [], [], []
-    text_bytes = verified = 0
-    for start, stop in _slices(batch.texts, SLICE_BYTES):
-        texts, kept = batch.texts[start:stop], []
-        for i, (text, ids) in enumerate(zip(texts, _encode_slice(tok, texts, policy), strict=True)):
-            position = batch.positions[start + i]
-            reason = ids if isinstance(ids, str) else (verify_round_trip(tok, text, ids) if verify else None)
-            if reason is not None:
-                dead.append(DeadLetter(batch.source, position, batch.position_kind, reason, text[:EXCERPT_CHARS]))
-                continue
-            verified += verify
-            kept.append(_with_bos_eos(ids, policy))
-            positions.append(position)
-            lengths.append(len(kept[-1]))
-            text_bytes += len(text.encode("utf-8", "surrogatepass"))
-        # packed per slice: the Python lists of one slice (~1 MiB of text), not of the whole batch, are alive at once
-        arrays.append(np.fromiter(itertools.chain.from_iterable(kept), dtype=dtype, count=sum(map(len, kept))))
+    for i, reason in reasons.items():
+        dead.append(DeadLetter(batch.source, int(positions[i]), batch.position_kind, reason, _excerpt(texts, i)))
+    keep = np.ones(len(texts), dtype=bool)
+    keep[list(reasons)] = False
+    if reasons:
+        ids, offsets = _select(ids, offsets, keep)
+    ids, offsets = _with_bos_eos(ids, offsets, policy)
     dead.sort(key=lambda d: d.position)
-    tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
     return EncodedBatch(
         batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind,
-        np.asarray(positions, dtype=np.int64), np.asarray(lengths, dtype=np.int64), tokens,
-        dead, batch.documents_read, text_bytes, verified,
+        positions[keep], offsets, ids.astype(dtype, copy=False), dead, batch.documents_read,
+        int(text_bytes(texts)[keep].sum()), verified,
     )  # fmt: skip
 
 
-def _slices(texts: list[str], limit: int) -> Iterator[tuple[int, int]]:
-    start, size = 0, 0
-    for i, text in enumerate(texts):
-        size += len(text)
-        if size >= limit:
-            yield start, i + 1
-            start, size = i + 1, 0
-    if start < len(texts):
-        yield start, len(texts)
+def _excerpt(texts, i: int) -> str:
+    """The start of text ``i``; from an Arrow array as bytes, since the text may be what is not valid UTF-8."""
+    if isinstance(texts, list):
+        return texts[i][:EXCERPT_CHARS]
+    raw = texts.slice(i, 1).cast(pa.large_binary())[0].as_py() or b""
+    return raw[: EXCERPT_CHARS * 4].decode("utf-8", "backslashreplace")[:EXCERPT_CHARS]
 
 
-def _encode_slice(tok: Tokenizer, texts: list[str], policy: EncodePolicy) -> list[list[int] | str]:
-    """Ids per text; if the batch call fails, each text alone, so that only the bad ones fail (as a reason)."""
-    try:
-        return policy.encode(tok, texts)
-    except Exception:  # noqa: BLE001 - any failure is re-run per document below, where it is reported exactly
-        pass
-    out: list[list[int] | str] = []
-    for text in texts:
+def _encode_all(tok: Tokenizer, texts, policy: EncodePolicy) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """``(ids, offsets)`` of every text (a refused one gets no ids) and the reason of each refused text.
+
+    One flat call for the batch; where it raises InvalidTextError, the named text is set aside and the call
+    resumes after it; any other failure is re-run per text, so that only the bad ones fail.
+    """
+    reasons: dict[int, str] = {}
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    start = 0
+    while start < len(texts) or not parts:
         try:
-            out.append(policy.encode(tok, [text])[0])
+            parts.append(policy.encode_flat(tok, texts[start:]))
+            break
+        except InvalidTextError as exc:
+            bad = start + exc.index
+            parts.append(policy.encode_flat(tok, texts[start:bad]))
+            reasons[bad] = f"encode failed: {exc}"
+            parts.append((np.zeros(0, np.uint32), np.zeros(2, np.int64)))
+            start = bad + 1
+        except Exception:  # noqa: BLE001 - any failure is re-run per document below, where it is reported exactly
+            parts.append(_encode_each(tok, texts, start, policy, reasons))
+            break
+    return (*_join(parts), reasons)
+
+
+def _encode_each(tok: Tokenizer, texts, start: int, policy: EncodePolicy, reasons: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    parts = []
+    for i in range(start, len(texts)):
+        try:
+            parts.append(policy.encode_flat(tok, texts[i : i + 1]))
         except Exception as exc:  # noqa: BLE001 - a document the tokenizer rejects is a dead letter, not a crash
-            out.append(f"encode failed: {type(exc).__name__}: {exc}")
-    return out
+            reasons[i] = f"encode failed: {type(exc).__name__}: {exc}"
+            parts.append((np.zeros(0, np.uint32), np.zeros(2, np.int64)))
+    return _join(parts)
 
 
-def _with_bos_eos(ids: list[int], policy: EncodePolicy) -> list[int]:
+def _join(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One (ids, offsets) from consecutive pieces."""
+    if len(parts) == 1:
+        return parts[0]
+    dtype = np.result_type(*(ids.dtype for ids, _ in parts))
+    bases = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]])
+    offsets = np.concatenate([np.zeros(1, np.int64)] + [o[1:] + b for (_, o), b in zip(parts, bases, strict=True)])
+    return np.concatenate([ids.astype(dtype, copy=False) for ids, _ in parts]), offsets
+
+
+def _select(ids: np.ndarray, offsets: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The documents where ``keep`` is true (the others' ids removed)."""
+    lengths = np.diff(offsets)
+    kept_ids = ids[np.repeat(keep, lengths)]
+    new_offsets = np.zeros(int(keep.sum()) + 1, np.int64)
+    np.cumsum(lengths[keep], out=new_offsets[1:])
+    return kept_ids, new_offsets
+
+
+def _with_bos_eos(ids: np.ndarray, offsets: np.ndarray, policy: EncodePolicy) -> tuple[np.ndarray, np.ndarray]:
+    """The flat arrays with a BOS before and an EOS after every document, placed with numpy."""
+    extra = policy.extra_tokens
+    if not extra:
+        return ids, offsets
+    n = len(offsets) - 1
+    lengths = np.diff(offsets)
+    new_offsets = offsets + extra * np.arange(n + 1, dtype=np.int64)
+    dtype = np.result_type(ids.dtype, np.min_scalar_type(max(policy.bos_id or 0, policy.eos_id or 0)))
+    out = np.empty(len(ids) + extra * n, dtype=dtype)
+    shift = np.repeat(extra * np.arange(n, dtype=np.int64) + (policy.bos_id is not None), lengths)
+    out[np.arange(len(ids)) + shift] = ids
     if policy.bos_id is not None:
-        ids = [policy.bos_id, *ids]
+        out[new_offsets[:-1]] = policy.bos_id
     if policy.eos_id is not None:
-        ids = [*ids, policy.eos_id]
-    return ids
+        out[new_offsets[1:] - 1] = policy.eos_id
+    return out, new_offsets
+
+
+def _verify(tok: Tokenizer, texts, ids: np.ndarray, offsets: np.ndarray, refused: dict[int, str]) -> dict[int, str]:
+    """The reasons of the documents whose ids do not decode (``decode_flat``, from the flat arrays) to their text."""
+    decoded = tok.decode_flat(ids, offsets)
+    expected = texts.to_pylist() if not isinstance(texts, list) else texts
+    pre = tok.pretokenizer
+    if pre is not None and pre.normalizer:
+        expected = [pre.normalize(t) for t in expected]
+    return {
+        i: _difference(want, got)
+        for i, (want, got) in enumerate(zip(expected, decoded, strict=True))
+        if want != got and i not in refused
+    }
+
+
+def _difference(expected: str, got: str) -> str:
+    at = first_difference(expected, got)
+    byte = len(expected[:at].encode("utf-8", "surrogatepass"))
+    return (
+        f"round trip differs at character {at} (byte {byte}): expected {expected[at : at + 20]!r}, "
+        f"decoded {got[at : at + 20]!r}"
+    )
 
 
 def verify_round_trip(tok: Tokenizer, text: str, ids: list[int]) -> str | None:
@@ -251,14 +336,7 @@ def verify_round_trip(tok: Tokenizer, text: str, ids: list[int]) -> str | None:
     got = "".join(pieces)
     pre = tok.pretokenizer
     expected = pre.normalize(text) if pre is not None and pre.normalizer else text
-    if got == expected:
-        return None
-    at = first_difference(expected, got)
-    byte = len(expected[:at].encode("utf-8", "surrogatepass"))
-    return (
-        f"round trip differs at character {at} (byte {byte}): expected {expected[at : at + 20]!r}, "
-        f"decoded {got[at : at + 20]!r}"
-    )
+    return None if got == expected else _difference(expected, got)
 
 
 def first_difference(a: str, b: str) -> int:
@@ -299,9 +377,9 @@ class EncodeDocumentsFn(beam.DoFn):
         if self.tok is None:  # runners that skip setup() (none known; cheap to guard)
             self.setup()
         encoded = encode_batch(self.tok, batch, self.policy, np.dtype(self.dtype), verify=self.verify)
-        self.documents.inc(len(encoded.lengths))
+        self.documents.inc(len(encoded.positions))
         self.bytes.inc(encoded.text_bytes)
-        self.tokens.inc(int(encoded.lengths.sum()))
+        self.tokens.inc(int(encoded.offsets[-1]))
         self.dead_letters.inc(len(encoded.dead_letters))
         self.verified.inc(encoded.verified)
         yield encoded

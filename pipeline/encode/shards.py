@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.corpus.records import OFFSET, document_id
@@ -124,18 +125,16 @@ def write_file(url: str, data: bytes) -> dict:
 
 
 # ------------------------------------------------------------------ part files (one per document batch)
-def tokens_array(lengths: np.ndarray, tokens: np.ndarray) -> pa.Array:
-    """One list of ids per document, built from the flat buffer (no per-document Python lists)."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+def tokens_array(offsets: np.ndarray, tokens: np.ndarray) -> pa.Array:
+    """One list of ids per document, built from the flat buffers in place (no per-document Python lists)."""
     if offsets[-1] > np.iinfo(np.int32).max:
         return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(tokens))
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(tokens))
 
 
-def part_bytes(positions: np.ndarray, lengths: np.ndarray, tokens: np.ndarray) -> bytes:
+def part_bytes(positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> bytes:
     """An Arrow IPC file: ``position`` (int64), ``num_tokens`` (int64), ``tokens`` (list of ids)."""
-    table = pa.table({"position": pa.array(positions), "num_tokens": pa.array(lengths), "tokens": tokens_array(lengths, tokens)})
+    table = pa.table({"position": pa.array(positions), "num_tokens": pa.array(np.diff(offsets)), "tokens": tokens_array(offsets, tokens)})
     sink = io.BytesIO()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
@@ -148,6 +147,12 @@ def read_part(url: str) -> pa.Table:
 
 
 # ------------------------------------------------------------------ final shards
+def document_ids(source: str, kind: str, positions) -> pa.Array:
+    """``document_id`` of every position, as one Arrow string column (computed by Arrow, not per document)."""
+    prefix = document_id(source, kind, 0)[:-1]
+    return pc.binary_join_element_wise(pa.scalar(prefix), pc.cast(positions, pa.string()), "")
+
+
 def parquet_schema(dtype: str, tokenizer_digest: str) -> pa.Schema:
     fields = [("doc_id", pa.string()), ("tokens", pa.list_(pa.from_numpy_dtype(np.dtype(dtype)))), ("num_tokens", pa.int64())]
     return pa.schema(fields, metadata={TOKENIZER_KEY: tokenizer_digest.encode()})
@@ -164,7 +169,7 @@ def write_parquet_shard(layout: ShardLayout, index: int, parts: list[str], sourc
                 table = read_part(part)
                 if table.num_rows == 0:
                     continue
-                doc_ids = pa.array([document_id(source, kind, p) for p in table.column("position").to_pylist()], pa.string())
+                doc_ids = document_ids(source, kind, table.column("position"))
                 tokens = table.column("tokens").combine_chunks().cast(schema.field("tokens").type)
                 writer.write_table(pa.Table.from_arrays([doc_ids, tokens, table.column("num_tokens")], schema=schema))
     return {name: {"bytes": f.size, "sha256": f.sha.hexdigest()}}

@@ -68,14 +68,14 @@ class WritePartFn(beam.DoFn):
 
     def process(self, batch: EncodedBatch) -> Iterator[tuple[int, PartInfo]]:
         path = ""
-        if len(batch.lengths):
+        if len(batch.positions):
             path = self.layout.part_path(batch.range_index, batch.batch_index)
-            written = write_file(path, part_bytes(batch.positions, batch.lengths, batch.tokens))
+            written = write_file(path, part_bytes(batch.positions, batch.offsets, batch.tokens))
             self.parts.inc()
             self.part_bytes.inc(written["bytes"])
         info = PartInfo(
             batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
-            len(batch.lengths), int(batch.lengths.sum()), batch.text_bytes, batch.verified, batch.dead_letters, path,
+            len(batch.positions), int(batch.offsets[-1]), batch.text_bytes, batch.verified, batch.dead_letters, path,
         )  # fmt: skip
         yield batch.range_index, info
 

@@ -8,6 +8,7 @@ import pickle
 import apache_beam as beam
 import cloudpickle
 import numpy as np
+import pyarrow as pa
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -147,3 +148,23 @@ def test_counters_count_documents_bytes_tokens_dead_letters_and_verified(r50k_fi
     tokens = sum(len(tok.encode_ordinary(d)) + 1 for d in docs[:2])
     assert counters == {"documents": 2, "bytes": len("hello world") + len("naïve café".encode()), "tokens": tokens,
                         "dead_letters": 2, "verified": 2}  # fmt: skip
+
+
+def test_an_arrow_batch_is_encoded_in_place_and_a_bad_element_alone_is_a_dead_letter():
+    from pipeline.corpus.texts import TextColumn
+
+    tok = ours_openai("cl100k")
+    docs = corpus("fortunes_multi", 30) + ["", "naïve ☕"]
+    raw = [d.encode() for d in docs]
+    raw.insert(7, b"bad \xff byte")  # not UTF-8: the flat API names it (InvalidTextError), the others are encoded
+    offsets = np.cumsum([0] + [len(r) for r in raw], dtype=np.int64)
+    arrow = pa.LargeStringArray.from_buffers(len(raw), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(raw)))
+    batch = _batch(["x"] * len(raw))._replace(texts=TextColumn(arrow))
+    policy = resolve_policy(tok, special_tokens="allowed", bos=EOT, eos=EOT)
+    encoded = encode_batch(tok, batch, policy, np.dtype("uint32"))
+    expected = [[100257, *ids, 100257] for ids in tiktoken_openai("cl100k").encode_ordinary_batch(docs)]
+    got = [encoded.tokens[a:b].tolist() for a, b in zip(encoded.offsets[:-1], encoded.offsets[1:], strict=True)]
+    assert got == expected and encoded.positions.tolist() == [10 * i for i in range(len(raw)) if i != 7]
+    (dead,) = encoded.dead_letters
+    assert dead.position == 70 and dead.reason.startswith("encode failed: text 7 is not valid UTF-8")
+    assert encoded.text_bytes == sum(map(len, raw)) - len(raw[7]) and encoded.documents_read == len(raw)

@@ -26,7 +26,7 @@ def _encoded(range_index: int, batch_index: int, last: bool, docs: list[list[int
     positions = np.arange(len(docs), dtype=np.int64) * 100 + batch_index * 10_000
     tokens = np.array([i for d in docs for i in d], dtype=dtype)
     return EncodedBatch(range_index, batch_index, last, f"/data/src-{range_index}.jsonl", "offset", positions,
-                        np.array([len(d) for d in docs], dtype=np.int64), tokens, list(dead), len(docs) + len(dead),
+                        np.cumsum([0] + [len(d) for d in docs], dtype=np.int64), tokens, list(dead), len(docs) + len(dead),
                         sum(len(d) for d in docs), 0)  # fmt: skip
 
 

@@ -51,7 +51,7 @@ def test_a_50_mb_file_is_read_as_at_least_8_ranges_and_every_line_once(tmp_path)
     positions = []
     for rng in plan.ranges:
         for batch in read_range(rng, CorpusSpec("text")):
-            positions += batch.positions
+            positions += list(batch.positions)
             assert not batch.dead_letters
     assert positions == _line_starts(data)
 
