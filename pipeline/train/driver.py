@@ -26,9 +26,10 @@ def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Repo
     the core logs (it never prints), is reported as a stage."""
     budget = settings.vocab_size - 256 - len(settings.special_tokens)
     native_log = logging.getLogger("bpe_core.native")
-    handler, level = _StageHandler(reporter), native_log.level
+    handler, level, propagate = _StageHandler(reporter), native_log.level, native_log.propagate
     native_log.addHandler(handler)
     native_log.setLevel(logging.INFO)
+    native_log.propagate = False  # shown once, as a stage (Beam configures the root logger at INFO)
     try:
         tok = bpe_core.train(
             counts,
@@ -42,6 +43,7 @@ def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Repo
     finally:
         native_log.removeHandler(handler)
         native_log.setLevel(level)
+        native_log.propagate = propagate
     reporter.end_progress()
     return tok
 
