@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
-from pipeline.report.sample import DEFAULT_EVAL_FRACTION
+from pipeline.report.fraction import DEFAULT_EVAL_FRACTION
 
 
 def add_report_parser(sub) -> argparse.ArgumentParser:
@@ -33,10 +33,10 @@ def add_report_parser(sub) -> argparse.ArgumentParser:
 def cmd_report(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.corpus.plan import InputSpec, plan_corpus
     from pipeline.launch.checks import check_launch
+    from pipeline.report.fraction import check_fraction
     from pipeline.report.measure import TokenizerSpec
     from pipeline.report.render import check_report_extra
     from pipeline.report.run import run_report, unique_labels
-    from pipeline.report.sample import check_fraction
     from pipeline.train.job import _absolute
 
     check_report_extra("beam-bpe report")

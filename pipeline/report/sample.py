@@ -16,8 +16,8 @@ import hashlib
 import apache_beam as beam
 
 from pipeline.corpus.records import DocumentBatch
+from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction  # noqa: F401 (re-exported)
 
-DEFAULT_EVAL_FRACTION = 0.01
 _SCALE = float(1 << 64)
 
 
@@ -25,14 +25,6 @@ def is_held_out(doc_id: str, fraction: float) -> bool:
     """Whether the document ``doc_id`` is in the held-out sample of ``fraction`` of the documents."""
     digest = hashlib.sha256(b"beam-bpe eval\0" + doc_id.encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") / _SCALE < fraction
-
-
-def check_fraction(fraction: float) -> float:
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 < fraction <= 1.0:
-        raise ValueError(
-            f"--eval-fraction must be a number in (0, 1], e.g. 0.01 for 1% of the documents, got {fraction!r}"
-        )
-    return float(fraction)
 
 
 def split_batch(batch: DocumentBatch, fraction: float, *, keep_held_out: bool) -> DocumentBatch:

@@ -10,13 +10,14 @@ from pipeline.storage.files import COMPLETED, MANIFEST, join, write_atomic
 
 
 def versions() -> dict:
-    import apache_beam
+    from importlib.metadata import version  # not `import apache_beam`: train --from-counts runs without Beam
+
     import pyarrow
     import regex
 
     return {
         "beam_bpe": bpe_core.__version__,
-        "apache_beam": apache_beam.__version__,
+        "apache_beam": version("apache-beam"),
         "pyarrow": pyarrow.__version__,
         "regex": regex.__version__,
         "python": platform.python_version(),

@@ -15,19 +15,14 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-
-import apache_beam as beam
+from typing import TYPE_CHECKING
 
 from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusError, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
-from pipeline.corpus.read import ReadCorpus, SelectDeadLetters
-from pipeline.launch.checks import check_launch
-from pipeline.launch.options import pipeline_options, runner_name
 from pipeline.launch.progress import Reporter
 from pipeline.launch.settings import TrainSettings
-from pipeline.report.sample import DEFAULT_EVAL_FRACTION, HoldOutSample, check_fraction
+from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction
 from pipeline.storage.files import OutputError, glob, join, prepare_output
 from pipeline.storage.manifest import finish_output
-from pipeline.train.count import PreTokenizeAndCount
 from pipeline.train.counts_files import (
     CountsError,
     counts_pretokenizer,
@@ -36,7 +31,12 @@ from pipeline.train.counts_files import (
     write_missing_shards,
 )
 from pipeline.train.driver import train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
-from pipeline.train.write_counts import WriteCounts
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+
+# Apache Beam is imported only by the functions that count (plan checks, graph, run): `train --from-counts` runs
+# without it, so its peak memory is the merge loop's own (Beam's import alone is about 100 MB of RSS).
 
 COUNT_SHARD_BYTES = 1 << 30  # one counts shard per GiB of input: shards stay far below a worker's memory
 
@@ -96,6 +96,8 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
             )
         settings = _counts_settings(counts_dir, job)
         return TrainPlan(dataclasses.replace(job, settings=settings), None, 0, counts_dir)
+    from pipeline.launch.checks import check_launch
+
     check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
     plan = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
     num_shards = job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
@@ -104,6 +106,13 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
 
 def build_train_graph(pipeline: beam.Pipeline, plan: TrainPlan):
     """Add the counting stages to ``pipeline``; return the terminal collection (paths written)."""
+    import apache_beam as beam
+
+    from pipeline.corpus.read import ReadCorpus, SelectDeadLetters
+    from pipeline.report.sample import HoldOutSample
+    from pipeline.train.count import PreTokenizeAndCount
+    from pipeline.train.write_counts import WriteCounts
+
     job, pre = plan.job, plan.job.settings.pre
     batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
     if job.report:  # the report's sample is never counted
@@ -115,6 +124,10 @@ def build_train_graph(pipeline: beam.Pipeline, plan: TrainPlan):
 
 def count_corpus(plan: TrainPlan, beam_args: list[str]) -> dict:
     """Run the counting pipeline; return the corpus statistics, checked to reconcile."""
+    import apache_beam as beam
+
+    from pipeline.launch.options import pipeline_options, runner_name
+
     job, num_shards = plan.job, plan.num_shards
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
     build_train_graph(pipeline, plan)
@@ -164,6 +177,8 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         stats = read_stats(plan.counts_dir)
         manifest.update(runner=None, counts_from=job.from_counts)  # no pipeline ran
     else:
+        from pipeline.launch.options import runner_name
+
         corpus = plan.corpus
         manifest["runner"] = runner_name(beam_args)
         reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes)
