@@ -1,0 +1,226 @@
+"""Scale benchmark (issue 16 item 4, not a test): the train and encode pipelines on growing corpora, one command.
+
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode] [--work DIR]
+
+The corpora (``scale-{GB}.jsonl``, cached in ``--work``) are built from the shared corpora: every pass over them
+shuffles the documents and inserts numbered identifiers drawn from a range that widens with the bytes written, so
+larger sizes hold new unique chunks at a Heaps-like rate (not the same text again). Every measured command runs as
+a whole process, start to exit, through ``/usr/bin/time``-like accounting in a fresh wrapper process (wall, CPU of
+the command and its children, peak RSS of the largest process). For each part and size it prints wall, CPU, peak
+RSS, MB/s and unique chunks, the ratios the issue asks for and the fitted exponent of cost against size (1.0 is
+linear), with the load average beside every figure.
+
+Layout: corpus building (shared by the parts), the train part (``bench_train``), the encode part
+(``bench_encode``), ``main``. Each part keeps to its own functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchlib import CORPORA, iter_records
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+MULTI = ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
+
+
+# ----------------------------------------------------------------------------------------------- corpus
+
+
+def build_corpus(work: Path, gb: float, *, seed: int = 16) -> Path:
+    """``work/scale-{gb}.jsonl`` of ``gb`` GB of text (built once, then reused): the shared corpora's documents,
+    shuffled per pass, with numbered identifiers (``id_12345``, one per ~40 words) drawn uniformly from a range that
+    grows as the square root of the bytes written, so unique chunks grow sublinearly, as in natural text."""
+    path = work / f"scale-{gb:g}.jsonl"
+    if path.exists():
+        return path
+    pool = [r["text"] for name in CORPORA for r in iter_records(name)]
+    rng = random.Random(seed)
+    limit, written, ids_made = gb * 1e9, 0, 0
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        while written < limit:
+            rng.shuffle(pool)
+            for text in pool:
+                if written >= limit:
+                    break
+                span = 1000 + int(30 * math.sqrt(written))
+                words = text.split(" ")
+                for k in range(0, len(words), 40):
+                    words[k] = f"{words[k]} id_{rng.randrange(span)}"
+                    ids_made += 1
+                doc = " ".join(words)
+                out.write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+                written += len(doc.encode("utf-8", "surrogatepass"))
+    tmp.rename(path)
+    return path
+
+
+def text_bytes(path: Path) -> int:
+    """Bytes of text in a corpus (what MB/s is measured against): the JSONL size is close but not the same."""
+    meta = path.with_suffix(".bytes")
+    if not meta.exists():
+        total = sum(len(json.loads(line)["text"].encode("utf-8", "surrogatepass")) for line in path.open(encoding="utf-8"))
+        meta.write_text(str(total))
+    return int(meta.read_text())
+
+
+# ----------------------------------------------------------------------------------------------- measuring
+
+
+def measure(cmd: list[str]) -> dict:
+    """Run ``cmd`` to exit in a fresh wrapper process; its wall, CPU (with its children) and peak RSS."""
+    proc = subprocess.run([sys.executable, __file__, "--measure", "--", *cmd], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _measure_main(cmd: list[str]) -> None:
+    start = time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if run.returncode != 0:
+        sys.stderr.write(run.stderr[-3000:])
+        raise SystemExit(run.returncode)
+    last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "{}"
+    try:
+        extra = json.loads(last)
+    except json.JSONDecodeError:
+        extra = {}
+    result = {"wall": wall, "cpu": kids.ru_utime + kids.ru_stime, "rss": kids.ru_maxrss * 1024, "load": os.getloadavg()[0]}
+    print(json.dumps({**result, **(extra if isinstance(extra, dict) else {})}))
+
+
+def exponent(sizes: list[float], costs: list[float]) -> float:
+    """The least-squares slope of log(cost) against log(size): 1.0 is linear."""
+    xs, ys = [math.log(s) for s in sizes], [math.log(max(c, 1e-9)) for c in costs]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------- train part
+
+# The in-process peer of the count stage: the same JSONL read line by line and counted by bpe_core.count_chunks on
+# 2 threads into one native counter (an iterator of texts: windows of 16M characters), whole process to exit.
+COUNT_LOOP = """
+import json, sys
+import bpe_core
+def texts(path):
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)["text"]
+counts = bpe_core.count_chunks(texts(sys.argv[1]), sys.argv[2], num_threads=2)
+print(json.dumps({"unique": len(counts), "occurrences": sum(counts.values()),
+                  "weighted": sum(len(c) * n for c, n in counts.items())}))
+"""
+
+# The counts a pipeline run wrote, summarised as COUNT_LOOP summarises its dict (checked equal, outside the timing).
+COUNTS_SUMMARY = """
+import glob, json, sys
+import pyarrow.compute as pc, pyarrow.parquet as pq
+unique = occurrences = weighted = 0
+for path in sorted(glob.glob(sys.argv[1] + "/counts/counts-*.parquet")):
+    t = pq.read_table(path)
+    unique += t.num_rows
+    occurrences += pc.sum(t["count"]).as_py() or 0
+    weighted += pc.sum(pc.multiply(pc.binary_length(t["chunk"]).cast("int64"), t["count"])).as_py() or 0
+print(json.dumps({"unique": unique, "occurrences": occurrences, "weighted": weighted}))
+"""
+
+
+def bench_train(work: Path, corpora: dict[float, Path], *, pretokenizer: str, vocab_size: int) -> list[dict]:
+    """Per size: ``train --counts-only`` (2 workers) against the in-process count loop (2 threads), counts checked
+    equal; ``train --from-counts`` peak RSS above ``beam-bpe --version`` per unique chunk."""
+    cli = str(BIN / "beam-bpe")
+    idle = measure([cli, "--version"])
+    rows = []
+    for gb, path in corpora.items():
+        mb = text_bytes(path) / 1e6
+        loop = measure([sys.executable, "-c", COUNT_LOOP, str(path), pretokenizer])
+        out = work / f"counts-{gb:g}"
+        count = measure([cli, "train", "--input", str(path), "--counts-only", "--pretokenizer", pretokenizer,
+                         "--out", str(out), "--overwrite", *MULTI])  # fmt: skip
+        summary = json.loads(subprocess.run([sys.executable, "-c", COUNTS_SUMMARY, str(out)], capture_output=True,
+                                            text=True, check=True).stdout)  # fmt: skip
+        same = summary == {k: loop[k] for k in ("unique", "occurrences", "weighted")}
+        trained = measure([cli, "train", "--from-counts", str(out), "--out", str(work / f"train-{gb:g}"),
+                           "--vocab-size", str(vocab_size), "--overwrite"])  # fmt: skip
+        rows.append({"gb": gb, "mb": mb, "loop": loop, "count": count, "train": trained, "idle_rss": idle["rss"],
+                     "unique": summary["unique"], "counts_equal": same})  # fmt: skip
+        _print_train_row(rows[-1])
+    _print_train_fit(rows)
+    return rows
+
+
+def _print_train_row(r: dict) -> None:
+    mib = 1 << 20
+    loop, count, trained = r["loop"], r["count"], r["train"]
+    above = trained["rss"] - r["idle_rss"]
+    print(f"\n{r['gb']:g} GB ({r['mb']:.0f} MB of text), {r['unique']:,} unique chunks, counts equal: {r['counts_equal']}")
+    for name, m in (("count loop, 2 threads", loop), ("train --counts-only, 2 workers", count),
+                    ("train --from-counts", trained)):  # fmt: skip
+        print(f"  {name:32s} wall {m['wall']:7.1f} s  cpu {m['cpu']:7.1f} s  peak RSS {m['rss'] / mib:7.0f} MiB  "
+              f"{r['mb'] / m['wall']:6.1f} MB/s  (load {m['load']:.1f})")  # fmt: skip
+    print(f"  count stage / loop: wall {count['wall'] / loop['wall']:.2f}x (target <= 1.5x), "
+          f"cpu {count['cpu'] / loop['cpu']:.2f}x")  # fmt: skip
+    print(f"  from-counts peak RSS - beam-bpe --version ({r['idle_rss'] / mib:.0f} MiB): {above / mib:.0f} MiB = "
+          f"{above / max(1, r['unique']):.0f} bytes per unique chunk (target <= 200)")  # fmt: skip
+
+
+def _print_train_fit(rows: list[dict]) -> None:
+    if len(rows) < 2:
+        return
+    sizes = [r["mb"] for r in rows]
+    print("\nfitted exponent against size (1.0 linear; target <= 1.1):")
+    print(f"  unique chunks {exponent(sizes, [r['unique'] for r in rows]):.2f} (Heaps-like growth: below 1)")
+    for label, key in (("count loop", "loop"), ("train --counts-only", "count"), ("train --from-counts", "train")):
+        walls, cpus = [r[key]["wall"] for r in rows], [r[key]["cpu"] for r in rows]
+        rss = [r[key]["rss"] - (rows[0]["idle_rss"] if key == "train" else 0) for r in rows]
+        print(f"  {label:22s} wall {exponent(sizes, walls):.2f}  cpu {exponent(sizes, cpus):.2f}  "
+              f"peak RSS {exponent(sizes, rss):.2f}")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------- encode part
+# (bench_encode: the encode pipeline against the in-process flat loop and the GigaToken script, in its own functions)
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--measure":
+        return _measure_main(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="0.1,0.3,1,2", help="GB of text per corpus, comma-separated")
+    parser.add_argument("--parts", default="train,encode", help="train, encode or both")
+    parser.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "beam-bpe-scale"),
+                        help="folder for the corpora (kept between runs) and the outputs")  # fmt: skip
+    parser.add_argument("--pretokenizer", default="cl100k")
+    parser.add_argument("--vocab-size", type=int, default=16384)
+    args = parser.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    corpora = {float(s): build_corpus(work, float(s)) for s in args.sizes.split(",")}
+    print(f"corpora in {work}; 2 cores shared: the load average is printed beside every figure")
+    parts = args.parts.split(",")
+    if "train" in parts:
+        bench_train(work, corpora, pretokenizer=args.pretokenizer, vocab_size=args.vocab_size)
+    if "encode" in parts and "bench_encode" in globals():
+        globals()["bench_encode"](work, corpora)
+
+
+if __name__ == "__main__":
+    main()
