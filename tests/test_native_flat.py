@@ -262,3 +262,61 @@ def test_fuzz_decode_flat_oracle_catches_a_planted_bug(monkeypatch):
     monkeypatch.setattr(Tokenizer, "decode_flat", lambda self, ids, offsets, **kw: real(self, ids, offsets, **kw)[::-1])
     with pytest.raises(AssertionError, match="decode_flat"):
         module.test_one_input(seed)
+
+
+# ----------------------------------------------------------------------------------------------- Ctrl-C
+FLAT_CHILD = r"""
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest may have left SIGINT ignored for children
+import pyarrow as pa
+import bpe_core
+
+tok = bpe_core.Tokenizer.from_file(sys.argv[1])
+probe = "a" * 5000 + " hello world " + "b" * 300
+expected = tok.encode_ordinary(probe)
+tasks = lambda: len(os.listdir("/proc/self/task"))
+calls = {
+    "flat two threads": lambda: tok.encode_ordinary_flat(["a" * 1_000_000] * 100, num_threads=2),
+    "flat one thread": lambda: tok.encode_ordinary_flat(["hello world " * 100_000] * 400, num_threads=1),
+    "flat arrow": lambda: tok.encode_ordinary_flat(pa.array(["hello world " * 100_000] * 400), num_threads=2),
+}
+for name, call in calls.items():
+    before = tasks()
+    print("start", name, flush=True)
+    try:
+        call()
+        print("finished", name, flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", before, tasks(), tok.encode_ordinary(probe) == expected, flush=True)
+print("done", flush=True)
+"""
+
+
+def test_sigint_stops_a_long_flat_encode():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = data_path("tiktoken", "cl100k_base.tiktoken")
+    child = subprocess.Popen([sys.executable, "-c", FLAT_CHILD, str(path)], stdout=subprocess.PIPE, text=True)
+    results = []
+    try:
+        for line in child.stdout:
+            words = line.split()
+            if words[0] == "start":
+                time.sleep(0.5)
+                os.kill(child.pid, signal.SIGINT)
+            elif words[0] in ("interrupted", "finished"):
+                results.append(words)
+            elif words[0] == "done":
+                break
+    finally:
+        child.kill()
+        child.wait()
+    assert len(results) == 3, results
+    for words in results:
+        assert words[0] == "interrupted", f"{' '.join(words)} despite SIGINT"
+        _, before, after, same = words
+        assert after == before and same == "True", words  # the threads are gone, no partial result was cached
