@@ -113,6 +113,19 @@ def add_verbose_argument(p: argparse.ArgumentParser, *, default=False) -> None:
                    help=f"on failure, print the tracebacks too (or set {VERBOSE_ENV}=1)")  # fmt: skip
 
 
+def add_progress_argument(group) -> None:
+    """``--no-progress``: no live bars on a terminal (the stage lines stay); off a terminal there are none anyway."""
+    group.add_argument("--no-progress", action="store_true",
+                       help="no progress bars on the terminal (none are drawn when stderr is not a terminal)")  # fmt: skip
+
+
+def progress_reporter(args: argparse.Namespace):
+    """The Reporter of a pipeline command: bars on a terminal unless ``--no-progress``."""
+    from pipeline.launch.progress import Reporter
+
+    return Reporter(progress=not getattr(args, "no_progress", False))
+
+
 def is_verbose(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "verbose", False)) or os.environ.get(VERBOSE_ENV, "") not in ("", "0")
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.cli.common import (
+    BEAM_OPTIONS,
+    add_corpus_arguments,
+    add_progress_argument,
+    add_verbose_argument,
+    corpus_spec,
+    progress_reporter,
+)
 from pipeline.corpus.plan import CorpusError, InputSpec
 from pipeline.launch.settings import load_config, parse_vocab_sizes, train_settings
 
@@ -33,6 +40,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--from-counts", metavar="DIR", help="train from the counts/ of an earlier run (no pipeline)")
     out.add_argument("--count-shards", type=int, default=0, help="number of counts files (default: one per GiB of input)")
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
+    add_progress_argument(out)
     rep = p.add_argument_group("report (needs the report extra: pip install 'beam-bpe[report]')")
     rep.add_argument("--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png")
     rep.add_argument("--eval-fraction", type=float, metavar="F", help="share of the documents held out for the report, chosen by a hash of their id (default 0.01)")
@@ -88,7 +96,7 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
         from pipeline.report.render import check_report_extra
 
         check_report_extra()
-    manifest = run_train(job_from_args(args), beam_args)
+    manifest = run_train(job_from_args(args), beam_args, reporter=progress_reporter(args))
     what = "counted" if args.counts_only else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
     print(
         f"{what}: {manifest['documents_counted']} documents counted, {manifest['dead_letters']} dead letters, "

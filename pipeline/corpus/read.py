@@ -15,6 +15,7 @@ from apache_beam.metrics import Metrics
 from pipeline.corpus.plan import CorpusPlan, CorpusSpec
 from pipeline.corpus.readers import read_range
 from pipeline.corpus.records import CorpusRange, DeadLetterBatch, DocumentBatch
+from pipeline.launch.progress import active_channel
 
 NAMESPACE = "beam_bpe.read_corpus"
 
@@ -30,6 +31,7 @@ class ReadRangeFn(beam.DoFn):
         self.documents_ok = Metrics.counter(NAMESPACE, "documents_ok")
         self.dead_letters = Metrics.counter(NAMESPACE, "dead_letters")
         self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
+        self.progress = active_channel()  # the terminal's progress bar, where one is drawn (pipeline/launch/progress.py)
 
     def process(self, rng: CorpusRange) -> Iterator[DocumentBatch]:
         self.ranges.inc()
@@ -39,6 +41,7 @@ class ReadRangeFn(beam.DoFn):
             self.documents_ok.inc(len(batch.texts))
             self.dead_letters.inc(len(batch.dead_letters))
             self.bytes_read.inc(batch.bytes_read)
+            self.progress.batch(rng.index, documents=batch.documents_read, text_bytes=batch.bytes_read, last=batch.last)
             yield batch
 
 

@@ -44,7 +44,7 @@ def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Repo
         native_log.removeHandler(handler)
         native_log.setLevel(level)
         native_log.propagate = propagate
-    reporter.end_progress()
+    reporter.end_progress(len(tok.merges))
     return tok
 
 
