@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.cli.common import (
+    BEAM_OPTIONS,
+    add_corpus_arguments,
+    add_progress_argument,
+    add_verbose_argument,
+    corpus_spec,
+    progress_reporter,
+)
 from pipeline.corpus.plan import InputSpec
 
 EPILOG = f"With --input, {BEAM_OPTIONS}"
@@ -21,10 +28,13 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.allow_abbrev = False  # a Beam flag must never be taken for an abbreviation of ours
     p.epilog = EPILOG
     add_corpus_arguments(p, title="corpus (the encoding pipeline; same flags as train)",
-                         range_help="bytes per range of uncompressed text/JSONL: one output shard per range")  # fmt: skip
+                         range_help="bytes per range of uncompressed text/JSONL (the unit of parallelism; shards hold many)")  # fmt: skip
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
     out.add_argument("--shard-format", choices=("parquet", "megatron"), default="parquet")
+    out.add_argument("--shard-size", default="1GiB", metavar="SIZE",
+                     help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
+                     "ranges in input order, so about ceil(input bytes / SIZE) shards")  # fmt: skip
     out.add_argument("--prefix", default="tokens", help="shard file prefix: {prefix}-00000-of-00008.parquet (default: tokens)")
     out.add_argument("--bos", nargs="?", const="auto", metavar="TOKEN", help="add a BOS token to every document (the tokenizer's usual one, or TOKEN)")
     out.add_argument("--eos", nargs="?", const="auto", metavar="TOKEN", help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)")
@@ -32,6 +42,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
                      help="text spelling a special token: encoded as ordinary text (default) or as the control token")
     out.add_argument("--verify", action="store_true", help="decode every document back (streaming) and compare it with its text")
     out.add_argument("--overwrite", action="store_true", help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)")
+    add_progress_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
@@ -42,7 +53,7 @@ def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
 
 def job_from_args(args: argparse.Namespace):
     """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.launch.dataflow encode`` translates)."""
-    from pipeline.encode.job import EncodeJob, EncodeSettings  # imports Apache Beam: only for the pipeline
+    from pipeline.encode.job import EncodeJob, EncodeSettings, parse_size  # imports Apache Beam: only for the pipeline
 
     if args.text is not None:
         raise SystemExit("beam-bpe encode: give --text (one text) or --input (a corpus), not both")
@@ -66,6 +77,7 @@ def job_from_args(args: argparse.Namespace):
         corpus=corpus_spec(args),
         settings=settings,
         range_bytes=args.range_bytes,
+        shard_size=parse_size(args.shard_size),
         overwrite=args.overwrite,
     )
 
@@ -74,7 +86,7 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.encode.job import run_encode, summary_line
 
     job = job_from_args(args)
-    manifest = run_encode(job, beam_args)
+    manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
     return 0
 

@@ -4,8 +4,9 @@
     ReadCorpus -> EncodeDocuments -> WriteShards                       (Beam, any runner, one terminal branch)
     shard stats -> manifest.json -> COMPLETED                            (driver)
 
-One shard per input range, fixed by the plan before anything runs. A rerun into the same directory skips the
-shards that are complete and rewrites the rest; the result is byte-identical to an uninterrupted run. A directory
+Output shards of about ``--shard-size`` input bytes (as stored) each, made of consecutive ranges in input order and
+fixed by the plan before anything runs. A rerun into the same directory skips the shards that are complete and
+rewrites the rest; the result is byte-identical to an uninterrupted run. A directory
 holding (part of) a job with another tokenizer, input list or settings is refused: every run records the job's
 fingerprint in ``_shards/job.json`` before it writes anything, and every shard's stats file carries it.
 """
@@ -23,7 +24,7 @@ import apache_beam as beam
 import fsspec
 
 import bpe_core
-from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusRange, CorpusSpec, InputSpec, plan_corpus
 from pipeline.corpus.read import ReadCorpus
 from pipeline.encode import shards as shard_io
 from pipeline.encode.documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
@@ -32,10 +33,12 @@ from pipeline.encode.write import WriteShards
 from pipeline.launch.checks import check_launch
 from pipeline.launch.options import pipeline_options, runner_name
 from pipeline.launch.progress import Reporter
-from pipeline.storage.files import COMPLETED, MANIFEST, OutputError, exists, read_bytes, remove
+from pipeline.storage.files import COMPLETED, MANIFEST, OutputError, exists, glob, read_bytes, remove
 from pipeline.storage.manifest import finish_output
 
 JOB_FILE = "job.json"
+DEFAULT_SHARD_SIZE = 1 << 30
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 SUMMED = ("documents_read", "documents", "dead_letters", "tokens", "text_bytes", "verified")
 
 
@@ -72,10 +75,13 @@ class EncodeJob:
     corpus: CorpusSpec = field(default_factory=CorpusSpec)
     settings: EncodeSettings = field(default_factory=EncodeSettings)
     range_bytes: int = DEFAULT_RANGE_BYTES
+    shard_size: int = DEFAULT_SHARD_SIZE
     overwrite: bool = False
     fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
 
     def __post_init__(self) -> None:
+        if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, int) or self.shard_size < 1:
+            raise EncodeError(f"--shard-size must be a positive size such as 1GiB, 256MiB or 1000000, got {self.shard_size!r}")
         if not self.inputs:
             raise EncodeError("nothing to encode: pass --input PATH_OR_GLOB (repeatable)")
         inputs = tuple(InputSpec(_absolute(i.pattern), i.weight) for i in self.inputs)
@@ -109,8 +115,58 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     dtype = shard_io.shard_dtype(s.shard_format, tok.n_vocab)
     identity = job_identity(job, ref.digest, corpus, dataclasses.asdict(policy), dtype)
     fingerprint = sha256_json(identity)
-    layout = ShardLayout(job.out, s.prefix, len(corpus.ranges), s.shard_format, dtype, ref.digest, fingerprint)
+    range_to_shard = assign_shards(corpus.ranges, job.shard_size)
+    num_shards = range_to_shard[-1] + 1 if range_to_shard else 0
+    layout = ShardLayout(job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard)
     return EncodePlan(job, tok, ref, policy, corpus, identity, layout)
+
+
+def parse_size(text: str) -> int:
+    """``1GiB``, ``256MiB``, ``500MB`` or a number of bytes -> bytes; anything else raises EncodeError.
+
+    >>> parse_size("256MiB"), parse_size("1000")
+    (268435456, 1000)
+    """
+    value = str(text).strip().lower().replace(" ", "")
+    number = value.rstrip("kmgtib")
+    unit = value[len(number) :]
+    try:
+        size = float(number) * _SIZE_UNITS[unit]
+    except (KeyError, ValueError):
+        raise EncodeError(f"--shard-size must be a size such as 1GiB, 256MiB, 500MB or a number of bytes, got {text!r}") from None
+    if size < 1 or size != int(size):
+        raise EncodeError(f"--shard-size must be a whole number of bytes of at least 1, got {text!r}")
+    return int(size)
+
+
+def range_stored_bytes(ranges: list[CorpusRange]) -> list[int]:
+    """The input bytes of each range as stored: its byte span, a whole (compressed) file's size, or for a Parquet
+    row group its share of the file's size."""
+    groups: dict[str, int] = {}
+    for r in ranges:
+        if r.kind == "row_group":
+            groups[r.source] = groups.get(r.source, 0) + 1
+    sizes = {source: _file_size(source) // n for source, n in groups.items()}
+    return [sizes[r.source] if r.kind == "row_group" else r.end - r.start for r in ranges]
+
+
+def _file_size(source: str) -> int:
+    fs, path = fsspec.core.url_to_fs(source)
+    return int(fs.size(path))
+
+
+def assign_shards(ranges: list[CorpusRange], shard_size: int) -> tuple[int, ...]:
+    """The output shard of each range: consecutive ranges in input order, a new shard where the bytes before a
+    range reach the next multiple of ``shard_size``, numbered without gaps: ``ceil(bytes / shard_size)`` shards,
+    within one (ranges do not split)."""
+    shards: list[int] = []
+    done = 0
+    for size in range_stored_bytes(ranges):
+        slot = done // shard_size
+        shards.append(slot)
+        done += size
+    dense = {slot: i for i, slot in enumerate(sorted(set(shards)))}
+    return tuple(dense[s] for s in shards)
 
 
 def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: Reporter | None = None) -> dict:
@@ -128,18 +184,25 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
     if finished is not None:
         reporter.stage("done", out=job.out, already_complete=True)
-        return dict(finished, run={"runner": runner_name(beam_args), "seconds": 0.0, "shards_skipped": len(corpus.ranges), "already_complete": True})
+        return dict(finished, run={"runner": runner_name(beam_args), "seconds": 0.0, "shards_skipped": layout.num_shards, "already_complete": True})
     done = complete_shards(layout)
-    todo = [r for r in corpus.ranges if r.index not in done]
-    reporter.stage("resume", shards=len(corpus.ranges), complete=len(done), todo=len(todo))
+    todo = [r for r in corpus.ranges if layout.shard_of(r.index) not in done]
+    reporter.stage("resume", shards=layout.num_shards, complete=len(done), todo=layout.num_shards - len(done), ranges=len(todo))
     if todo:
-        _run_pipeline(dataclasses.replace(plan, corpus=CorpusPlan(corpus.files, todo)), beam_args)
+        sizes = {f.path: f.size for f in corpus.files}
+        with reporter.pipeline("encode", ranges=todo, file_sizes=sizes, beam_args=beam_args, shards=lambda: _shards_done(layout)):
+            _run_pipeline(dataclasses.replace(plan, corpus=CorpusPlan(corpus.files, todo)), beam_args)
     manifest = build_manifest(plan)
     finish_output(job.out, manifest)
     remove(layout.path(shard_io.TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
     reporter.stage("done", out=job.out, seconds=seconds)
     return dict(manifest, run={"runner": runner_name(beam_args), "seconds": seconds, "shards_skipped": len(done), "already_complete": False})
+
+
+def _shards_done(layout: ShardLayout) -> tuple[int, int]:
+    """(shards with a stats file, shards) for the progress bar: a listing, no file read."""
+    return len(glob(layout.path(shard_io.STATS_DIR, f"{layout.prefix}-*-of-*.json"))), layout.num_shards
 
 
 def build_encode_graph(pipeline: beam.Pipeline, plan: EncodePlan):
@@ -168,7 +231,7 @@ def job_identity(job: EncodeJob, tokenizer_digest: str, plan: CorpusPlan, policy
     """
     corpus = dataclasses.asdict(job.corpus)
     s = job.settings
-    settings = dict(corpus, range_bytes=job.range_bytes, shard_format=s.shard_format, prefix=s.prefix, verify=s.verify, dtype=dtype, **policy)
+    settings = dict(corpus, range_bytes=job.range_bytes, shard_size=job.shard_size, shard_format=s.shard_format, prefix=s.prefix, verify=s.verify, dtype=dtype, **policy)
     return {
         "tokenizer": {"digest": tokenizer_digest},
         "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
@@ -250,16 +313,19 @@ def build_manifest(plan: EncodePlan) -> dict:
     """The manifest from the shards' stats files (no times, no runner: a rerun writes the same bytes)."""
     layout, tok, job, identity, policy = plan.layout, plan.tok, plan.job, plan.identity, plan.policy
     shards = []
-    for rng in plan.corpus.ranges:
-        stats = shard_io.read_stats(layout, rng.index)
+    ranges = {r.index: r for r in plan.corpus.ranges}
+    for index in range(layout.num_shards):
+        stats = shard_io.read_stats(layout, index)
         if stats is None:
             raise RuntimeError(
-                f"the pipeline finished but shard {layout.name(rng.index)} is missing from {layout.out_dir}: the "
+                f"the pipeline finished but shard {layout.name(index)} is missing from {layout.out_dir}: the "
                 "runner did not run the writing step for it (see the runner notes in pipeline/launch/options.py); rerun "
                 "the same command to write the missing shards"
             )
-        rng_info = {"kind": rng.kind, "start": rng.start, "end": rng.end, "first_row": rng.first_row}
-        shards.append(dict({k: v for k, v in stats.items() if k != "fingerprint"}, range=rng_info))
+        for entry in stats["ranges"]:  # where each range is in its file, beside its counts
+            rng = ranges[entry["index"]]
+            entry.update(kind=rng.kind, start=rng.start, end=rng.end, first_row=rng.first_row)
+        shards.append({k: v for k, v in stats.items() if k != "fingerprint"})
     totals = {key: sum(s[key] for s in shards) for key in SUMMED}
     manifest = {
         "kind": "beam-bpe encode",
@@ -291,7 +357,7 @@ def _tokenizer_info(tok, path: str, pretokenizer_option: str | None, identity: d
 
 def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     by_source: dict[str, dict] = {}
-    for s in shards:
+    for s in (r for shard in shards for r in shard["ranges"]):
         acc = by_source.setdefault(s["source"], {"path": s["source"], "documents": 0, "text_bytes": 0, "tokens": 0})
         acc["documents"] += s["documents"]
         acc["text_bytes"] += s["text_bytes"]

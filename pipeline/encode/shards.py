@@ -9,9 +9,19 @@ Layout of an encoding ``--out DIR``::
     _shards/{prefix}-{i:05d}-of-{n:05d}.json             shard i is complete: its counts, files and their sha256
     manifest.json, COMPLETED                             written last, by the driver
 
-A shard is written from its part files (one per document batch, under ``_tmp/``) streaming, to a temporary name
-that is renamed when whole; its stats file is written after its data files, so a shard with a stats file is
-complete, and one without is rewritten by the next run. Nothing in these files depends on times or runners.
+Shards and ranges: the planner cuts the inputs into small ranges (the parallelism) and assigns consecutive ranges,
+in input order, to output shards of about ``--shard-size`` input bytes (``ShardLayout.range_to_shard``), before
+anything runs. A shard is written from its part files (one per document batch, under ``_tmp/``), range by range and
+batch by batch, streaming, to temporary names that are renamed when whole; its stats file (which names every range
+it holds) is written after its data files, so a shard with a stats file is complete, and one without is rewritten
+by the next run. Nothing in these files depends on times or runners.
+
+The per-format writer interface (what a new format module implements; see pipeline/encode/streams.py): a class
+made with the file prefix of one shard and the layout, with ``write(ids, offsets, **columns)`` once per document
+batch, in order (document i is ``ids[offsets[i]:offsets[i + 1]]``; ``columns`` are the per-document columns the
+class names in ``wants``, among ``doc_ids`` (Arrow strings), ``sources`` and ``positions`` (int64)) and
+``close() -> {file name: {"bytes", "sha256"}}``; leaving it by an exception (``abort``) leaves no file. A format's
+class goes into ``SHARD_WRITERS``.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from pipeline.encode import megatron
 from pipeline.storage.files import exists, open_atomic
 from pipeline.storage.files import read_bytes as read_file
 
-SHARD_FORMATS = ("parquet", "megatron")
+SHARD_FORMATS = ("parquet", "megatron")  # each with its writer class in SHARD_WRITERS
 STATS_DIR = "_shards"
 TMP_DIR = "_tmp"
 DEAD_DIR = "dead_letters"
@@ -70,6 +80,16 @@ class ShardLayout:
     dtype: str
     tokenizer_digest: str = ""
     fingerprint: str = ""
+    range_to_shard: tuple[int, ...] = ()  # the shard of each range (by range index); empty: one shard per range
+
+    def shard_of(self, range_index: int) -> int:
+        return self.range_to_shard[range_index] if self.range_to_shard else range_index
+
+    def ranges_of(self, index: int) -> list[int]:
+        """The range indices of shard ``index``, in input order."""
+        if not self.range_to_shard:
+            return [index]
+        return [r for r, s in enumerate(self.range_to_shard) if s == index]
 
     def name(self, index: int) -> str:
         return f"{self.prefix}-{index:05d}-of-{self.num_shards:05d}"
@@ -90,8 +110,9 @@ class ShardLayout:
     def dead_letters_path(self, index: int) -> str:
         return self.path(DEAD_DIR, self.name(index) + ".jsonl")
 
-    def part_path(self, index: int, batch_index: int) -> str:
-        return self.path(TMP_DIR, self.name(index), f"part-{batch_index:05d}.arrow")
+    def part_path(self, range_index: int, batch_index: int) -> str:
+        shard = self.name(self.shard_of(range_index))
+        return self.path(TMP_DIR, shard, f"part-{range_index:07d}-{batch_index:05d}.arrow")
 
 
 # ------------------------------------------------------------------ complete-or-absent writing
@@ -158,43 +179,119 @@ def parquet_schema(dtype: str, tokenizer_digest: str) -> pa.Schema:
     return pa.schema(fields, metadata={TOKENIZER_KEY: tokenizer_digest.encode()})
 
 
-def write_parquet_shard(layout: ShardLayout, index: int, parts: list[str], source: str, kind: str) -> dict:
-    """Stream the part files into ``{name}.parquet``, one row group per part; return ``{file: {bytes, sha256}}``."""
-    name = layout.name(index) + ".parquet"
-    schema = parquet_schema(layout.dtype, layout.tokenizer_digest)
-    with open_hashing(layout.path(name)) as f:
+class _ShardWriter:
+    """The shared part of the two built-in writers: files opened atomically and hashed, aborted on an exception."""
+
+    wants: tuple[str, ...] = ("doc_ids",)
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.files: dict[str, dict] = {}
+        self._streams: dict[str, _HashingWriter] = {}
+
+    def _open(self, path: str) -> _HashingWriter:
+        stream = self._stack.enter_context(open_hashing(path))
+        self._streams[posixpath.basename(path.replace("\\", "/"))] = stream
+        return stream
+
+    def close(self) -> dict[str, dict]:
+        """Finish and rename the files (once); their sizes and sha256."""
+        if not self.files:
+            self._finish()
+            self._stack.close()
+            self.files = {name: {"bytes": f.size, "sha256": f.sha.hexdigest()} for name, f in self._streams.items()}
+        return self.files
+
+    def _finish(self) -> None:
+        """What a format writes last (an index, a footer); nothing by default."""
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        exc = exc or RuntimeError("shard writer aborted")
+        self._stack.__exit__(type(exc), exc, exc.__traceback__)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            self.close()
+        else:
+            self.abort(exc)
+        return False
+
+
+class ParquetShardWriter(_ShardWriter):
+    """``{prefix}.parquet``: ``doc_id``, ``tokens`` (the list column made from the flat buffers in place),
+    ``num_tokens``; one row group per batch written."""
+
+    def __init__(self, prefix: str, layout: ShardLayout) -> None:
+        super().__init__()
+        self.schema = parquet_schema(layout.dtype, layout.tokenizer_digest)
+        f = self._open(prefix + ".parquet")
         # no dictionary: ids and doc ids barely repeat within a page (15% smaller files, as fast, measured on cl100k)
-        with pq.ParquetWriter(f, schema, compression="zstd", use_dictionary=False) as writer:
-            for part in parts:
-                table = read_part(part)
-                if table.num_rows == 0:
-                    continue
-                doc_ids = document_ids(source, kind, table.column("position"))
-                tokens = table.column("tokens").combine_chunks().cast(schema.field("tokens").type)
-                writer.write_table(pa.Table.from_arrays([doc_ids, tokens, table.column("num_tokens")], schema=schema))
-    return {name: {"bytes": f.size, "sha256": f.sha.hexdigest()}}
+        self._writer = self._stack.enter_context(pq.ParquetWriter(f, self.schema, compression="zstd", use_dictionary=False))
+
+    def write(self, ids: np.ndarray, offsets: np.ndarray, *, doc_ids: pa.Array) -> None:
+        if len(offsets) <= 1:
+            return
+        tokens = tokens_array(offsets, ids).cast(self.schema.field("tokens").type)
+        num_tokens = pa.array(np.diff(offsets))
+        self._writer.write_table(pa.Table.from_arrays([doc_ids, tokens, num_tokens], schema=self.schema))
 
 
-def write_megatron_shard(layout: ShardLayout, index: int, parts: list[str]) -> dict:
-    """Stream the part files into ``{name}.bin``, then write ``{name}.idx`` and ``{name}.positions.npy``."""
-    name = layout.name(index)
-    dtype = np.dtype(layout.dtype)
-    lengths, positions = [], []
-    with open_hashing(layout.path(name + ".bin")) as f:
-        for part in parts:
-            table = read_part(part)
-            values = table.column("tokens").combine_chunks().values.to_numpy(zero_copy_only=False)
-            f.write(np.ascontiguousarray(values, dtype=dtype.newbyteorder("<")).tobytes())
-            lengths.append(table.column("num_tokens").to_numpy())
-            positions.append(table.column("position").to_numpy())
-        if f.size == 0:
+class MegatronShardWriter(_ShardWriter):
+    """``{prefix}.bin`` streamed from the flat ids, then ``{prefix}.idx`` and ``{prefix}.positions.npy`` from the
+    lengths and positions kept meanwhile (12 bytes per document)."""
+
+    wants = ("positions",)
+
+    def __init__(self, prefix: str, layout: ShardLayout) -> None:
+        super().__init__()
+        self.prefix, self.dtype = prefix, np.dtype(layout.dtype)
+        self._bin = self._open(prefix + ".bin")
+        self._lengths: list[np.ndarray] = []
+        self._positions: list[np.ndarray] = []
+
+    def write(self, ids: np.ndarray, offsets: np.ndarray, *, positions: np.ndarray) -> None:
+        self._bin.write(np.ascontiguousarray(ids[offsets[0] : offsets[-1]], dtype=self.dtype.newbyteorder("<")).tobytes())
+        self._lengths.append(np.diff(offsets))
+        self._positions.append(np.asarray(positions, np.int64))
+
+    def _finish(self) -> None:
+        if self._bin.size == 0:
             # numpy (and so Megatron) cannot map an empty file: an empty shard holds one zero no sequence points to
-            f.write(np.zeros(1, dtype=dtype).tobytes())
-    files = {name + ".bin": {"bytes": f.size, "sha256": f.sha.hexdigest()}}
-    index_file = megatron.MegatronIndex.from_lengths(dtype.type, np.concatenate(lengths) if lengths else [])
-    files[name + ".idx"] = write_file(layout.path(name + ".idx"), index_file.to_bytes())
-    files[name + ".positions.npy"] = write_file(layout.path(name + ".positions.npy"), _npy(np.concatenate(positions) if positions else np.zeros(0, np.int64)))
-    return files
+            self._bin.write(np.zeros(1, dtype=self.dtype).tobytes())
+        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        self._open(self.prefix + ".idx").write(megatron.MegatronIndex.from_lengths(self.dtype.type, lengths).to_bytes())
+        positions = np.concatenate(self._positions) if self._positions else np.zeros(0, np.int64)
+        self._open(self.prefix + ".positions.npy").write(_npy(positions))
+
+
+SHARD_WRITERS = {"parquet": ParquetShardWriter, "megatron": MegatronShardWriter}
+
+
+def write_shard(layout: ShardLayout, index: int, parts: list[tuple[str, str, str]]) -> dict:
+    """Stream the part files ``(path, source, position_kind)``, in order, into shard ``index`` with its format's
+    writer; return ``{file: {bytes, sha256}}``."""
+    writer_class = SHARD_WRITERS[layout.shard_format]
+    wants = getattr(writer_class, "wants", ("doc_ids", "sources"))
+    with writer_class(layout.path(layout.name(index)), layout) as writer:
+        for path, source, kind in parts:
+            table = read_part(path)
+            tokens = table.column("tokens").combine_chunks()
+            ids = tokens.values.to_numpy(zero_copy_only=False)
+            offsets = tokens.offsets.to_numpy().astype(np.int64, copy=False)
+            positions = table.column("position").combine_chunks()
+            writer.write(ids, offsets, **{name: _column(name, source, kind, positions) for name in wants})
+    return writer.close()  # already closed by the with block: the same stats
+
+
+def _column(name: str, source: str, kind: str, positions: pa.Array):
+    if name == "doc_ids":
+        return document_ids(source, kind, positions)
+    if name == "sources":
+        return [source] * len(positions)
+    return positions.to_numpy()
 
 
 def _npy(array: np.ndarray) -> bytes:
@@ -258,8 +355,9 @@ def iter_shard(out_dir: str, shard: dict, shard_format: str) -> Iterator[tuple[s
     reader = megatron.MegatronReader(layout.path(shard["name"]))
     with fsspec.open(layout.path(shard["name"] + ".positions.npy"), "rb") as f:
         positions = np.load(io.BytesIO(f.read()), allow_pickle=False).tolist()
-    for position, ids in zip(positions, reader, strict=True):
-        yield document_id(shard["source"], shard["position_kind"], position), ids
+    sources = [r["source"] for r in shard["ranges"] for _ in range(r["documents"])]  # the ranges, in order
+    for position, source, ids in zip(positions, sources, reader, strict=True):
+        yield document_id(source, shard["position_kind"], position), ids
 
 
 def _refuse_unsafe_name(out_dir: str, name: object) -> None:
@@ -317,14 +415,16 @@ def _canonical_id(doc: str) -> str:
 
 
 def _shards_that_may_hold(shards: list[dict], doc: str) -> list[dict]:
-    """Shards whose range can hold the document id, from the source and position in the id."""
+    """Shards with a range that can hold the document id, from the source and position in the id (the manifest
+    names every range of every shard)."""
     out = []
     for shard in shards:
         sep = "@" if shard["position_kind"] == OFFSET else "#"
         source, found, position = doc.rpartition(sep)
-        if not found or source != shard["source"] or not position.isdigit():
+        if not found or not position.isdigit():
             continue
-        rng, p = shard["range"], int(position)
-        if rng["kind"] != "bytes" or rng["start"] <= p < rng["end"]:  # a line belongs to the range of its first byte
+        p = int(position)
+        # a line belongs to the range of its first byte
+        if any(r["source"] == source and (r["kind"] != "bytes" or r["start"] <= p < r["end"]) for r in shard["ranges"]):
             out.append(shard)
-    return out or [s for s in shards if doc.startswith(s["source"])]
+    return out or [s for s in shards if any(doc.startswith(r["source"]) for r in s["ranges"])]

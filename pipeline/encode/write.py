@@ -1,11 +1,13 @@
-"""Stage: write the token-id shards, one per input range: the encoding pipeline's one terminal branch.
+"""Stage: write the token-id shards (each holding consecutive ranges): the encoding pipeline's one terminal branch.
 
-    EncodedBatch -> WritePart (one Arrow part file per batch, under _tmp/) -> (range, PartInfo)
-                 -> GroupByKey(range) -> FinalizeShard (parts in batch order -> shard files, dead letters, stats)
+    EncodedBatch -> WritePart (one Arrow part file per batch, under _tmp/) -> (shard, PartInfo)
+                 -> GroupByKey(shard) -> FinalizeShard (parts in range and batch order -> shard files, dead letters,
+                                                         stats naming every range)
 
-Only small ``PartInfo`` records go through the shuffle, never the tokens, so a range of any size (a whole
-compressed file is one range) is written with memory bounded by one batch, on every runner: the Dask runner keeps
-every collection in memory. Every write goes to a temporary name first and a shard's stats file is written last,
+Only small ``PartInfo`` records go through the shuffle, never the tokens, so a shard of any size is written with
+memory bounded by one batch, on every runner: the Dask runner keeps every collection in memory. The parts are the
+price of that (measured in benchmarks/bench_scale.py): a shard's ranges are encoded in parallel on any worker, so
+their ids must wait somewhere until the shard can be written in order. Every write goes to a temporary name first and a shard's stats file is written last,
 so a retried bundle or a rerun produces the same files and never a half file; a finalizer that finds its shard
 already complete (a retry) only reports it.
 """
@@ -26,8 +28,7 @@ from pipeline.encode.shards import (
     read_stats,
     write_dead_letters,
     write_file,
-    write_megatron_shard,
-    write_parquet_shard,
+    write_shard,
     write_stats,
 )
 from pipeline.storage.files import remove
@@ -38,6 +39,7 @@ NAMESPACE = "beam_bpe.write_shards"
 class PartInfo(NamedTuple):
     """What the finalizer needs to know of one written part: small, it goes through the shuffle."""
 
+    range_index: int
     batch_index: int
     last: bool
     source: str
@@ -59,7 +61,7 @@ class ShardWritten(NamedTuple):
 
 
 class WritePartFn(beam.DoFn):
-    """Encoded batch -> its part file (deterministic name: a retry writes the same bytes) -> ``(range, PartInfo)``."""
+    """Encoded batch -> its part file (deterministic name: a retry writes the same bytes) -> ``(shard, PartInfo)``."""
 
     def __init__(self, layout: ShardLayout) -> None:
         self.layout = layout
@@ -74,14 +76,14 @@ class WritePartFn(beam.DoFn):
             self.parts.inc()
             self.part_bytes.inc(written["bytes"])
         info = PartInfo(
-            batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
+            batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
             len(batch.positions), int(batch.offsets[-1]), batch.text_bytes, batch.verified, batch.dead_letters, path,
         )  # fmt: skip
-        yield batch.range_index, info
+        yield self.layout.shard_of(batch.range_index), info
 
 
 class FinalizeShardFn(beam.DoFn):
-    """``(range, [PartInfo])`` -> the shard's files, its dead letters and its stats file -> ``ShardWritten``.
+    """``(shard, [PartInfo])`` -> the shard's files, its dead letters and its stats file -> ``ShardWritten``.
 
     ``fail_at_shard`` is a test-only fault hook: the finalizer of that shard raises before writing anything.
     """
@@ -101,28 +103,23 @@ class FinalizeShardFn(beam.DoFn):
             return
         if index == self.fail_at_shard:
             raise RuntimeError(f"test fault: FinalizeShard fails at shard {index} (fail_at_shard)")
-        parts = _in_order(index, list(infos))
+        parts = _in_order(index, list(infos), self.layout.ranges_of(index))
         yield ShardWritten(index, self._write(index, parts))
 
     def _write(self, index: int, parts: list[PartInfo]) -> dict:
-        layout, first = self.layout, parts[0]
-        paths = [p.path for p in parts if p.path]
-        if layout.shard_format == "parquet":
-            files = write_parquet_shard(layout, index, paths, first.source, first.position_kind)
-        else:
-            files = write_megatron_shard(layout, index, paths)
+        layout = self.layout
+        files = write_shard(layout, index, [(p.path, p.source, p.position_kind) for p in parts if p.path])
         dead = [d for p in parts for d in p.dead_letters]
         files.update(write_dead_letters(layout, index, dead))
         stats = {
             "index": index,
             "name": layout.name(index),
             "fingerprint": layout.fingerprint,
-            "source": first.source,
-            "position_kind": first.position_kind,
+            "position_kind": parts[0].position_kind,
             "files": files,
             "batches": len(parts),
-            **{key: sum(getattr(p, key) for p in parts) for key in ("documents_read", "documents", "tokens", "text_bytes", "verified")},
-            "dead_letters": len(dead),
+            **_sums(parts),
+            "ranges": [dict(_sums(rp), index=r, source=rp[0].source) for r, rp in _by_range(parts)],
         }
         write_stats(layout, index, stats)  # last: from here on the shard is complete
         remove(layout.path("_tmp", layout.name(index)))
@@ -131,20 +128,44 @@ class FinalizeShardFn(beam.DoFn):
         return stats
 
 
-def _in_order(index: int, parts: list[PartInfo]) -> list[PartInfo]:
-    """The parts sorted by batch index, checked to be exactly 0..k with the last one marked last."""
-    parts.sort(key=lambda p: p.batch_index)
-    indices = [p.batch_index for p in parts]
-    if indices != list(range(len(parts))) or not parts[-1].last or any(p.last for p in parts[:-1]):
+SUMS = ("documents_read", "documents", "tokens", "text_bytes", "verified")
+
+
+def _sums(parts: list[PartInfo]) -> dict:
+    return dict({key: sum(getattr(p, key) for p in parts) for key in SUMS}, dead_letters=sum(len(p.dead_letters) for p in parts))
+
+
+def _by_range(parts: list[PartInfo]) -> list[tuple[int, list[PartInfo]]]:
+    out: list[tuple[int, list[PartInfo]]] = []
+    for p in parts:
+        if not out or out[-1][0] != p.range_index:
+            out.append((p.range_index, []))
+        out[-1][1].append(p)
+    return out
+
+
+def _in_order(index: int, parts: list[PartInfo], ranges: list[int]) -> list[PartInfo]:
+    """The parts sorted by range and batch, checked to be, for each of the shard's ranges, batches 0..k with only
+    the last one marked last."""
+    parts.sort(key=lambda p: (p.range_index, p.batch_index))
+    got = _by_range(parts)
+    for r, rp in got:
+        indices = [p.batch_index for p in rp]
+        if indices != list(range(len(rp))) or not rp[-1].last or any(p.last for p in rp[:-1]):
+            raise RuntimeError(
+                f"shard {index}, range {r}: got the parts {indices} (last: {[p.last for p in rp]}), expected 0..k with "
+                "only k marked last: a batch was lost or duplicated on the way; this is a bug, please report it"
+            )
+    if [r for r, _ in got] != ranges:
         raise RuntimeError(
-            f"shard {index}: got the parts {indices} (last: {[p.last for p in parts]}), expected 0..k with only k "
-            "marked last: a batch was lost or duplicated on the way; this is a bug, please report it"
+            f"shard {index}: got parts of the ranges {[r for r, _ in got]}, expected {ranges}: a range was lost on the "
+            "way; this is a bug, please report it"
         )
     return parts
 
 
 class WriteShards(beam.PTransform):
-    """``PCollection[EncodedBatch] -> PCollection[ShardWritten]``: one shard per input range, documents in order.
+    """``PCollection[EncodedBatch] -> PCollection[ShardWritten]``: each shard from its ranges, documents in order.
 
     >>> written = encoded | "WriteShards" >> WriteShards(layout)  # doctest: +SKIP
     """

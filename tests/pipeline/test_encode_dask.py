@@ -26,7 +26,7 @@ def test_encode_on_dask_gives_the_same_shards_as_in_process(cluster, r50k_file, 
     bad = tmp_path / "in" / "part-3.jsonl"
     bad.write_bytes(b'{"text": "good"}\n{broken\n')
     inputs.append(bad)
-    flags = ("--shard-format", shard_format, "--eos", "--verify")
+    flags = ("--shard-format", shard_format, "--eos", "--verify", "--shard-size", "1")  # one shard per range
     assert encode_cli(r50k_file, inputs, tmp_path / "local", *flags) == 0
     with distributed.Client(cluster.scheduler_address) as client, distributed.get_task_stream(client) as tasks:
         assert encode_cli(r50k_file, inputs, tmp_path / "dask", *flags, "--runner", "DaskRunner",

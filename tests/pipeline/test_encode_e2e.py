@@ -54,7 +54,7 @@ def write_inputs(root: Path, docs: list[str], n: int = 3) -> list[Path]:
 
 
 def encode_cli(tokenizer: str, inputs: list[Path], out: Path, *extra) -> int:
-    args = ["encode", "--tokenizer", tokenizer, "--out", out, "--range-bytes", 20000]
+    args = ["encode", "--tokenizer", tokenizer, "--out", out, "--range-bytes", 20000, "--shard-size", 40000]
     for path in inputs:
         args += ["--input", path]
     return run_cli(*args, *extra)
@@ -106,6 +106,9 @@ def test_parquet_shards_hold_the_library_ids_with_eos_in_input_order(parquet_run
     assert m["documents_read"] == m["documents_written"] == m["verified"] == len(docs) and m["dead_letters"] == 0
     assert m["tokens"] == sum(len(ids) for _, ids in got) == sum(s["tokens"] for s in m["shards"])
     assert len(m["shards"]) >= 4 and (parquet_run / "COMPLETED").exists()
+    stored = sum(r["end"] - r["start"] for s in m["shards"] for r in s["ranges"])  # --shard-size 40000: ranges grouped
+    assert any(len(s["ranges"]) > 1 for s in m["shards"]) and abs(len(m["shards"]) - -(-stored // 40000)) <= 1
+    assert [r["index"] for s in m["shards"] for r in s["ranges"]] == list(range(sum(len(s["ranges"]) for s in m["shards"])))
     table = pq.read_table(parquet_run / m["shards"][0]["files"].popitem()[0])
     assert table.schema.field("tokens").type == pa.list_(pa.uint16()) and table.column_names == ["doc_id", "tokens", "num_tokens"]
     assert table.column("num_tokens").to_pylist() == [len(t) for t in table.column("tokens").to_pylist()]
@@ -157,7 +160,7 @@ def test_resume_rewrites_only_the_missing_shards_byte_identically(parquet_run, r
         (out / f"{name}.parquet").write_bytes(b"half a file")
     (out / "COMPLETED").unlink()
     kept = {p: p.stat().st_mtime_ns for p in out.glob("*.parquet") if p.stem not in lost}
-    manifest_out = run_encode(EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"), EncodeSettings(eos="auto", verify=True), range_bytes=20000))
+    manifest_out = run_encode(EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"), EncodeSettings(eos="auto", verify=True), range_bytes=20000, shard_size=40000))
     assert manifest_out["run"]["shards_skipped"] == len(names) - 2
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     assert files_of(out) == reference
@@ -165,7 +168,7 @@ def test_resume_rewrites_only_the_missing_shards_byte_identically(parquet_run, r
 
 def test_a_job_interrupted_by_a_failing_shard_then_rerun_equals_an_uninterrupted_run(parquet_run, r50k_file, inputs, tmp_path):
     out = tmp_path / "out"
-    job = EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), settings=EncodeSettings(eos="auto", verify=True), range_bytes=20000, fail_at_shard=2)
+    job = EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), settings=EncodeSettings(eos="auto", verify=True), range_bytes=20000, shard_size=40000, fail_at_shard=2)
     with pytest.raises(Exception, match="test fault"):
         run_encode(job)
     assert not (out / "COMPLETED").exists() and not (out / "manifest.json").exists()

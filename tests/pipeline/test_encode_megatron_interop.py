@@ -46,7 +46,7 @@ def test_megatron_indexed_dataset_reads_our_shards(vocab, r50k_file, tmp_path): 
         enc = openai_encoding("cl100k")
         args, expected, dtype = (enc["path"], "--pretokenizer", "cl100k"), tiktoken_openai("cl100k").encode_ordinary_batch(docs), "int32"
     extra = ("--eos",) if vocab == "r50k" else ()
-    assert encode_cli(args[0], [*inputs, empty], tmp_path / "out", "--shard-format", "megatron", *args[1:], *extra) == 0
+    assert encode_cli(args[0], [*inputs, empty], tmp_path / "out", "--shard-format", "megatron", "--shard-size", "1", *args[1:], *extra) == 0
     got = []
     for shard in manifest(tmp_path / "out")["shards"]:
         dataset = IndexedDataset(str(tmp_path / "out" / shard["name"]))

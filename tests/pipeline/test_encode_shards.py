@@ -56,6 +56,25 @@ def test_write_shards_stage_writes_one_shard_per_range_with_documents_in_order(t
     assert (tmp_path / "dead_letters" / "tok-00001-of-00003.jsonl").read_text().count("\n") == 1
 
 
+@pytest.mark.parametrize("shard_format", ["parquet", "megatron"])
+def test_a_shard_of_several_ranges_holds_them_in_input_order_and_names_each(tmp_path, shard_format):
+    dtype = shard_dtype(shard_format, 50257)
+    layout = ShardLayout(str(tmp_path), "tok", 2, shard_format, dtype, "ab" * 32, "fp", range_to_shard=(0, 0, 0, 1))
+    batches = {(r, b): _docs(10 * r + b, 5, 50257) for r in range(4) for b in range(2 if r == 1 else 1)}
+    elements = [_encoded(r, b, b == (1 if r == 1 else 0), docs, dtype) for (r, b), docs in batches.items()]
+    random.Random(1).shuffle(elements)
+    with TestPipeline(runner="FnApiRunner") as p:
+        written = p | beam.Create(elements) | WriteShards(layout)
+        assert_that(written | beam.Map(lambda w: (w.index, w.stats["documents"])), equal_to([(0, 20), (1, 5)]))
+    expected = [d for r in range(3) for b in range(2 if r == 1 else 1) for d in batches[(r, b)]]
+    assert _read(tmp_path, layout, 0) == expected and _read(tmp_path, layout, 1) == batches[(3, 0)]
+    ranges = read_stats(layout, 0)["ranges"]
+    assert [(r["index"], r["source"], r["documents"]) for r in ranges] == [(r, f"/data/src-{r}.jsonl", 10 if r == 1 else 5) for r in range(3)]
+    if shard_format == "parquet":  # every document's id names its own source
+        ids = pq.read_table(tmp_path / "tok-00000-of-00002.parquet").column("doc_id").to_pylist()
+        assert ids[0] == "/data/src-0.jsonl@0" and ids[5] == "/data/src-1.jsonl@0" and ids[-1] == "/data/src-2.jsonl@400"
+
+
 def _read(root, layout: ShardLayout, index: int) -> list[list[int]]:
     name = layout.name(index)
     if layout.shard_format == "parquet":
@@ -78,8 +97,8 @@ def test_finalizer_is_idempotent_and_refuses_missing_parts(tmp_path):
     (again,) = list(fn.process((key, [info])))  # a retried bundle: the part files are gone, the shard is complete
     assert again == first and (tmp_path / "t-00000-of-00001.parquet").stat().st_mtime_ns == mtime
     other = ShardLayout(str(tmp_path / "o"), "t", 1, "parquet", "uint16", "", "fp")
-    stray = PartInfo(1, True, "s", "offset", 0, 0, 0, 0, 0, [], "")
-    with pytest.raises(RuntimeError, match=r"got the parts \[1\]"):
+    stray = PartInfo(0, 1, True, "s", "offset", 0, 0, 0, 0, 0, [], "")
+    with pytest.raises(RuntimeError, match=r"range 0: got the parts \[1\]"):
         list(FinalizeShardFn(other).process((0, [stray])))
 
 

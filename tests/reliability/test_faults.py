@@ -70,7 +70,7 @@ def train_args(inputs: list[Path], out: Path) -> list[str]:
 
 
 def encode_args(tokenizer: str, inputs: list[Path], out: Path) -> list[str]:
-    args = ["encode", "--tokenizer", tokenizer, "--eos", "--verify", "--range-bytes", "20000", "--out", str(out)]
+    args = ["encode", "--tokenizer", tokenizer, "--eos", "--verify", "--range-bytes", "20000", "--shard-size", "20000", "--out", str(out)]
     return args + [a for p in inputs for a in ("--input", str(p))]
 
 
@@ -213,7 +213,7 @@ def test_a_stage_raising_at_a_chosen_element(
     out = tmp_path / "out"
     if fault == "fail_at_shard=2":  # the pipeline's own test-only hook (FinalizeShardFn)
         job = EncodeJob(r50k_artifact, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"),
-                        EncodeSettings(eos="auto", verify=True), range_bytes=20000, fail_at_shard=2)  # fmt: skip
+                        EncodeSettings(eos="auto", verify=True), range_bytes=20000, shard_size=20000, fail_at_shard=2)  # fmt: skip
         with pytest.raises(Exception, match=FAULT) as err:
             run_encode(job)
         error = f"{type(err.value).__name__}: {err.value}"

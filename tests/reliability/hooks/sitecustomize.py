@@ -51,7 +51,14 @@ def _install() -> None:
         _maybe_die(texts)
         return encode_ordinary_batch(self, texts, **kwargs)
 
-    Tokenizer.encode_ordinary_batch = encoding  # what the encoding pipeline's default policy calls
+    Tokenizer.encode_ordinary_batch = encoding
+    encode_ordinary_flat = Tokenizer.encode_ordinary_flat
+
+    def encoding_flat(self, texts, **kwargs):
+        _maybe_die(texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts))
+        return encode_ordinary_flat(self, texts, **kwargs)
+
+    Tokenizer.encode_ordinary_flat = encoding_flat  # what the encoding pipeline's default policy calls (Arrow texts)
 
 
 if _KILL_DIR:
