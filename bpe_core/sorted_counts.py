@@ -149,6 +149,10 @@ class ChunkTable:
     def keep_top(self, max_chunks: int) -> None:
         self._table.keep_top(max_chunks)
 
+    def reserve(self, rows: int, data_bytes: int) -> None:
+        """Room for ``rows`` chunks of ``data_bytes`` in all (a hint: growth beyond it still works)."""
+        self._table.reserve(rows, data_bytes)
+
     def __len__(self) -> int:
         return len(self._table)
 

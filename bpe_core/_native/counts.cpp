@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <queue>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,15 @@ std::array<uint32_t, 256> make_crc_table() {
     return t;
 }
 const std::array<uint32_t, 256> kCrcTable = make_crc_table();
+// The first 8 bytes as a big-endian integer (zero padded): comparing it orders most chunks without a memcmp
+// (sorting a batch's 100k chunks and merging 16 tables: see the commit message for the figures).
+inline uint64_t prefix_of(const uint8_t* p, size_t n) {
+    uint8_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(b, p, n < 8 ? n : 8);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | b[i];
+    return v;
+}
 }  // namespace
 
 uint32_t crc32_of(const uint8_t* p, size_t n) {
@@ -38,6 +48,7 @@ void CountsColumns::push(const uint8_t* p, size_t n, int64_t c) {
 std::vector<CountsColumns> sorted_shards(const CountMap& map, uint32_t num_shards, int64_t weight,
                                          unsigned __int128* occurrences) {
     struct Row {
+        uint64_t prefix;
         const uint8_t* p;
         uint32_t len;
         uint32_t shard;
@@ -52,10 +63,12 @@ std::vector<CountsColumns> sorted_shards(const CountMap& map, uint32_t num_shard
             throw std::overflow_error("a chunk count times its source weight exceeds int64: lower the weights");
         if (n > 0xFFFFFFFFull) throw std::length_error("a chunk longer than 4 GiB");
         total += static_cast<uint64_t>(weighted);
-        rows.push_back(Row{p, static_cast<uint32_t>(n), num_shards > 1 ? crc32_of(p, n) % num_shards : 0, weighted});
+        const uint32_t shard = num_shards > 1 ? crc32_of(p, n) % num_shards : 0;
+        rows.push_back(Row{prefix_of(p, n), p, static_cast<uint32_t>(n), shard, weighted});
     });
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
         if (a.shard != b.shard) return a.shard < b.shard;
+        if (a.prefix != b.prefix) return a.prefix < b.prefix;
         return compare_bytes(a.p, a.len, b.p, b.len) < 0;
     });
     std::vector<CountsColumns> out(num_shards);
@@ -78,19 +91,26 @@ CountsColumns merge_sorted(const std::vector<CountsView>& parts) {
     out.offsets.reserve(rows + 1);
     out.counts.reserve(rows);
     out.data.reserve(std::min<size_t>(bytes, 0x7FFFFFFF));
-    // (part, row) cursors in a min-heap on the chunk bytes; ties by part index (the sum does not depend on it).
-    auto greater = [&](const std::pair<size_t, size_t>& a, const std::pair<size_t, size_t>& b) {
-        const CountsView &va = parts[a.first], &vb = parts[b.first];
-        int c = compare_bytes(va.chunk(a.second), va.len(a.second), vb.chunk(b.second), vb.len(b.second));
-        return c != 0 ? c > 0 : a.first > b.first;
+    // (prefix, part, row) cursors in a min-heap on the chunk bytes; ties by part index (the sum does not depend on it).
+    struct Cursor {
+        uint64_t prefix;
+        size_t part;
+        size_t row;
     };
-    std::priority_queue<std::pair<size_t, size_t>, std::vector<std::pair<size_t, size_t>>, decltype(greater)> heap(
-        greater);
+    auto greater = [&](const Cursor& a, const Cursor& b) {
+        if (a.prefix != b.prefix) return a.prefix > b.prefix;
+        const CountsView &va = parts[a.part], &vb = parts[b.part];
+        int c = compare_bytes(va.chunk(a.row), va.len(a.row), vb.chunk(b.row), vb.len(b.row));
+        return c != 0 ? c > 0 : a.part > b.part;
+    };
+    auto cursor = [&](size_t k, size_t i) { return Cursor{prefix_of(parts[k].chunk(i), parts[k].len(i)), k, i}; };
+    std::priority_queue<Cursor, std::vector<Cursor>, decltype(greater)> heap(greater);
     for (size_t k = 0; k < parts.size(); ++k)
-        if (parts[k].n) heap.emplace(k, 0);
+        if (parts[k].n) heap.push(cursor(k, 0));
     while (!heap.empty()) {
-        auto [k, i] = heap.top();
+        const Cursor top = heap.top();
         heap.pop();
+        const size_t k = top.part, i = top.row;
         const CountsView& v = parts[k];
         const uint8_t* p = v.chunk(i);
         const size_t n = v.len(i);
@@ -104,7 +124,7 @@ CountsColumns merge_sorted(const std::vector<CountsView>& parts) {
         } else {
             out.push(p, n, v.counts[i]);
         }
-        if (i + 1 < v.n) heap.emplace(k, i + 1);
+        if (i + 1 < v.n) heap.push(cursor(k, i + 1));
     }
     return out;
 }

@@ -120,6 +120,8 @@ void bind_counts(nb::module_& m) {
         .def("add", &PyChunkTable::add, nb::arg("offsets"), nb::arg("data"), nb::arg("counts"), nb::arg("shard"),
              nb::arg("num_shards"), nb::arg("min_count"))
         .def("keep_top", &PyChunkTable::keep_top, nb::arg("max_chunks"))
+        .def("reserve", [](PyChunkTable& t, uint64_t rows, uint64_t bytes) { t.table_.reserve(rows, bytes); },
+             nb::arg("rows"), nb::arg("data_bytes"))
         .def("__len__", [](const PyChunkTable& t) { return t.table_.size(); })
         .def("min_count_kept", [](const PyChunkTable& t) { return t.table_.min_count_kept(); })
         .def("count_equal", [](const PyChunkTable& t, int64_t v) { return t.table_.count_equal(v); })

@@ -825,7 +825,9 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), static_cast<int64_t>(c), &weight) ||
             __builtin_add_overflow(total, weight, &total))
             raise_overflow("the chunk counts add up to more than 2**63 pairs");
-        w.words.push_back(Words::Word{w.toks.size(), static_cast<int64_t>(c), static_cast<uint32_t>(n)});
+        if (n > Words::kMaxLen || w.toks.size() + n > Words::kMaxStart)  // train() runs the reference instead
+            raise_overflow("the native merge loop takes chunks of at most 16 MiB and 2**40 bytes in all");
+        w.words.push_back(Words::Word{w.toks.size(), n, static_cast<int64_t>(c)});
         w.toks.insert(w.toks.end(), p, p + n);
     });
     return run_merge_loop(std::move(w), budget, min_count, tie_break, hf_rank, progress);

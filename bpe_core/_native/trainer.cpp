@@ -22,7 +22,7 @@ uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens) {
     uint64_t pair_occurrences = n_tokens > n_words ? n_tokens - n_words : 0;
     uint64_t distinct = std::min<uint64_t>(pair_occurrences, (uint64_t(1) << 16) + pair_occurrences / 8);
     return 4 * n_tokens                // token array
-           + 24 * n_words              // start, count, length per word
+           + 16 * n_words              // start and length, count per word
            + 8 * pair_occurrences      // word lists, with their growth slack and later appends
            + 120 * distinct            // pair table, heap, word-list headers
            + (uint64_t(64) << 20);     // vocabulary, merges and allocator slack
@@ -127,7 +127,9 @@ Words ChunkTable::take_words() {
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), c, &weight) ||
             __builtin_add_overflow(total, weight, &total))
             throw std::overflow_error("the chunk counts add up to more than 2**63 pairs");
-        w.words.push_back(Words::Word{w.toks.size(), c, static_cast<uint32_t>(n)});
+        if (n > Words::kMaxLen || w.toks.size() + n > Words::kMaxStart)
+            throw std::overflow_error("the native merge loop takes chunks of at most 16 MiB and 2**40 bytes in all");
+        w.words.push_back(Words::Word{w.toks.size(), n, c});
         const uint8_t* p = data_.data() + offsets_[i];
         w.toks.insert(w.toks.end(), p, p + n);
     }
@@ -227,7 +229,7 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
         const uint32_t wi = words[wk];
         Words::Word& word = w_.words[wi];
         uint32_t* t = w_.toks.data() + word.start;
-        const uint32_t n = word.len;
+        const uint32_t n = static_cast<uint32_t>(word.len);
         const int64_t c = word.count;
         uint32_t i = 0, out = 0;
         while (i < n) {
@@ -301,7 +303,7 @@ void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void
         for (const auto& l : where_) lists += l.capacity() * 4 + sizeof(l);
         std::fprintf(stderr, "merge loop: %zu pairs (table %zu B), word lists %llu B, heap %zu B, words %zu B\n",
                      pairs_.size(), pairs_.memory_bytes(), (unsigned long long)lists,
-                     heap_.capacity() * sizeof(HeapEntry), w_.toks.capacity() * 4 + w_.words.capacity() * 24);
+                     heap_.capacity() * sizeof(HeapEntry), w_.toks.capacity() * 4 + w_.words.capacity() * sizeof(Words::Word));
     }
 }
 

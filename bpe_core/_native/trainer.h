@@ -18,11 +18,15 @@ namespace bpe {
 enum class TieBreak { kIds = 0, kHuggingface = 1, kBytes = 2 };
 
 struct Words {
+    // 16 bytes, not 24 (start and len share a word): 8 bytes less per unique chunk. Limits: a chunk of at most
+    // 16 MiB - 1 bytes, 2**40 chunk bytes in all (kMaxLen, kMaxStart); the callers check them.
     struct Word {
-        uint64_t start;  // the word is toks[start : start + len]
+        uint64_t start : 40;  // the word is toks[start : start + len]
+        uint64_t len : 24;    // shrinks as pairs merge; the slot keeps its start
         int64_t count;
-        uint32_t len;    // shrinks as pairs merge; the slot keeps its start
     };
+    static constexpr uint64_t kMaxLen = (uint64_t(1) << 24) - 1;
+    static constexpr uint64_t kMaxStart = (uint64_t(1) << 40) - 1;
     std::vector<uint32_t> toks;  // all words, one after another
     std::vector<Word> words;     // one struct, not three arrays: one cache miss per word visited (measured below)
 };
@@ -39,6 +43,11 @@ class ChunkTable {
              uint32_t num_shards, int64_t min_count);
     // Keep the max_chunks most frequent chunks, ties at the threshold count broken by bytes (smallest first).
     void keep_top(uint64_t max_chunks);
+    void reserve(uint64_t rows, uint64_t data_bytes) {
+        offsets_.reserve(rows + 1);
+        counts_.reserve(rows);
+        data_.reserve(data_bytes);
+    }
     size_t size() const { return counts_.size(); }
     int64_t min_count_kept() const;
     uint64_t count_equal(int64_t value) const;
