@@ -107,6 +107,23 @@ class DatatroveWriter(TokenShardWriter):
         self._files.abort(exc)
 
 
+class DatatroveShardWriter(DatatroveWriter):
+    """The writer of ``--shard-format datatrove`` (pipeline/encode/shards.py ``SHARD_WRITERS``): the encode stage has
+    already put the EOS after each document (the job's policy), so the ids are written as they come; the metadata
+    names the tokenizer by its digest (datatrove's merger splits that line at its one ``|``)."""
+
+    wants: tuple[str, ...] = ()  # nothing but the ids
+
+    def __init__(self, prefix: str, layout) -> None:
+        name = f"beam-bpe:{layout.tokenizer_digest[:16]}" if layout.tokenizer_digest else "beam-bpe"
+        super().__init__(prefix, n_vocab=layout_n_vocab(layout), eos_id=None, tokenizer_name=name)
+
+
+def layout_n_vocab(layout) -> int:
+    """The id bound a shard layout implies (its dtype's range: the encoder checked the ids against the vocabulary)."""
+    return int(np.iinfo(np.dtype(layout.dtype)).max) + 1
+
+
 class DatatroveReader:
     """The documents of a ``.ds`` file from its ``.ds.index``, with the token size from ``.ds.metadata``."""
 

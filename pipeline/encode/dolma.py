@@ -15,7 +15,7 @@ rerun is byte-identical (the decompressed text is dolma's byte for byte). dolma 
 empty after ``str.strip()``; here every document the encode job keeps is written, an empty one as a lone EOS.
 
 >>> with DolmaWriter("out/tokens-00000-of-00001", n_vocab=50257, eos_id=50256) as w:  # doctest: +SKIP
-...     w.write(ids, offsets, doc_ids=["a.jsonl@0"], sources=["a.jsonl"], locs=[0])
+...     w.write(ids, offsets, doc_ids=["a.jsonl@0"], sources=["a.jsonl"], positions=[0])
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def memmap_dtype(n_vocab: int) -> np.dtype:
 class DolmaWriter(TokenShardWriter):
     """Stream document batches into ``{prefix}.npy`` and ``{prefix}.csv.gz``.
 
-    Each batch brings the documents' ``doc_ids``, ``sources`` and ``locs`` (dolma's ``id``, ``src`` and ``loc``:
-    here the document id, its input file and its byte offset or row).
+    Each batch brings the documents' ``doc_ids``, ``sources`` and ``positions`` (dolma's ``id``, ``src`` and
+    ``loc``: here the document id, its input file and its byte offset or row).
     """
 
     def __init__(self, prefix: str, *, n_vocab: int, eos_id: int | None) -> None:
@@ -62,10 +62,13 @@ class DolmaWriter(TokenShardWriter):
             self._files.abort(exc)
             raise
 
-    def write(self, ids, offsets, doc_ids=None, sources=None, locs=None) -> None:
-        ids, offsets = check_batch(ids, offsets, self.n_vocab, doc_ids=doc_ids, sources=sources, locs=locs)
-        if doc_ids is None or sources is None or locs is None:
-            raise TokenFileError("dolma's metadata needs doc_ids, sources and locs for every document")
+    def write(self, ids, offsets, doc_ids=None, sources=None, positions=None) -> None:
+        """Append a batch; ``doc_ids``, ``sources`` and ``positions`` (dolma's ``id``, ``src``, ``loc``) are lists or
+        arrays of one value per document."""
+        ids, offsets = check_batch(ids, offsets, self.n_vocab, doc_ids=doc_ids, sources=sources, positions=positions)
+        if doc_ids is None or sources is None or positions is None:
+            raise TokenFileError("dolma's metadata needs doc_ids, sources and positions for every document")
+        doc_ids, sources, positions = (_values(c) for c in (doc_ids, sources, positions))
         values = ids.astype(self.dtype, copy=False)
         lengths = np.diff(offsets)
         if self.eos_id is not None:
@@ -80,7 +83,7 @@ class DolmaWriter(TokenShardWriter):
         starts = ends - lengths
         self._npy.write(np.ascontiguousarray(values, self.dtype).tobytes())
         rows = io.StringIO(newline="")
-        csv.writer(rows).writerows(zip(starts.tolist(), ends.tolist(), doc_ids, sources, locs, strict=True))
+        csv.writer(rows).writerows(zip(starts.tolist(), ends.tolist(), doc_ids, sources, positions, strict=True))
         self._gzip.write(rows.getvalue().encode("utf-8"))
         self.tokens += int(values.size)
         self.documents += int(lengths.size)
@@ -93,6 +96,27 @@ class DolmaWriter(TokenShardWriter):
 
     def abort(self, exc: BaseException | None = None) -> None:
         self._files.abort(exc)
+
+
+class DolmaShardWriter(DolmaWriter):
+    """The writer of ``--shard-format npy`` (pipeline/encode/shards.py ``SHARD_WRITERS``): the encode stage has
+    already put the EOS after each document (the job's policy); ``id`` is the document id (``path@offset``,
+    ``path#row``), ``src`` the input file, ``loc`` the byte offset or row."""
+
+    wants: tuple[str, ...] = ("doc_ids", "sources", "positions")
+
+    def __init__(self, prefix: str, layout) -> None:
+        super().__init__(prefix, n_vocab=int(np.iinfo(np.dtype(layout.dtype)).max) + 1, eos_id=None)
+        self.dtype = np.dtype(layout.dtype).newbyteorder("<")  # the job chose memmap_dtype(n_vocab)
+
+
+def _values(column) -> list:
+    """Python values of a list, a NumPy array or an Arrow array."""
+    if hasattr(column, "to_pylist"):
+        return column.to_pylist()
+    if isinstance(column, np.ndarray):
+        return column.tolist()
+    return list(column)
 
 
 def read_metadata(path: str) -> list[tuple[int, int, str, str, str]]:

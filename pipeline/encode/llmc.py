@@ -85,6 +85,29 @@ class LlmcWriter(TokenShardWriter):
         self._spool.close()
 
 
+class LlmcShardWriter(LlmcWriter):
+    """The writer of ``--shard-format llmc`` (pipeline/encode/shards.py ``SHARD_WRITERS``): the encode stage has
+    already put the EOT before each document (the job's policy: :func:`eot_token`), so the ids go as they come."""
+
+    wants: tuple[str, ...] = ()
+
+    def __init__(self, prefix: str, layout) -> None:
+        super().__init__(prefix, n_vocab=int(np.iinfo(np.dtype(layout.dtype)).max) + 1, eot_id=None)
+
+
+EOT_TOKENS = ("<|begin_of_text|>", "<|endoftext|>")  # llama-3's data scripts put its BOS first; gpt-2's its EOT
+
+
+def eot_token(special_tokens) -> str | None:
+    """The token llm.c's data scripts put before each document, among a tokenizer's special tokens: llama-3's
+    ``<|begin_of_text|>`` where there is one, else gpt-2's ``<|endoftext|>``; None where neither is.
+
+    >>> eot_token({"<|endoftext|>": 50256}), eot_token(["<|begin_of_text|>", "<|end_of_text|>"]), eot_token([])
+    ('<|endoftext|>', '<|begin_of_text|>', None)
+    """
+    return next((t for t in EOT_TOKENS if t in special_tokens), None)
+
+
 def read_llmc(path: str) -> np.ndarray:
     """The ids of an llm.c ``.bin`` file, checked as ``dataloader.h`` checks them (magic, version, size)."""
     import fsspec

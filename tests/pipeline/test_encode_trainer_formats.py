@@ -147,8 +147,8 @@ def test_dolma_files_equal_dolma_tokens(preset, tmp_path):
         encoding="utf-8",
     )
     ids, offsets = tok.encode_ordinary_flat(docs)
-    locs = list(range(1, len(docs) + 1))  # dolma's loc: the line number
-    columns = dict(doc_ids=[f"d{i}" for i in range(len(docs))], sources=[str(src)] * len(docs), locs=locs)
+    positions = list(range(1, len(docs) + 1))  # dolma's loc: the line number
+    columns = dict(doc_ids=[f"d{i}" for i in range(len(docs))], sources=[str(src)] * len(docs), positions=positions)
     write_in_batches(
         dolma.DolmaWriter(str(tmp_path / "ours" / "t"), n_vocab=tok.n_vocab, eos_id=eos),
         ids,
@@ -190,7 +190,7 @@ def test_dolma_adds_no_second_eos_and_writes_empty_documents(tmp_path):
     """add_special_tokens appends the EOS only where the ids do not end with it; an empty document is a lone EOS."""
     ids = np.array([5, 7, 9, 1, 9], dtype=np.uint16)
     with dolma.DolmaWriter(str(tmp_path / "t"), n_vocab=10, eos_id=9) as w:
-        w.write(ids, [0, 3, 3, 5], doc_ids=["a", "b,c", 'q"d'], sources=["s"] * 3, locs=[0, 1, 2])
+        w.write(ids, [0, 3, 3, 5], doc_ids=["a", "b,c", 'q"d'], sources=["s"] * 3, positions=[0, 1, 2])
     assert dolma.read_ids(str(tmp_path / "t.npy"), 10).tolist() == [5, 7, 9, 9, 1, 9]
     text = gzip.decompress((tmp_path / "t.csv.gz").read_bytes()).decode()
     assert text == '0,3,a,s,0\r\n3,4,"b,c",s,1\r\n4,6,"q""d",s,2\r\n'
@@ -199,7 +199,7 @@ def test_dolma_adds_no_second_eos_and_writes_empty_documents(tmp_path):
 
 def _rewrite(tmp_path: Path, ids) -> bytes:
     with dolma.DolmaWriter(str(tmp_path / "again"), n_vocab=10, eos_id=9) as w:
-        w.write(ids, [0, 3, 3, 5], doc_ids=["a", "b,c", 'q"d'], sources=["s"] * 3, locs=[0, 1, 2])
+        w.write(ids, [0, 3, 3, 5], doc_ids=["a", "b,c", 'q"d'], sources=["s"] * 3, positions=[0, 1, 2])
     return (tmp_path / "again.csv.gz").read_bytes()
 
 
@@ -253,7 +253,7 @@ SUFFIXES = {"datatrove": datatrove.SUFFIXES, "dolma": dolma.SUFFIXES, "llmc": ll
 def test_a_failed_shard_leaves_no_file(fmt, tmp_path):
     with pytest.raises(TokenFileError, match="0..99"):
         with WRITERS[fmt](str(tmp_path / "t"), 100) as w:
-            cols = dict(doc_ids=["a"], sources=["s"], locs=[0]) if fmt == "dolma" else {}
+            cols = dict(doc_ids=["a"], sources=["s"], positions=[0]) if fmt == "dolma" else {}
             w.write(np.array([1, 2], np.uint16), [0, 2], **cols)
             w.write(np.array([1, 200], np.uint16), [0, 2], **cols)  # id 200 is out of range
     assert sorted(os.listdir(tmp_path)) == []
@@ -264,7 +264,7 @@ def test_files_and_hashes_are_reported(fmt, tmp_path):
     import hashlib
 
     with WRITERS[fmt](str(tmp_path / "t"), 70000) as w:
-        cols = dict(doc_ids=["a", "b"], sources=["s", "s"], locs=[0, 9]) if fmt == "dolma" else {}
+        cols = dict(doc_ids=["a", "b"], sources=["s", "s"], positions=[0, 9]) if fmt == "dolma" else {}
         w.write(np.array([1, 69999, 3], np.uint32), [0, 2, 3], **cols)
     assert sorted(w.files) == sorted(f"t{s}" for s in SUFFIXES[fmt])
     for name, stat in w.files.items():
@@ -296,3 +296,62 @@ def test_id_widths_follow_each_ecosystem(n_vocab, tmp_path):
         assert w.dtype.itemsize == datatrove_size
     assert dolma.memmap_dtype(n_vocab) == np.min_scalar_type(n_vocab - 1)  # dolma's Tokenizer.dtype
     assert llmc.LlmcWriter("t", n_vocab=n_vocab, eot_id=None).dtype.itemsize == (2 if n_vocab <= 65536 else 4)
+
+
+# ------------------------------------------------------------------ the shard writers of the encode job
+def layout(dtype: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(dtype=dtype, tokenizer_digest="ab" * 32)
+
+
+def test_datatrove_merger_reads_our_shards(tmp_path):
+    """datatrove's DocumentTokenizerMerger takes the token size and tokenizer from our .ds.metadata and the
+    documents from our .ds.index: merged in order, it gives back every document of both shards."""
+    from datatrove.pipeline.tokens.merger import DocumentTokenizerMerger
+
+    docs, tok = documents(), tokenizer("cl100k")
+    expected = [e + [100257] for e in expected_ids("cl100k", docs)]
+    halves = (docs[:30], docs[30:])
+    for i, part in enumerate(halves):
+        ids, offsets = tok.encode_ordinary_flat(part)
+        ids, offsets = _with_eos(ids, offsets, 100257)  # what the encode stage's policy does with --eos
+        with datatrove.DatatroveShardWriter(
+            str(tmp_path / "shards" / f"tokens-{i:05d}-of-00002"), layout("uint32")
+        ) as w:
+            w.write(ids, offsets)
+    merger = DocumentTokenizerMerger(
+        str(tmp_path / "shards"), str(tmp_path / "merged"), "m", shuffle=False, progress=False
+    )
+    merger.run()
+    merged = datatrove.DatatroveReader(str(tmp_path / "merged" / "000_m"))
+    assert merged.token_size == 4
+    assert [merged[i].tolist() for i in range(len(merged))] == expected
+    meta = (tmp_path / "merged" / "000_m.ds.metadata").read_text().splitlines()
+    assert meta[0] == f"beam-bpe:{'ab' * 8}|4"
+
+
+def _with_eos(ids, offsets, eos):
+    import numpy as np
+
+    out = np.insert(ids, offsets[1:], eos)
+    return out, offsets + np.arange(len(offsets))
+
+
+@pytest.mark.parametrize("fmt", ["datatrove", "npy", "llmc"])
+def test_shard_writers_write_the_ids_as_the_encode_stage_gives_them(fmt, tmp_path):
+    ids, offsets = np.array([7, 1, 2, 7, 3, 7], np.uint16), np.array([0, 3, 6])
+    cls = {"datatrove": datatrove.DatatroveShardWriter, "npy": dolma.DolmaShardWriter, "llmc": llmc.LlmcShardWriter}[
+        fmt
+    ]
+    cols = {"doc_ids": ["a@0", "a@9"], "sources": ["a", "a"], "positions": np.array([0, 9])}
+    with cls(str(tmp_path / "t"), layout("uint16")) as w:
+        w.write(ids, offsets, **{name: cols[name] for name in cls.wants})
+    if fmt == "datatrove":
+        reader = datatrove.DatatroveReader(str(tmp_path / "t"))
+        assert [reader[0].tolist(), reader[1].tolist()] == [[7, 1, 2], [7, 3, 7]]
+    elif fmt == "npy":
+        assert dolma.read_ids(str(tmp_path / "t.npy"), 65536).tolist() == ids.tolist()
+        assert dolma.read_metadata(str(tmp_path / "t.csv.gz")) == [(0, 3, "a@0", "a", "0"), (3, 6, "a@9", "a", "9")]
+    else:
+        assert llmc.read_llmc(str(tmp_path / "t.bin")).tolist() == ids.tolist()
