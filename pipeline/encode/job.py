@@ -193,6 +193,8 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
         with reporter.pipeline("encode", ranges=todo, file_sizes=sizes, beam_args=beam_args, shards=lambda: _shards_done(layout)):
             _run_pipeline(dataclasses.replace(plan, corpus=CorpusPlan(corpus.files, todo)), beam_args)
     manifest = build_manifest(plan)
+    if job.settings.shard_format == "megatron":
+        write_megatron_data_path(layout, manifest)
     finish_output(job.out, manifest)
     remove(layout.path(shard_io.TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
@@ -264,6 +266,7 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
         raise OutputError(f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it")
     remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
     remove(layout.path(MANIFEST))
+    remove(layout.path(MEGATRON_DATA_PATH))
     remove(layout.path(shard_io.TMP_DIR))
     _remove_outputs(layout, everything=False)
     shard_io.write_file(job_path, (json.dumps(identity, indent=1, sort_keys=True) + "\n").encode())
@@ -290,7 +293,7 @@ def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
             if os.path.basename(path) not in mine:
                 fs.rm(path)
     if everything:
-        for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED):
+        for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED, MEGATRON_DATA_PATH):
             remove(layout.path(name))
 
 
@@ -365,6 +368,18 @@ def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     for acc in by_source.values():
         acc["bytes_per_token"] = round(acc["text_bytes"] / acc["tokens"], 4) if acc["tokens"] else None
     return [by_source[k] for k in sorted(by_source)]
+
+
+MEGATRON_DATA_PATH = "megatron_data_path.txt"
+
+
+def write_megatron_data_path(layout: ShardLayout, manifest: dict) -> None:
+    """``megatron_data_path.txt``: ``weight prefix weight prefix ...`` on one line, the weights the shards' token
+    counts, for Megatron-LM's ``--data-path`` (paste the line) or ``--data-args-path FILE`` (which reads
+    ``f.read().split()`` into ``get_blend_from_list``). Shards without a document are left out (an empty dataset
+    has nothing to sample); prefixes are absolute, so the file works from any directory."""
+    pairs = [f"{s['tokens']} {layout.path(s['name'])}" for s in manifest["shards"] if s["documents"]]
+    shard_io.write_file(layout.path(MEGATRON_DATA_PATH), (" ".join(pairs) + "\n").encode())
 
 
 def check_reconciled(manifest: dict) -> None:

@@ -55,3 +55,11 @@ def test_megatron_indexed_dataset_reads_our_shards(vocab, r50k_file, tmp_path): 
         got += [dataset[i].tolist() for i in range(len(dataset))]
     assert got == expected
     assert manifest(tmp_path / "out")["shards"][-1]["documents"] == 0
+    # megatron_data_path.txt as Megatron-LM's --data-args-path reads it: weights = token counts, prefixes that open
+    from megatron.core.datasets.utils import get_blend_from_list
+
+    prefixes, weights = get_blend_from_list((tmp_path / "out" / "megatron_data_path.txt").read_text().split())
+    m = manifest(tmp_path / "out")
+    assert len(prefixes) == sum(1 for s in m["shards"] if s["documents"]) < len(m["shards"])  # empty shards left out
+    assert sum(weights) == m["tokens"] > 0
+    assert [sum(len(IndexedDataset(p)[i]) for i in range(len(IndexedDataset(p)))) for p in prefixes] == weights
