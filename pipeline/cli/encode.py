@@ -31,7 +31,9 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
                          range_help="bytes per range of uncompressed text/JSONL (the unit of parallelism; shards hold many)")  # fmt: skip
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
-    out.add_argument("--shard-format", choices=("parquet", "megatron"), default="parquet")
+    out.add_argument("--shard-format", choices=("parquet", "megatron", "datatrove", "npy", "llmc"), default="parquet",
+                     help="parquet (default); megatron (.bin/.idx); datatrove (.ds, nanotron); npy (dolma/OLMo memmap); "
+                     "llmc (llm.c .bin). datatrove and npy add an EOS after each document, llmc an EOT before each")  # fmt: skip
     out.add_argument("--shard-size", default="1GiB", metavar="SIZE",
                      help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
                      "ranges in input order, so about ceil(input bytes / SIZE) shards")  # fmt: skip

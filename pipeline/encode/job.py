@@ -110,7 +110,8 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     check_launch(beam_args, paths=paths)  # a runner option that cannot work fails here, before any work
     s = job.settings
     tok, ref = open_tokenizer(job.tokenizer, s.pretokenizer)  # a bad hash or version stops here, before any work
-    policy = resolve_policy(tok, special_tokens=s.special_tokens, bos=s.bos, eos=s.eos)
+    bos, eos = shard_io.format_separators(s.shard_format, tok.special_tokens, s.bos, s.eos)  # datatrove, npy, llmc
+    policy = resolve_policy(tok, special_tokens=s.special_tokens, bos=bos, eos=eos)
     corpus = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
     dtype = shard_io.shard_dtype(s.shard_format, tok.n_vocab)
     identity = job_identity(job, ref.digest, corpus, dataclasses.asdict(policy), dtype)

@@ -1,10 +1,13 @@
-"""Token-id shards on disk: names, part files, the two shard formats, per-shard stats, reading back. No Beam here.
+"""Token-id shards on disk: names, part files, the shard formats, per-shard stats, reading back. No Beam here.
 
 Layout of an encoding ``--out DIR``::
 
     {prefix}-{i:05d}-of-{n:05d}.parquet                  doc_id, tokens (list<uint16|uint32>), num_tokens
     {prefix}-{i:05d}-of-{n:05d}.bin / .idx               Megatron indexed dataset, one sequence per document
     {prefix}-{i:05d}-of-{n:05d}.positions.npy            (Megatron only) int64 byte offset or row of each document
+    {prefix}-{i:05d}-of-{n:05d}.ds / .ds.index / .ds.metadata   datatrove (pipeline/encode/datatrove.py), EOS after each
+    {prefix}-{i:05d}-of-{n:05d}.npy / .csv.gz            dolma / OLMo memmap (pipeline/encode/dolma.py), EOS after each
+    {prefix}-{i:05d}-of-{n:05d}.bin                      llm.c (pipeline/encode/llmc.py), EOT before each document
     dead_letters/{prefix}-{i:05d}-of-{n:05d}.jsonl       rejected documents of shard i (only if there are any)
     _shards/{prefix}-{i:05d}-of-{n:05d}.json             shard i is complete: its counts, files and their sha256
     manifest.json, COMPLETED                             written last, by the driver
@@ -42,11 +45,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.corpus.records import OFFSET, document_id
-from pipeline.encode import megatron
+from pipeline.encode import datatrove, dolma, llmc, megatron
 from pipeline.storage.files import exists, open_atomic
 from pipeline.storage.files import read_bytes as read_file
 
-SHARD_FORMATS = ("parquet", "megatron")  # each with its writer class in SHARD_WRITERS
+SHARD_FORMATS = ("parquet", "megatron", "datatrove", "npy", "llmc")  # each with its writer class in SHARD_WRITERS
+FORMAT_SUFFIXES = {
+    "parquet": (".parquet",),
+    "megatron": (".bin", ".idx", ".positions.npy"),
+    "datatrove": datatrove.SUFFIXES,
+    "npy": dolma.SUFFIXES,
+    "llmc": llmc.SUFFIXES,
+}
 STATS_DIR = "_shards"
 TMP_DIR = "_tmp"
 DEAD_DIR = "dead_letters"
@@ -66,7 +76,19 @@ def shard_dtype(shard_format: str, n_vocab: int) -> str:
     """The numpy dtype of the ids in a shard of this format for a vocabulary of ``n_vocab`` ids."""
     if shard_format == "megatron":
         return np.dtype(megatron.token_dtype(n_vocab)).name
-    return parquet_dtype(n_vocab)
+    if shard_format == "npy":
+        return dolma.memmap_dtype(n_vocab).name  # uint8 for 256 ids, as dolma chooses
+    return parquet_dtype(n_vocab)  # also datatrove's and llm.c's rule
+
+
+def format_separators(shard_format: str, special_tokens, bos: str | None, eos: str | None) -> tuple[str | None, str | None]:
+    """The ``--bos`` / ``--eos`` a format implies where they are not given: datatrove and dolma write an EOS after
+    each document (the tokenizer's usual one), llm.c an EOT before each (:func:`llmc.eot_token`)."""
+    if shard_format in ("datatrove", "npy") and eos is None:
+        eos = "auto"
+    if shard_format == "llmc" and bos is None:
+        bos = llmc.eot_token(special_tokens) or "auto"
+    return bos, eos
 
 
 @dataclass(frozen=True)
@@ -99,10 +121,7 @@ class ShardLayout:
         return posixpath.join(base, *parts) if "://" in base else os.path.join(base, *parts)
 
     def data_files(self, index: int) -> list[str]:
-        name = self.name(index)
-        if self.shard_format == "parquet":
-            return [name + ".parquet"]
-        return [name + ".bin", name + ".idx", name + ".positions.npy"]
+        return [self.name(index) + suffix for suffix in FORMAT_SUFFIXES[self.shard_format]]
 
     def stats_path(self, index: int) -> str:
         return self.path(STATS_DIR, self.name(index) + ".json")
@@ -267,7 +286,13 @@ class MegatronShardWriter(_ShardWriter):
         self._open(self.prefix + ".positions.npy").write(_npy(positions))
 
 
-SHARD_WRITERS = {"parquet": ParquetShardWriter, "megatron": MegatronShardWriter}
+SHARD_WRITERS = {
+    "parquet": ParquetShardWriter,
+    "megatron": MegatronShardWriter,
+    "datatrove": datatrove.DatatroveShardWriter,
+    "npy": dolma.DolmaShardWriter,
+    "llmc": llmc.LlmcShardWriter,
+}
 
 
 def write_shard(layout: ShardLayout, index: int, parts: list[tuple[str, str, str]]) -> dict:
@@ -352,6 +377,18 @@ def iter_shard(out_dir: str, shard: dict, shard_format: str) -> Iterator[tuple[s
                 for i, doc_id in enumerate(batch.column(0).to_pylist()):
                     yield doc_id, values[offsets[i] : offsets[i + 1]]
         return
+    if shard_format == "npy":  # the document ids are in the .csv.gz; the id width is the file's size per token
+        rows = dolma.read_metadata(layout.path(shard["name"] + ".csv.gz"))
+        data = read_file(layout.path(shard["name"] + ".npy"))
+        ids = np.frombuffer(data, f"<u{len(data) // rows[-1][1]}") if rows and rows[-1][1] else np.zeros(0, "<u2")
+        for start, end, doc_id, _, _ in rows:
+            yield doc_id, ids[start:end]
+        return
+    if shard_format in ("datatrove", "llmc"):
+        raise ShardError(
+            f"a {shard_format} shard keeps no document ids: decode --shards reads parquet, megatron and npy outputs; "
+            f"read {layout.path(shard['name'])}* with {shard_format}'s own reader"
+        )
     reader = megatron.MegatronReader(layout.path(shard["name"]))
     with fsspec.open(layout.path(shard["name"] + ".positions.npy"), "rb") as f:
         positions = np.load(io.BytesIO(f.read()), allow_pickle=False).tolist()

@@ -355,3 +355,48 @@ def test_shard_writers_write_the_ids_as_the_encode_stage_gives_them(fmt, tmp_pat
         assert dolma.read_metadata(str(tmp_path / "t.csv.gz")) == [(0, 3, "a@0", "a", "0"), (3, 6, "a@9", "a", "9")]
     else:
         assert llmc.read_llmc(str(tmp_path / "t.bin")).tolist() == ids.tolist()
+
+
+# ------------------------------------------------------------------ beam-bpe encode --shard-format datatrove|npy|llmc
+@pytest.mark.parametrize("fmt", ["datatrove", "npy", "llmc"])
+@pytest.mark.parametrize("preset", ["r50k", "cl100k"])
+def test_encode_job_writes_each_format(fmt, preset, tmp_path):
+    from pipeline_testlib import run_cli, write_jsonl
+
+    from pipeline.encode.shards import find_document
+
+    docs = documents()
+    enc = openai_encoding(preset)
+    tok_path = tmp_path / "tok.bpe"
+    tokenizer(preset).save(str(tok_path))
+    inputs = [write_jsonl(tmp_path / "in" / f"part-{i}.jsonl", docs[i::2]) for i in range(2)]
+    args = ["encode", "--tokenizer", tok_path, "--out", tmp_path / "out", "--range-bytes", 20000, "--shard-size", 40000,
+            "--shard-format", fmt, "--no-progress", *[a for p in inputs for a in ("--input", p)]]  # fmt: skip
+    assert run_cli(*args) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    eot = enc["special_tokens"][EOT]
+    in_order = docs[0::2] + docs[1::2]  # the inputs sorted by path, documents in file order
+    expected = [[eot, *e] if fmt == "llmc" else [*e, eot] for e in expected_ids(preset, in_order)]
+    assert len(manifest["shards"]) >= 2
+    got, tokens = [], 0
+    for shard in manifest["shards"]:
+        prefix = str(tmp_path / "out" / shard["name"])
+        assert sorted(shard["files"]) == sorted(shard["name"] + s for s in SUFFIXES[fmt if fmt != "npy" else "dolma"])
+        if fmt == "datatrove":
+            reader = datatrove.DatatroveReader(prefix)
+            docs_of_shard = [reader[i].tolist() for i in range(len(reader))]
+        elif fmt == "npy":
+            ids = dolma.read_ids(prefix + ".npy", tokenizer(preset).n_vocab)
+            docs_of_shard = [ids[s:e].tolist() for s, e, *_ in dolma.read_metadata(prefix + ".csv.gz")]
+        else:
+            stream = llmc_dataloader_read(Path(prefix + ".bin")).tolist()
+            starts = [i for i, t in enumerate(stream) if t == eot] + [len(stream)]  # no document spells the EOT
+            docs_of_shard = [stream[a:b] for a, b in zip(starts, starts[1:], strict=False)]
+        assert len(docs_of_shard) == shard["documents"]
+        got += docs_of_shard
+        tokens += sum(map(len, docs_of_shard))
+    assert got == expected
+    assert tokens == manifest["tokens"]
+    if fmt == "npy":  # decode --shards finds a document by its id in the .csv.gz
+        doc_id, ids = find_document(str(tmp_path / "out"), f"{inputs[1]}@0")
+        assert ids.tolist() == expected[len(docs[0::2])]
