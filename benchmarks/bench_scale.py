@@ -194,7 +194,72 @@ def _print_train_fit(rows: list[dict]) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- encode part
-# (bench_encode: the encode pipeline against the in-process flat loop and the GigaToken script, in its own functions)
+
+# Our in-process flat loop: the same JSONL read with json.loads, ~1 MiB of text per encode_ordinary_flat call on one
+# thread, ids appended to one uint32 .bin (what the pipeline's CPU is compared with).
+FLAT_LOOP = """
+import json, sys
+import numpy as np
+import bpe_core
+tok = bpe_core.Tokenizer.from_file(sys.argv[1], pretokenizer=sys.argv[2])
+tokens, docs, size = 0, [], 0
+with open(sys.argv[3], encoding="utf-8") as f, open(sys.argv[4], "wb") as out:
+    def flush(docs):
+        ids, _ = tok.encode_ordinary_flat(docs, num_threads=1)
+        out.write(ids.astype(np.uint32).tobytes())
+        return len(ids)
+    for line in f:
+        docs.append(json.loads(line)["text"]); size += len(docs[-1])
+        if size >= 1 << 20:
+            tokens += flush(docs); docs, size = [], 0
+    tokens += flush(docs)
+print(json.dumps({"tokens": tokens}))
+"""
+
+# The GigaToken script of issue 16: json.loads per line, gigatoken encode_batch (its default threads), one uint32 .bin.
+GIGATOKEN_SCRIPT = """
+import json, sys
+import awkward as ak, numpy as np, gigatoken
+gt = gigatoken.Tokenizer.from_tiktoken(sys.argv[1], pretokenizer=sys.argv[2], special_tokens={})
+with open(sys.argv[3], encoding="utf-8") as f:
+    docs = [json.loads(line)["text"] for line in f]
+ids = ak.to_numpy(ak.flatten(gt.encode_batch(docs))).astype(np.uint32)
+ids.tofile(sys.argv[4])
+print(json.dumps({"tokens": int(ids.size)}))
+"""
+
+
+def bench_encode(work: Path, corpora: dict[float, Path], *, pretokenizer: str = "cl100k") -> list[dict]:
+    """Per size: ``beam-bpe encode --shard-format megatron`` (2 workers, default --shard-size) against our in-process
+    flat loop and the GigaToken script; token totals checked equal; ratios and the fitted exponents printed."""
+    rank = str(ROOT.parent / "shared" / "data" / "tiktoken" / f"{pretokenizer}_base.tiktoken")
+    rows = []
+    for gb, path in sorted(corpora.items()):
+        out = work / f"encode-{gb}"
+        pipe = measure([str(BIN / "beam-bpe"), "encode", "--tokenizer", rank, "--pretokenizer", pretokenizer, "--input",
+                        str(path), "--out", str(out), "--shard-format", "megatron", "--overwrite", *MULTI])  # fmt: skip
+        pipe["tokens"] = json.loads((out / "manifest.json").read_text())["tokens"]
+        flat = measure([sys.executable, "-c", FLAT_LOOP, rank, pretokenizer, str(path), str(work / "flat.bin")])
+        giga = measure([sys.executable, "-c", GIGATOKEN_SCRIPT, rank, pretokenizer, str(path), str(work / "giga.bin")])
+        if not pipe["tokens"] == flat["tokens"] == giga["tokens"]:
+            print(f"  token totals differ at {gb} GB: pipeline {pipe['tokens']}, flat loop {flat['tokens']}, gigatoken {giga['tokens']}")
+        row = {"gb": gb, "mb": text_bytes(path) / 1e6, "pipeline": pipe, "flat": flat, "gigatoken": giga}
+        rows.append(row)
+        _print_encode_row(row)
+    if len(rows) > 1:
+        sizes = [r["gb"] for r in rows]
+        print(f"encode fit: exponent wall {exponent(sizes, [r['pipeline']['wall'] for r in rows]):.2f}, "
+              f"cpu {exponent(sizes, [r['pipeline']['cpu'] for r in rows]):.2f} (1.0 is linear)")
+    return rows
+
+
+def _print_encode_row(r: dict) -> None:
+    p, f, g = r["pipeline"], r["flat"], r["gigatoken"]
+    for name, m in (("pipeline 2 workers", p), ("in-process flat loop", f), ("gigatoken script", g)):
+        print(f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s peak {m['rss'] / 2**20:6.0f} MiB "
+              f"{r['mb'] / m['wall']:6.1f} MB/s load {m['load']:.1f}")
+    print(f"encode {r['gb']:>4} GB ratios: wall pipeline/gigatoken {p['wall'] / g['wall']:.2f} (target <= 1.0), "
+          f"cpu pipeline/flat loop {p['cpu'] / f['cpu']:.2f} (target <= 1.3)")
 
 
 # ----------------------------------------------------------------------------------------------- main
