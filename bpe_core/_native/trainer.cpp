@@ -185,7 +185,15 @@ void MergeLoop::add(uint64_t key, int64_t delta, uint32_t word) {
     PairInfo& info = pairs_[key];
     info.count += delta;
     if (delta <= 0) return;
-    if (info.where == kNoList) {
+    if (track_grown_) grown_.push_back(key);
+    if (info.where == kNoList) {  // the first word: kept in the slot, no list
+        info.where = kInline;
+        info.word = word;
+        return;
+    }
+    if (info.where == kInline) {
+        if (info.word == word) return;
+        const uint32_t first = info.word;
         if (!free_lists_.empty()) {
             info.where = free_lists_.back();
             free_lists_.pop_back();
@@ -193,14 +201,18 @@ void MergeLoop::add(uint64_t key, int64_t delta, uint32_t word) {
             info.where = static_cast<uint32_t>(where_.size());
             where_.emplace_back();
         }
+        where_[info.where].push_back(first);
     }
     std::vector<uint32_t>& list = where_[info.where];
     if (list.empty() || list.back() != word) list.push_back(word);
-    if (track_grown_) grown_.push_back(key);
 }
 
 void MergeLoop::release_list(PairInfo& info) {
     if (info.where == kNoList) return;
+    if (info.where == kInline) {
+        info.where = kNoList;
+        return;
+    }
     std::vector<uint32_t>().swap(where_[info.where]);
     free_lists_.push_back(info.where);
     info.where = kNoList;
@@ -213,7 +225,11 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
     const uint32_t left = static_cast<uint32_t>(key >> 32), right = static_cast<uint32_t>(key & kIdMask);
     PairInfo* info = pairs_.find(key);
     std::vector<uint32_t> words;
-    if (info && info->where != kNoList) words.swap(where_[info->where]);
+    if (info && info->where == kInline) {
+        words.push_back(info->word);
+    } else if (info && info->where != kNoList) {
+        words.swap(where_[info->where]);
+    }
     if (info) release_list(*info);
     auto change = [&](uint32_t a, uint32_t b, int64_t delta, uint32_t wi) {
         uint64_t k = uint64_t(a) << 32 | b;

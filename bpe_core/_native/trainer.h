@@ -87,13 +87,15 @@ class MergeLoop {
   private:
     struct PairInfo {
         int64_t count = 0;
-        uint32_t where = kNoList;  // index into where_, or kNoList
+        uint32_t where = kNoList;  // index into where_, kInline (the one word is `word`) or kNoList
+        uint32_t word = 0;         // in the slot's padding: a pair held by one word needs no list (most pairs)
     };
     struct HeapEntry {
         int64_t count;
         uint64_t key;
     };
     static constexpr uint32_t kNoList = ~uint32_t(0);
+    static constexpr uint32_t kInline = ~uint32_t(0) - 1;
 
     bool lower_priority(const HeapEntry& a, const HeapEntry& b) const;  // a pops after b
     uint64_t tie_key(uint64_t key) const;
