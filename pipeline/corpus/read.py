@@ -31,7 +31,8 @@ class ReadRangeFn(beam.DoFn):
         self.documents_ok = Metrics.counter(NAMESPACE, "documents_ok")
         self.dead_letters = Metrics.counter(NAMESPACE, "dead_letters")
         self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
-        self.progress = active_channel()  # the terminal's progress bar, where one is drawn (pipeline/launch/progress.py)
+        # the terminal's progress bar, where one is drawn (pipeline/launch/progress.py)
+        self.progress = active_channel()
 
     def process(self, rng: CorpusRange) -> Iterator[DocumentBatch]:
         self.ranges.inc()

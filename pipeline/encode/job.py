@@ -14,6 +14,7 @@ fingerprint in ``_shards/job.json`` before it writes anything, and every shard's
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -191,7 +192,8 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     reporter.stage("resume", shards=layout.num_shards, complete=len(done), todo=layout.num_shards - len(done), ranges=len(todo))
     if todo:
         sizes = {f.path: f.size for f in corpus.files}
-        with reporter.pipeline("encode", ranges=todo, file_sizes=sizes, beam_args=beam_args, shards=lambda: _shards_done(layout)):
+        shards = functools.partial(_shards_done, layout)
+        with reporter.pipeline("encode", ranges=todo, file_sizes=sizes, beam_args=beam_args, shards=shards):
             _run_pipeline(dataclasses.replace(plan, corpus=CorpusPlan(corpus.files, todo)), beam_args)
     manifest = build_manifest(plan)
     if job.settings.shard_format == "megatron":

@@ -81,7 +81,7 @@ def shard_dtype(shard_format: str, n_vocab: int) -> str:
     return parquet_dtype(n_vocab)  # also datatrove's and llm.c's rule
 
 
-def format_separators(shard_format: str, special_tokens, bos: str | None, eos: str | None) -> tuple[str | None, str | None]:
+def format_separators(shard_format: str, special_tokens, bos: str | None, eos: str | None) -> tuple[str | None, ...]:
     """The ``--bos`` / ``--eos`` a format implies where they are not given: datatrove and dolma write an EOS after
     each document (the tokenizer's usual one), llm.c an EOT before each (:func:`llmc.eot_token`)."""
     if shard_format in ("datatrove", "npy") and eos is None:

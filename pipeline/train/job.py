@@ -184,7 +184,8 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes)
         prepare_output(job.out, overwrite=job.overwrite)
         t0 = time.perf_counter()
-        with reporter.pipeline("count", ranges=corpus.ranges, file_sizes={f.path: f.size for f in corpus.files}, beam_args=beam_args):
+        sizes = {f.path: f.size for f in corpus.files}
+        with reporter.pipeline("count", ranges=corpus.ranges, file_sizes=sizes, beam_args=beam_args):
             stats = count_corpus(plan, beam_args)
         manifest["corpus"] = dict(corpus.describe(), format=job.corpus.format, text_unit=job.corpus.text_unit)
         manifest["count_seconds"] = round(time.perf_counter() - t0, 3)
