@@ -312,10 +312,61 @@ __attribute__((always_inline)) inline size_t next_cl100k(const uint8_t* s, size_
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 // \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
 
+// True when, among ASCII characters, every W is a lower-case letter, every U an upper-case one, and none is both (the
+// generated tables say so; checked once rather than assumed), so that o200k's ASCII runs can be taken a vector at a
+// time below.
+bool ascii_case_flags_are_letters() {
+    static const bool ok = [] {
+        for (int b = 0; b < 128; ++b) {
+            const uint8_t f = kAsciiFlags[b];
+            const bool lower = b >= 'a' && b <= 'z', upper = b >= 'A' && b <= 'Z';
+            if (bool(f & kW) != lower || bool(f & kU) != upper) return false;
+        }
+        return true;
+    }();
+    return ok;
+}
+
+// The end of a run of ASCII lower-case letters from i, 16 bytes at a time (as ascii_letters_end).
+inline size_t ascii_lower_end(const uint8_t* s, size_t n, size_t i) {
+#if defined(__SSE2__)
+    const __m128i a = _mm_set1_epi8('a'), flip = _mm_set1_epi8(char(0x80)), limit = _mm_set1_epi8(char(0x80 + 26));
+    while (i + 16 <= n) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+        const __m128i t = _mm_xor_si128(_mm_sub_epi8(v, a), flip);
+        const unsigned lower = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmplt_epi8(t, limit)));
+        if (lower != 0xFFFF) return i + static_cast<size_t>(__builtin_ctz(~lower));
+        i += 16;
+    }
+#endif
+    while (i < n && s[i] >= 'a' && s[i] <= 'z') ++i;
+    return i;
+}
+
+// o200k_upper_lower where the text at p is ASCII: the upper-case run, then the lower-case run (a vector at a time),
+// carried on one character at a time where it reaches a byte that is not ASCII. Returns false where the upper-case
+// run itself reaches such a byte (the caller takes the general path). The general path was 16% of a cold 5 MB o200k
+// encode's instructions (callgrind), one character at a time; with this, 417.5 -> 405.3 M in all (-2.9%).
+inline bool o200k_upper_lower_ascii(const uint8_t* s, size_t n, size_t p, size_t* end) {
+    size_t q = p;
+    while (q < n && s[q] >= 'A' && s[q] <= 'Z') ++q;
+    if (q < n && s[q] >= 0x80) return false;
+    if (q >= n || s[q] < 'a' || s[q] > 'z') {  // no W next, and no W among ASCII upper-case letters: no match
+        *end = 0;
+        return true;
+    }
+    size_t e = ascii_lower_end(s, n, q);
+    if (e < n && s[e] >= 0x80) e = run_while(s, n, e, [](uint8_t f) { return (f & kW) != 0; });
+    *end = contraction_o200k(s, n, e);
+    return true;
+}
+
 // `U*W+` then the optional contraction, from p: its end, or 0. Greedy U* takes the whole U run [p, q); W+ then
 // needs a W at q (only an Ll can be there: it is not U); else U* gives back characters until one that is also W
 // (Lm, Lo, M) comes next, and W+ takes just that one (the one after it is U but not W, or q).
 inline size_t o200k_upper_lower(const uint8_t* s, size_t n, size_t p) {
+    size_t fast;
+    if (p < n && s[p] < 0x80 && ascii_case_flags_are_letters() && o200k_upper_lower_ascii(s, n, p, &fast)) return fast;
     size_t q = p, last_w_end = 0;
     uint8_t fq = 0;
     while (q < n) {
