@@ -39,9 +39,10 @@ MULTI = ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2
 
 def build_corpus(work: Path, gb: float, *, seed: int = 16) -> Path:
     """``work/scale-{gb}.jsonl`` of ``gb`` GB of text (built once, then reused): the shared corpora's documents,
-    shuffled per pass, with numbered identifiers (``id_12345``, one per ~40 words) drawn uniformly from a range that
-    grows as the square root of the bytes written, so unique chunks grow sublinearly, as in natural text."""
-    path = work / f"scale-{gb:g}.jsonl"
+    shuffled per pass, with numbered identifiers (``qbxe``: the number in letters, one per ~40 words) drawn uniformly
+    from a range that grows as the square root of the bytes written, so unique chunks grow sublinearly, as in
+    natural text."""
+    path = work / f"scale-v2-{gb:g}.jsonl"
     if path.exists():
         return path
     pool = [r["text"] for name in CORPORA for r in iter_records(name)]
@@ -57,13 +58,24 @@ def build_corpus(work: Path, gb: float, *, seed: int = 16) -> Path:
                 span = 1000 + int(30 * math.sqrt(written))
                 words = text.split(" ")
                 for k in range(0, len(words), 40):
-                    words[k] = f"{words[k]} id_{rng.randrange(span)}"
+                    words[k] = f"{words[k]} {_letters(rng.randrange(span))}"
                     ids_made += 1
                 doc = " ".join(words)
                 out.write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
                 written += len(doc.encode("utf-8", "surrogatepass"))
     tmp.rename(path)
     return path
+
+
+def _letters(n: int) -> str:
+    """``n`` as a lowercase word (``qa``, ``qb``, ...): letters only, so that every pre-tokenizer keeps it as one
+    chunk (numbered identifiers with digits are cut into 1-3 digit pieces by cl100k: no new chunks)."""
+    out = []
+    while True:
+        n, r = divmod(n, 26)
+        out.append(chr(97 + r))
+        if not n:
+            return "q" + "".join(out)
 
 
 def text_bytes(path: Path) -> int:
