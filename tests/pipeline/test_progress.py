@@ -196,3 +196,10 @@ def test_range_sizes_share_a_parquet_file_between_its_row_groups():
         3: 150,
         4: 33,
     }
+
+
+def test_no_progress_is_refused_where_no_pipeline_runs(inputs, capsys):
+    from pipeline.cli import main
+
+    with pytest.raises(SystemExit, match="--no-progress belong to the encoding pipeline"):
+        main(["encode", "--tokenizer", inputs[0], "--text", "hello", "--no-progress"])
