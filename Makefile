@@ -38,7 +38,20 @@ $(TEST_PEERS_STAMP): pyproject.toml | $(STAMP)
 FETCH_REFERENCE := tests/tools/fetch_reference_files.py
 REFERENCE_CACHE := $(or $(BEAM_BPE_REFERENCE_FILES),.cache/reference-files)
 REFERENCE_STAMP := $(REFERENCE_CACHE)/.fetched-stamp
-TEST_SETUP := $(STAMP) $(TEST_PEERS_STAMP) $(REFERENCE_STAMP)
+# dolma's `dolma tokens`, the writer that tests/pipeline/test_encode_trainer_formats.py compares --shard-format npy
+# with, pins numpy < 2 and tokenizers 0.19: it gets a venv of its own, its dependencies pinned (pip's resolver ran out
+# an 8-minute limit without the pins; with them it installs in about 30 s).
+DOLMA_VENV := .cache/dolma-venv
+DOLMA_STAMP := $(DOLMA_VENV)/.installed-stamp
+DOLMA_PINS := dolma==1.2.1 numpy==1.26.4 tokenizers==0.19.1 fsspec==2023.6.0 s3fs==2023.6.0 boto3==1.28.17 \
+	botocore==1.31.17 aiobotocore==2.5.4 s3transfer==0.6.2 urllib3==1.26.20 huggingface_hub==0.36.2
+
+$(DOLMA_STAMP):
+	$(PYTHON) -m venv $(DOLMA_VENV)
+	$(DOLMA_VENV)/bin/pip install -q $(DOLMA_PINS)
+	touch $(DOLMA_STAMP)
+
+TEST_SETUP := $(STAMP) $(TEST_PEERS_STAMP) $(REFERENCE_STAMP) $(DOLMA_STAMP)
 
 $(REFERENCE_STAMP): $(FETCH_REFERENCE) | $(STAMP)
 	$(PY) $(FETCH_REFERENCE) --cache $(REFERENCE_CACHE)
@@ -50,7 +63,7 @@ test-setup: $(TEST_SETUP)
 # skips. The shared data is required where its folder exists (.ci/run requires it always).
 TEST_DATA := $(or $(BEAM_BPE_TEST_DATA),../shared/data)
 REQUIRE := BEAM_BPE_REQUIRE_NATIVE=1 BEAM_BPE_REQUIRE_GCP=1 BEAM_BPE_REQUIRE_MEGATRON=1 \
-	BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 BEAM_BPE_REQUIRE_DASK=1 \
+	BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 BEAM_BPE_REQUIRE_DASK=1 BEAM_BPE_REQUIRE_FORMATS=1 \
 	BEAM_BPE_REQUIRE_DATA=$${BEAM_BPE_REQUIRE_DATA:-$(if $(wildcard $(TEST_DATA)),1,0)}
 # A random order (pytest-randomly, in the test extra), its seed printed at the end; TEST_SEED=N repeats an order,
 # TEST_SEED=off runs the files' order. PYTEST_ARGS: more pytest arguments, e.g. -x or -k decode. The benchmarks'
