@@ -8,7 +8,9 @@ Beam's counters are only read after a local run, so the workers report through a
 DoFn (:class:`ProgressChannel`, picked up when the graph is built inside :meth:`Reporter.pipeline`) appends one
 short JSON line per document batch (a few thousand documents) to a file of its own process in a temporary folder,
 and a thread of the driver tails those files twice a second. A line costs a few microseconds against the
-milliseconds a batch takes to read and encode; nothing is written when no bar is shown. On remote runners the
+milliseconds a batch takes to read and encode; nothing is written when no bar is shown. Measured: encode of 34 MB
+(36 ranges, r50k, in-process) under a pty, 3 runs each, CPU 2.61 / 2.55 / 2.50 s with the bar and 2.47 / 2.61 /
+2.28 s with ``--no-progress``: within the noise (load average 6 on 2 cores). On remote runners the
 runner's UI shows Beam's counters instead (deploy/*/README.md names them).
 """
 
