@@ -19,8 +19,7 @@ Read back by ``datatrove.utils.dataset.DatatroveFileDataset`` (and nanotron's da
 
 from __future__ import annotations
 
-import math
-
+import humanize
 import numpy as np
 
 from pipeline.encode.streams import ShardFiles, TokenShardWriter, check_batch, check_token_id, id_dtype
@@ -28,33 +27,12 @@ from pipeline.encode.streams import ShardFiles, TokenShardWriter, check_batch, c
 SUFFIXES = (".ds", ".ds.index", ".ds.metadata")
 
 
-def humanize_metric(value: int, unit: str = "T", precision: int = 3) -> str:
-    """``humanize.metric(value, unit)`` for a count (humanize 4.x, which datatrove writes into ``.ds.metadata``).
-
-    >>> humanize_metric(1500), humanize_metric(0), humanize_metric(999_999), humanize_metric(123_000)
-    ('1.50 kT', '0.00 T', '1.00 MT', '123 kT')
-    """
-    exponent = math.floor(math.log10(abs(value))) if value != 0 else 0
-    if exponent >= 33:
-        raise ValueError(f"{value} is beyond humanize.metric's prefixes")
-    old_bucket = exponent // 3 * 3
-    scaled = value / 10**old_bucket
-    digits = int(max(0, precision - exponent % 3 - 1))
-    if exponent < 30 and round(abs(scaled), digits) >= 10 ** (exponent % 3 + 1):  # 9.999 -> 10.0: next prefix
-        exponent += 1
-        scaled /= 10 ** (exponent // 3 * 3 - old_bucket)
-        digits = int(max(0, precision - exponent % 3 - 1))
-    prefix = "kMGTPEZYRQ"[exponent // 3 - 1] if exponent >= 3 else ""
-    space = " " if unit or prefix else ""
-    return f"{format(scaled, f'.{digits}f')}{space}{prefix}{unit}"
-
-
 def metadata_text(tokenizer_name: str, token_size: int, tokens: int) -> str:
     return "\n".join(
         [
             f"{tokenizer_name or 'Unknown Tokenizer|' + str(token_size)}|{token_size}",
             str(tokens),
-            humanize_metric(tokens),
+            humanize.metric(tokens, unit="T"),
         ]
     )
 

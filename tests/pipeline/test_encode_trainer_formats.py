@@ -205,7 +205,8 @@ def _rewrite(tmp_path: Path, ids) -> bytes:
 
 # ------------------------------------------------------------------ llm.c
 def llmc_write_datafile(filename: Path, toks: list[int], model_desc: str) -> None:
-    """llm.c dev/data/data_common.py write_datafile, transcribed."""
+    """The file layout of llm.c's dev/data/data_common.py write_datafile: a 256-int32 header (magic, version, count),
+    then the ids (llm.c is not on PyPI, so its writer cannot run here)."""
     info = {"gpt-2": (20240520, 1, np.uint16), "llama-3": (20240801, 7, np.uint32)}[model_desc]
     head = np.zeros(256, dtype=np.int32)
     head[0], head[1], head[2] = info[0], info[1], len(toks)
@@ -280,13 +281,6 @@ def test_llmc_refuses_more_than_llmc_holds(tmp_path, monkeypatch):
             w.write(np.array([1, 2, 3], np.uint16), [0, 3])
             w.write(np.array([1, 2, 3], np.uint16), [0, 3])
     assert not (tmp_path / "t.bin").exists()
-
-
-@pytest.mark.parametrize("value", [0, 7, 999, 1000, 1500, 9995, 99_950, 123_000, 999_999, 1_230_000, 10**12 + 5])
-def test_humanize_metric_equals_humanize(value):
-    import humanize  # a dependency of datatrove, which is in the test extra
-
-    assert datatrove.humanize_metric(value) == humanize.metric(value, unit="T")
 
 
 @pytest.mark.parametrize("n_vocab", [256, 257, 65535, 65536, 65537, 100277])
