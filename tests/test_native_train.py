@@ -48,6 +48,15 @@ def test_shared_corpora_same_merges(name, tie_break):
     assert ours.encode_batch(sample) == [ref.encode(d) for d in sample]
 
 
+@pytest.mark.filterwarnings("ignore:bpe_core.train. stopped")
+@pytest.mark.parametrize("vocab_size", [65536, 65537, 70000])  # 2-byte tokens up to 65,536 ids, 4-byte beyond
+def test_narrow_and_wide_token_storage_same_merges(vocab_size):
+    counts = bpe_core.count_chunks(corpus("docs_python_rst", 300), "cl100k")
+    ours, ref = both(counts, vocab_size, min_frequency=2)
+    assert_same(ours, ref)
+    assert len(ours.merges) > 1000
+
+
 def test_runs_of_one_byte_same_merges():
     # Overlapping pairs ("aaaa" -> "aa aa", "aaa" -> "aa a"): left-to-right merging and exact pair-count updates.
     # (A merge whose bytes already exist reuses that id in both loops; a search of 300,000 random count sets of

@@ -92,7 +92,7 @@ nb::tuple train_table(PyChunkTable& table, uint64_t budget, int64_t min_count, i
     Words w;
     {
         nb::gil_scoped_release release;
-        w = table.table_.take_words();
+        w = table.table_.take_words(budget);
     }
     return run_merge_loop(std::move(w), budget, min_count, tie_break, hf_rank, progress);
 }

@@ -816,8 +816,9 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
         ++n_words;
         n_tokens += n;
     });
+    w.narrow = Words::fits_narrow(budget);
     w.words.reserve(n_words);
-    w.toks.reserve(n_tokens);
+    w.reserve_tokens(n_tokens);
     int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
     for_each_chunk(counts, [&](const uint8_t* p, size_t n, long long c) {
         if (w.words.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique chunks");
@@ -825,10 +826,10 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), static_cast<int64_t>(c), &weight) ||
             __builtin_add_overflow(total, weight, &total))
             raise_overflow("the chunk counts add up to more than 2**63 pairs");
-        if (n > Words::kMaxLen || w.toks.size() + n > Words::kMaxStart)  // train() runs the reference instead
+        if (n > Words::kMaxLen || w.token_count() + n > Words::kMaxStart)  // train() runs the reference instead
             raise_overflow("the native merge loop takes chunks of at most 16 MiB and 2**40 bytes in all");
-        w.words.push_back(Words::Word{w.toks.size(), n, static_cast<int64_t>(c)});
-        w.toks.insert(w.toks.end(), p, p + n);
+        w.words.push_back(Words::Word{w.token_count(), n, static_cast<int64_t>(c)});
+        w.append(p, n);
     });
     return run_merge_loop(std::move(w), budget, min_count, tie_break, hf_rank, progress);
 }

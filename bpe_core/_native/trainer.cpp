@@ -112,12 +112,13 @@ std::pair<uint64_t, uint64_t> ChunkTable::train_sizes() const {
     return {words, tokens};
 }
 
-Words ChunkTable::take_words() {
+Words ChunkTable::take_words(uint64_t budget) {
     auto [n_words, n_tokens] = train_sizes();
     if (n_words >= 0xFFFFFFFFull) throw std::length_error("more than 2**32 - 1 unique chunks");
     Words w;
+    w.narrow = Words::fits_narrow(budget);
     w.words.reserve(n_words);
-    w.toks.reserve(n_tokens);
+    w.reserve_tokens(n_tokens);
     int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
     for (size_t i = 0; i < counts_.size(); ++i) {
         const size_t n = len(i);
@@ -127,11 +128,10 @@ Words ChunkTable::take_words() {
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), c, &weight) ||
             __builtin_add_overflow(total, weight, &total))
             throw std::overflow_error("the chunk counts add up to more than 2**63 pairs");
-        if (n > Words::kMaxLen || w.toks.size() + n > Words::kMaxStart)
+        if (n > Words::kMaxLen || w.token_count() + n > Words::kMaxStart)
             throw std::overflow_error("the native merge loop takes chunks of at most 16 MiB and 2**40 bytes in all");
-        w.words.push_back(Words::Word{w.toks.size(), n, c});
-        const uint8_t* p = data_.data() + offsets_[i];
-        w.toks.insert(w.toks.end(), p, p + n);
+        w.words.push_back(Words::Word{w.token_count(), n, c});
+        w.append(data_.data() + offsets_[i], n);
     }
     std::vector<uint64_t>(1, 0).swap(offsets_);
     std::vector<uint8_t>().swap(data_);
@@ -146,10 +146,17 @@ MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t
         token_bytes_.emplace_back(1, static_cast<char>(b));
         bytes_to_id_.insert(reinterpret_cast<const uint8_t*>(token_bytes_.back().data()), 1, b);
     }
-    for (uint32_t wi = 0; wi < w_.words.size(); ++wi) {
-        const Words::Word& word = w_.words[wi];
-        const uint32_t* t = w_.toks.data() + word.start;
-        for (uint32_t i = 0; i + 1 < word.len; ++i) add(uint64_t(t[i]) << 32 | t[i + 1], word.count, wi);
+    auto count_pairs = [&](const auto* toks) {
+        for (uint32_t wi = 0; wi < w_.words.size(); ++wi) {
+            const Words::Word& word = w_.words[wi];
+            const auto* t = toks + word.start;
+            for (uint32_t i = 0; i + 1 < word.len; ++i) add(uint64_t(t[i]) << 32 | t[i + 1], word.count, wi);
+        }
+    };
+    if (w_.narrow) {
+        count_pairs(w_.toks16.data());
+    } else {
+        count_pairs(w_.toks.data());
     }
     track_grown_ = true;
     heap_.reserve(pairs_.size() * 2);
@@ -218,19 +225,10 @@ void MergeLoop::release_list(PairInfo& info) {
     info.where = kNoList;
 }
 
-// Merge (left, right) -> new_id in every word that holds it. Changes per occurrence, as Hugging Face's
-// Word::merge: the pair before loses (prev, left) and gains (prev, new); the pair after loses (right, next) and
-// gains (new, next), where prev is already merged and next is not yet, so runs like "a b a b" net out exactly.
-void MergeLoop::apply(uint64_t key, uint32_t new_id) {
+// The merge of (left, right) -> new_id in each of `words`, on tokens of type T (uint16_t or uint32_t).
+template <class T>
+void MergeLoop::merge_words(T* toks, const std::vector<uint32_t>& words, uint64_t key, uint32_t new_id) {
     const uint32_t left = static_cast<uint32_t>(key >> 32), right = static_cast<uint32_t>(key & kIdMask);
-    PairInfo* info = pairs_.find(key);
-    std::vector<uint32_t> words;
-    if (info && info->where == kInline) {
-        words.push_back(info->word);
-    } else if (info && info->where != kNoList) {
-        words.swap(where_[info->where]);
-    }
-    if (info) release_list(*info);
     auto change = [&](uint32_t a, uint32_t b, int64_t delta, uint32_t wi) {
         uint64_t k = uint64_t(a) << 32 | b;
         if (k != key) add(k, delta, wi);
@@ -241,10 +239,10 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
     const size_t n_words = words.size();
     for (size_t wk = 0; wk < n_words; ++wk) {
         if (wk + 16 < n_words) __builtin_prefetch(&w_.words[words[wk + 16]]);
-        if (wk + 8 < n_words) __builtin_prefetch(w_.toks.data() + w_.words[words[wk + 8]].start);
+        if (wk + 8 < n_words) __builtin_prefetch(toks + w_.words[words[wk + 8]].start);
         const uint32_t wi = words[wk];
         Words::Word& word = w_.words[wi];
-        uint32_t* t = w_.toks.data() + word.start;
+        T* t = toks + word.start;
         const uint32_t n = static_cast<uint32_t>(word.len);
         const int64_t c = word.count;
         uint32_t i = 0, out = 0;
@@ -258,13 +256,32 @@ void MergeLoop::apply(uint64_t key, uint32_t new_id) {
                     change(right, t[i + 2], -c, wi);
                     change(new_id, t[i + 2], c, wi);
                 }
-                t[out++] = new_id;
+                t[out++] = static_cast<T>(new_id);
                 i += 2;
             } else {
                 t[out++] = t[i++];
             }
         }
         word.len = out;
+    }
+}
+
+// Merge (left, right) -> new_id in every word that holds it. Changes per occurrence, as Hugging Face's
+// Word::merge: the pair before loses (prev, left) and gains (prev, new); the pair after loses (right, next) and
+// gains (new, next), where prev is already merged and next is not yet, so runs like "a b a b" net out exactly.
+void MergeLoop::apply(uint64_t key, uint32_t new_id) {
+    PairInfo* info = pairs_.find(key);
+    std::vector<uint32_t> words;
+    if (info && info->where == kInline) {
+        words.push_back(info->word);
+    } else if (info && info->where != kNoList) {
+        words.swap(where_[info->where]);
+    }
+    if (info) release_list(*info);
+    if (w_.narrow) {
+        merge_words(w_.toks16.data(), words, key, new_id);
+    } else {
+        merge_words(w_.toks.data(), words, key, new_id);
     }
     info = pairs_.find(key);  // the table may have grown
     if (info) info->count = 0;
@@ -301,6 +318,8 @@ void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void
         uint32_t new_id = bytes_to_id_.find(p, data.size());
         if (new_id == BytesMap::kMissing) {  // else: the bytes are a token already, reuse its id
             new_id = static_cast<uint32_t>(token_bytes_.size());
+            if (w_.narrow && new_id > 0xFFFF)
+                throw std::length_error("narrow words were built for a budget that this run exceeds");
             if (!bytes_to_id_.insert(p, data.size(), new_id))
                 throw std::length_error("the native merge loop makes at most 16,777,215 tokens; use backend='python'");
             token_bytes_.push_back(std::move(data));
@@ -319,7 +338,7 @@ void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void
         for (const auto& l : where_) lists += l.capacity() * 4 + sizeof(l);
         std::fprintf(stderr, "merge loop: %zu pairs (table %zu B), word lists %llu B, heap %zu B, words %zu B\n",
                      pairs_.size(), pairs_.memory_bytes(), (unsigned long long)lists,
-                     heap_.capacity() * sizeof(HeapEntry), w_.toks.capacity() * 4 + w_.words.capacity() * sizeof(Words::Word));
+                     heap_.capacity() * sizeof(HeapEntry), w_.toks.capacity() * 4 + w_.toks16.capacity() * 2 + w_.words.capacity() * sizeof(Words::Word));
     }
 }
 

@@ -27,8 +27,23 @@ struct Words {
     };
     static constexpr uint64_t kMaxLen = (uint64_t(1) << 24) - 1;
     static constexpr uint64_t kMaxStart = (uint64_t(1) << 40) - 1;
-    std::vector<uint32_t> toks;  // all words, one after another
-    std::vector<Word> words;     // one struct, not three arrays: one cache miss per word visited (measured below)
+    // All words, one after another: 2 bytes per token where every id fits (narrow: vocabularies up to 65,536),
+    // 4 otherwise. The caller decides before the words are built (it knows the budget).
+    std::vector<uint32_t> toks;
+    std::vector<uint16_t> toks16;
+    bool narrow = false;
+    std::vector<Word> words;  // one struct, not three arrays: one cache miss per word visited (measured below)
+
+    static bool fits_narrow(uint64_t budget) { return budget + 256 <= 65536; }
+    size_t token_count() const { return narrow ? toks16.size() : toks.size(); }
+    void reserve_tokens(size_t n) { narrow ? toks16.reserve(n) : toks.reserve(n); }
+    void append(const uint8_t* p, size_t n) {
+        if (narrow) {
+            toks16.insert(toks16.end(), p, p + n);
+        } else {
+            toks.insert(toks.end(), p, p + n);
+        }
+    }
 };
 
 // The unique chunks of a counts directory gathered for the merge loop straight from the shards' Arrow buffers,
@@ -51,9 +66,9 @@ class ChunkTable {
     size_t size() const { return counts_.size(); }
     int64_t min_count_kept() const;
     uint64_t count_equal(int64_t value) const;
-    // The chunks with pairs (count > 0, two bytes or more) as the merge loop's words; the table is emptied.
-    // Throws std::overflow_error if the pair counts add up past int64.
-    Words take_words();
+    // The chunks with pairs (count > 0, two bytes or more) as the merge loop's words (narrow ones if the budget
+    // allows); the table is emptied. Throws std::overflow_error if the pair counts add up past int64.
+    Words take_words(uint64_t budget);
     std::pair<uint64_t, uint64_t> train_sizes() const;  // (words, bytes) take_words would give
 
     uint64_t rows = 0, low_rows = 0, over_rows = 0;
@@ -102,6 +117,8 @@ class MergeLoop {
     void push(int64_t count, uint64_t key);
     void add(uint64_t key, int64_t delta, uint32_t word);  // delta > 0: the word gained the pair
     void apply(uint64_t key, uint32_t new_id);
+    template <class T>
+    void merge_words(T* toks, const std::vector<uint32_t>& words, uint64_t key, uint32_t new_id);
     void release_list(PairInfo& info);
 
     Words w_;
