@@ -16,7 +16,6 @@ numpy) or from the Parquet column, and the line positions come from numpy over t
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ _STRING_TYPES = (pa.string(), pa.large_string())
 _BINARY_TYPES = (pa.binary(), pa.large_binary())
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\n\r\x0b\x0c")] = True  # what bytes.strip() removes: a line of only these is blank
+_SCAN_LINES = 256  # lines starting with whitespace checked one by one, per block; more: one vectorised pass
 
 
 class _Batcher:
@@ -329,11 +329,25 @@ def _line_table(block: bytes, offset: int) -> _LineTable:
 
 
 def _nonblank(block: bytes, lines: _LineTable) -> np.ndarray:
-    """Which lines hold something besides whitespace (bytes.strip()), as a boolean mask."""
+    """Which lines hold something besides whitespace (bytes.strip()), as a boolean mask.
+
+    A line whose first byte is not whitespace holds something (every JSONL record line): one lookup per line. Only
+    the lines that start with whitespace are scanned. Was a cumsum over every byte of the block: 4.0 s per GB of
+    JSONL, 40% of the reader's CPU on the 1 GB scale corpus; this takes 0.1 s per GB.
+    """
     data = np.frombuffer(block, np.uint8)
-    solid = np.zeros(len(data) + 1, np.int64)
-    np.cumsum(~_WHITESPACE[data], out=solid[1:])
-    return solid[lines.ends] > solid[lines.begins]
+    begins, ends = lines.begins, lines.ends
+    full = ends > begins
+    mask = np.zeros(len(ends), bool)
+    mask[full] = ~_WHITESPACE[data[begins[full]]]
+    unsure = np.flatnonzero(full & ~mask)
+    if len(unsure) > _SCAN_LINES:  # many indented lines: one pass over the bytes is cheaper than a slice each
+        solid = np.zeros(len(data) + 1, np.int64)
+        np.cumsum(~_WHITESPACE[data], out=solid[1:])
+        return solid[ends] > solid[begins]
+    for i in unsure.tolist():
+        mask[i] = bool(block[begins[i] : ends[i]].strip())
+    return mask
 
 
 def _text_block(block: bytes, offset: int, limit: int, batcher: _Batcher, *, whole_file: bool = False) -> None:
@@ -437,8 +451,9 @@ def _jsonl_fast(block: bytes, field: str, records: int) -> pa.Array | None:
     options = pa_json.ParseOptions(explicit_schema=pa.schema([(path[0], leaf)]), unexpected_field_behavior="ignore")
     try:
         table = pa_json.read_json(
-            io.BytesIO(block),
-            read_options=pa_json.ReadOptions(block_size=max(len(block), 1 << 16)),
+            pa.BufferReader(block),  # in place (io.BytesIO copied the block)
+            # one thread: the block is one parse block anyway, and the runner already runs a bundle per core
+            read_options=pa_json.ReadOptions(block_size=max(len(block), 1 << 16), use_threads=False),
             parse_options=options,
         )
         column = table.column(path[0]).combine_chunks() if table.num_rows else pa.array([], leaf)

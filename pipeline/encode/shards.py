@@ -145,10 +145,11 @@ class _HashingWriter(io.RawIOBase):
         return True
 
     def write(self, data) -> int:
-        self.raw.write(data)
-        self.sha.update(data)
-        self.size += len(data)
-        return len(data)
+        view = memoryview(data).cast("B")
+        self.raw.write(view)
+        self.sha.update(view)
+        self.size += view.nbytes
+        return view.nbytes
 
 
 @contextlib.contextmanager
@@ -172,18 +173,48 @@ def tokens_array(offsets: np.ndarray, tokens: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(tokens))
 
 
+def part_table(positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> pa.Table:
+    """A part's columns: ``position`` (int64), ``num_tokens`` (int64), ``tokens`` (list of ids), from the flat buffers."""
+    return pa.table({"position": pa.array(positions), "num_tokens": pa.array(np.diff(offsets)), "tokens": tokens_array(offsets, tokens)})
+
+
 def part_bytes(positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> bytes:
-    """An Arrow IPC file: ``position`` (int64), ``num_tokens`` (int64), ``tokens`` (list of ids)."""
-    table = pa.table({"position": pa.array(positions), "num_tokens": pa.array(np.diff(offsets)), "tokens": tokens_array(offsets, tokens)})
+    """A part as the bytes of an Arrow IPC file (what :func:`write_part` writes)."""
+    table = part_table(positions, offsets, tokens)
     sink = io.BytesIO()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue()
 
 
+def write_part(url: str, positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> int:
+    """Write a part (an Arrow IPC file) complete-or-absent, streamed to its file; its size in bytes.
+
+    Not hashed and not built in memory first (part_bytes + write_file did both: 1.3 s of CPU per GB of text on
+    cl100k, the sha256 of a file nobody checks and a copy of every id): a part lives until its shard is written.
+    """
+    table = part_table(positions, offsets, tokens)
+    with open_atomic(url) as f, pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table)
+    return _part_size(url)
+
+
+def _part_size(url: str) -> int:
+    fs, path = fsspec.core.url_to_fs(url)
+    return int(fs.size(path))
+
+
 def read_part(url: str) -> pa.Table:
-    with fsspec.open(url, "rb") as f:
+    """A part's table; a local file is memory-mapped (its ids are read in place, not copied into Python bytes)."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if _is_local(fs):
+        return pa.ipc.open_file(pa.memory_map(path)).read_all()
+    with fs.open(path, "rb") as f:
         return pa.ipc.open_file(pa.BufferReader(f.read())).read_all()
+
+
+def _is_local(fs) -> bool:
+    return (fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]) in ("file", "local")
 
 
 # ------------------------------------------------------------------ final shards
@@ -272,7 +303,8 @@ class MegatronShardWriter(_ShardWriter):
         self._positions: list[np.ndarray] = []
 
     def write(self, ids: np.ndarray, offsets: np.ndarray, *, positions: np.ndarray) -> None:
-        self._bin.write(np.ascontiguousarray(ids[offsets[0] : offsets[-1]], dtype=self.dtype.newbyteorder("<")).tobytes())
+        flat = np.ascontiguousarray(ids[offsets[0] : offsets[-1]], dtype=self.dtype.newbyteorder("<"))
+        self._bin.write(memoryview(flat).cast("B"))  # in place: tobytes() copied every id once more
         self._lengths.append(np.diff(offsets))
         self._positions.append(np.asarray(positions, np.int64))
 

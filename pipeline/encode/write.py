@@ -24,10 +24,9 @@ from pipeline.corpus.records import DeadLetter
 from pipeline.encode.documents import EncodedBatch
 from pipeline.encode.shards import (
     ShardLayout,
-    part_bytes,
     read_stats,
     write_dead_letters,
-    write_file,
+    write_part,
     write_shard,
     write_stats,
 )
@@ -72,9 +71,9 @@ class WritePartFn(beam.DoFn):
         path = ""
         if len(batch.positions):
             path = self.layout.part_path(batch.range_index, batch.batch_index)
-            written = write_file(path, part_bytes(batch.positions, batch.offsets, batch.tokens))
+            size = write_part(path, batch.positions, batch.offsets, batch.tokens)
             self.parts.inc()
-            self.part_bytes.inc(written["bytes"])
+            self.part_bytes.inc(size)
         info = PartInfo(
             batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
             len(batch.positions), int(batch.offsets[-1]), batch.text_bytes, batch.verified, batch.dead_letters, path,

@@ -361,3 +361,28 @@ def test_concatenated_zstd_frames_and_gzip_members_are_read_whole(tmp_path):
     for name in ("m.jsonl.zst", "m.jsonl.gz"):
         docs, dead = _docs_and_dead(plan_corpus([InputSpec(str(tmp_path / name))], spec), spec)
         assert len(docs) == 101 and docs[-1][1] == "second part" and not dead, name
+
+
+@pytest.mark.parametrize("indented", [3, 400])  # a few: checked one by one; many: the vectorised pass over the block
+def test_blank_and_indented_jsonl_lines_match_a_per_line_parse(tmp_path, indented, monkeypatch):
+    # The fast path finds blank lines from each line's first byte; lines opening with whitespace are checked whole.
+    # It must take these blocks alone (the exact path would hide a wrong count of records behind a correct result).
+    import pipeline.corpus.readers as readers
+
+    monkeypatch.setattr(readers, "_jsonl_slow", lambda *a: pytest.fail("a valid block went the exact way"))
+    lines = []
+    for i in range(2000):
+        lines.append(json.dumps({"text": f"doc {i} é"}))
+        if i % 7 == 0:
+            lines.append(" \t\r " if i % 2 else "")  # blank: no record, no dead letter (JSON whitespace only)
+        if i < indented:
+            lines.append(" \t" + json.dumps({"text": f"indented {i}"}))
+    data = ("\n".join(lines) + "\n").encode()
+    path = write_bytes(tmp_path / "c.jsonl", data)
+    plan = plan_corpus([InputSpec(str(path))], CorpusSpec("jsonl"))
+    docs, dead = _docs_and_dead(plan, CorpusSpec("jsonl"))
+    starts = _line_starts(data)
+    expected = [(f"{path}@{s}", json.loads(line)["text"]) for s, line in zip(starts, lines, strict=True) if line.strip()]
+    assert not dead
+    assert docs == expected
+    assert len(docs) == 2000 + indented

@@ -167,14 +167,14 @@ def _raise_in_encode_batch(index: int):
 
 
 def _raise_at_part(index: int):
-    real = pipeline.encode.write.write_file
+    real = pipeline.encode.write.write_part
 
-    def write_file(url, data):
+    def write_part(url, *columns):
         if f"-{index:05d}-of-" in url and "part-" in url:
             raise OSError(f"{FAULT}: WriteParts fails writing a part of shard {index}")
-        return real(url, data)
+        return real(url, *columns)
 
-    return pipeline.encode.write, "write_file", write_file
+    return pipeline.encode.write, "write_part", write_part
 
 
 STAGE_FAULTS = {
@@ -238,14 +238,14 @@ def test_a_document_the_tokenizer_rejects_is_a_dead_letter_not_a_failed_job(
     from bpe_core import Tokenizer
 
     poison = docs[200]
-    real = Tokenizer.encode_ordinary_batch
+    real = Tokenizer.encode_ordinary_flat  # what the encode stage calls, once per batch (an Arrow column)
 
-    def encode_ordinary_batch(self, texts, **kwargs):
-        if poison in texts:
+    def encode_ordinary_flat(self, texts, **kwargs):
+        if poison in (texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)):
             raise ValueError(f"{FAULT}: the tokenizer rejects one document")
         return real(self, texts, **kwargs)
 
-    monkeypatch.setattr(Tokenizer, "encode_ordinary_batch", encode_ordinary_batch)
+    monkeypatch.setattr(Tokenizer, "encode_ordinary_flat", encode_ordinary_flat)
     out = tmp_path / "out"
     assert main(encode_args(r50k_artifact, inputs, out)) == 0
     import json
