@@ -7,8 +7,9 @@ columnar elements, never a Python object per chunk. A ``CombinePerKey`` over the
 tables natively (``MergeCountsFn``). Corpus statistics travel the same way under the key ``"stats"`` as dicts,
 because counters are not available on every runner (Dask's runner has no metrics).
 
-Measured on 63 MB of the shared corpora, 2 workers: the dict-per-shard version (pickled dicts of bytes, merged key
-by key) spent most of the stage in pickling and summing dicts; see the commit message for the figures.
+Measured on bench_scale's corpora, in-process runner, same run (load 2): `train --counts-only` on 300 MB took 8.2 s
+wall, 8.0 s CPU, against 16.6 s / 15.1 s with dicts of bytes per shard pickled and summed key by key; on 1 GB,
+33.4 s / 27.5 s against 49.7 s / 46.4 s. Same counts files, byte for byte.
 """
 
 from __future__ import annotations
