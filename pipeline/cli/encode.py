@@ -37,6 +37,9 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--shard-size", default="1GiB", metavar="SIZE",
                      help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
                      "ranges in input order, so about ceil(input bytes / SIZE) shards")  # fmt: skip
+    out.add_argument("--merge", action="store_true",
+                     help="megatron: also merge the shards into one {prefix}.bin/.idx pair (streaming, bounded memory; "
+                     "twice the disk) and name it in megatron_data_path.txt")  # fmt: skip
     out.add_argument("--prefix", default="tokens", help="shard file prefix: {prefix}-00000-of-00008.parquet (default: tokens)")
     out.add_argument("--bos", nargs="?", const="auto", metavar="TOKEN", help="add a BOS token to every document (the tokenizer's usual one, or TOKEN)")
     out.add_argument("--eos", nargs="?", const="auto", metavar="TOKEN", help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)")
@@ -71,6 +74,7 @@ def job_from_args(args: argparse.Namespace):
         eos=args.eos,
         verify=args.verify,
         prefix=args.prefix,
+        merge=args.merge,
     )
     return EncodeJob(
         tokenizer=args.tokenizer,

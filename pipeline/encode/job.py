@@ -29,6 +29,7 @@ from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusRange, C
 from pipeline.corpus.read import ReadCorpus
 from pipeline.encode import shards as shard_io
 from pipeline.encode.documents import EncodeDocuments, EncodeError, file_sha256, open_tokenizer, resolve_policy
+from pipeline.encode.merge import merge_megatron, merged_files
 from pipeline.encode.shards import SHARD_FORMATS, ShardLayout
 from pipeline.encode.write import WriteShards
 from pipeline.launch.checks import check_launch
@@ -56,10 +57,13 @@ class EncodeSettings:
     eos: str | None = None
     verify: bool = False
     prefix: str = "tokens"
+    merge: bool = False  # megatron: also one .bin/.idx pair for the whole output (pipeline/encode/merge.py)
 
     def __post_init__(self) -> None:
         if self.shard_format not in SHARD_FORMATS:
             raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {self.shard_format!r}")
+        if self.merge and self.shard_format != "megatron":
+            raise EncodeError(f"--merge writes one Megatron .bin/.idx pair: it needs --shard-format megatron, got {self.shard_format!r}")
         if not self.prefix or any(c in self.prefix for c in "/\\*?[]") or self.prefix.startswith("."):
             raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
         if self.special_tokens not in ("ordinary", "allowed"):
@@ -196,6 +200,11 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
         with reporter.pipeline("encode", ranges=todo, file_sizes=sizes, beam_args=beam_args, shards=shards):
             _run_pipeline(dataclasses.replace(plan, corpus=CorpusPlan(corpus.files, todo)), beam_args)
     manifest = build_manifest(plan)
+    if job.settings.merge:
+        started_merge = time.perf_counter()
+        manifest["merged"] = merge_shards(layout, manifest)
+        reporter.stage("merge", files=len(manifest["merged"]["files"]), tokens=manifest["merged"]["tokens"],
+                       seconds=round(time.perf_counter() - started_merge, 3))  # fmt: skip
     if job.settings.shard_format == "megatron":
         write_megatron_data_path(layout, manifest)
     finish_output(job.out, manifest)
@@ -237,6 +246,8 @@ def job_identity(job: EncodeJob, tokenizer_digest: str, plan: CorpusPlan, policy
     corpus = dataclasses.asdict(job.corpus)
     s = job.settings
     settings = dict(corpus, range_bytes=job.range_bytes, shard_size=job.shard_size, shard_format=s.shard_format, prefix=s.prefix, verify=s.verify, dtype=dtype, **policy)
+    if s.merge:  # only when given: the fingerprints of the jobs without it stay what they were
+        settings["merge"] = True
     return {
         "tokenizer": {"digest": tokenizer_digest},
         "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
@@ -270,6 +281,8 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
     remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
     remove(layout.path(MANIFEST))
     remove(layout.path(MEGATRON_DATA_PATH))
+    for name in merged_files(layout.prefix):  # a merged pair is rewritten from the complete shards
+        remove(layout.path(name))
     remove(layout.path(shard_io.TMP_DIR))
     _remove_outputs(layout, everything=False)
     shard_io.write_file(job_path, (json.dumps(identity, indent=1, sort_keys=True) + "\n").encode())
@@ -296,7 +309,7 @@ def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
             if os.path.basename(path) not in mine:
                 fs.rm(path)
     if everything:
-        for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED, MEGATRON_DATA_PATH):
+        for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED, MEGATRON_DATA_PATH, *merged_files(layout.prefix)):
             remove(layout.path(name))
 
 
@@ -376,12 +389,29 @@ def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
 MEGATRON_DATA_PATH = "megatron_data_path.txt"
 
 
+def merge_shards(layout: ShardLayout, manifest: dict) -> dict:
+    """``--merge``: the complete shards streamed into ``{prefix}.bin`` / ``{prefix}.idx``; the manifest's entry
+    (prefix, files with bytes and sha256, documents, tokens), checked against the shards' totals."""
+    merged = merge_megatron(layout.path(layout.prefix), [layout.path(s["name"]) for s in manifest["shards"]], layout.dtype)
+    if (merged["documents"], merged["tokens"]) != (manifest["documents_written"], manifest["tokens"]):
+        raise RuntimeError(
+            f"the merged {layout.prefix}.bin/.idx hold {merged['documents']} documents and {merged['tokens']} tokens, "
+            f"the shards {manifest['documents_written']} and {manifest['tokens']}: a shard changed while it was merged; rerun"
+        )
+    return {"prefix": layout.prefix, **merged}
+
+
 def write_megatron_data_path(layout: ShardLayout, manifest: dict) -> None:
     """``megatron_data_path.txt``: ``weight prefix weight prefix ...`` on one line, the weights the shards' token
     counts, for Megatron-LM's ``--data-path`` (paste the line) or ``--data-args-path FILE`` (which reads
     ``f.read().split()`` into ``get_blend_from_list``). Shards without a document are left out (an empty dataset
-    has nothing to sample); prefixes are absolute, so the file works from any directory."""
-    pairs = [f"{s['tokens']} {layout.path(s['name'])}" for s in manifest["shards"] if s["documents"]]
+    has nothing to sample); prefixes are absolute, so the file works from any directory. With ``--merge``: the one
+    merged prefix and its token count."""
+    merged = manifest.get("merged")
+    if merged is not None:
+        pairs = [f"{merged['tokens']} {layout.path(merged['prefix'])}"] if merged["documents"] else []
+    else:
+        pairs = [f"{s['tokens']} {layout.path(s['name'])}" for s in manifest["shards"] if s["documents"]]
     shard_io.write_file(layout.path(MEGATRON_DATA_PATH), (" ".join(pairs) + "\n").encode())
 
 
