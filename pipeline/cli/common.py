@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,12 +80,24 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
 
 def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
     """The CorpusSpec of the corpus flags (``--format`` read off the input names where it is not given)."""
-    fmt = args.format or infer_format(args.input)
+    named = infer_format(args.input)
+    fmt = args.format or named
+    if args.format and named != args.format and any(_names_a_format(p) for p in args.input):
+        print(f"beam-bpe: warning: --format {args.format}, but the --input names say {named} (e.g. "
+              f"{args.input[0]!r}): every line is read as {args.format}; drop --format if the files hold {named}",
+              file=sys.stderr)  # fmt: skip
     return CorpusSpec(fmt, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes)
 
 
 FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",
                    ".md": "text", ".rst": "text", ".parquet": "parquet", ".pq": "parquet"}  # fmt: skip
+
+
+def _names_a_format(pattern: str) -> bool:
+    name = pattern.rstrip("/").rsplit("/", 1)[-1].lower()
+    for ext in COMPRESSIONS:
+        name = name.removesuffix(ext)
+    return "." in name and "." + name.rsplit(".", 1)[-1] in FORMAT_SUFFIXES
 
 
 def infer_format(patterns: list[str]) -> str:

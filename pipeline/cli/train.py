@@ -98,8 +98,10 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
         check_report_extra()
     manifest = run_train(job_from_args(args), beam_args, reporter=progress_reporter(args))
     what = "counted" if args.counts_only else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
+    held_out = manifest.get("documents_held_out", 0)
+    held = f", {held_out} held out for the report" if held_out else ""
     print(
-        f"{what}: {manifest['documents_counted']} documents counted, {manifest['dead_letters']} dead letters, "
+        f"{what}: {manifest['documents_counted']} documents counted, {manifest['dead_letters']} dead letters{held}, "
         f"of {manifest['documents_read']} read -> {args.out}"
     )
     return 0

@@ -87,7 +87,7 @@ class TrainPlan:
 
 def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
     """Check the runner options and the counts, plan the corpus: everything that can fail before any work."""
-    counts_dir = join(job.from_counts or job.out, "counts")
+    counts_dir = _counts_folder(job.from_counts) if job.from_counts else join(job.out, "counts")
     if job.from_counts:
         if beam_args:
             raise OutputError(
@@ -173,7 +173,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     job = plan.job
     manifest: dict = {"kind": "beam-bpe train", "settings": job.settings.to_manifest()}
     if job.from_counts:
-        prepare_output(job.out, overwrite=job.overwrite, keep=("counts",) if _same(job.from_counts, job.out) else ())
+        prepare_output(job.out, overwrite=job.overwrite, keep=("counts",) if _same(plan.counts_dir, join(job.out, "counts")) else ())
         stats = read_stats(plan.counts_dir)
         manifest.update(runner=None, counts_from=job.from_counts)  # no pipeline ran
     else:
@@ -239,6 +239,13 @@ def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> 
     reporter.stage("report", documents=report["sample"]["documents"], seconds=seconds)
     files = ["report.json", "report.md", "compression.png"]
     return {"documents_held_out": report["sample"]["documents"], "report": {"eval_fraction": job.eval_fraction, "files": files, "seconds": seconds}}
+
+
+def _counts_folder(from_counts: str) -> str:
+    """The counts of ``--from-counts DIR``: ``DIR/counts``, or DIR itself when it is that folder (holds the files)."""
+    if glob(join(from_counts, "counts-*.parquet")):
+        return from_counts
+    return join(from_counts, "counts")
 
 
 def _absolute(path: str | None) -> str | None:

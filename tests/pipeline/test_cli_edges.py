@@ -1,0 +1,44 @@
+"""Edges a new user met: --format against the input names, --from-counts given the counts folder itself, the
+train summary with held-out documents."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from pipeline.cli import main
+
+
+def write_jsonl_gz(path, texts):
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}) + "\n")
+    return path
+
+
+TEXTS = [f"the quick brown fox {i} jumps over the lazy dog number {i % 7}" for i in range(60)]
+
+
+def test_format_that_contradicts_the_input_names_warns(tmp_path, capsys):
+    corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
+    assert main(["train", "--input", str(corpus), "--format", "text", "--counts-only", "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --format text, but the --input names say jsonl" in err
+    assert main(["train", "--input", str(corpus), "--counts-only", "--out", str(tmp_path / "p")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_from_counts_takes_the_counts_folder_or_the_run_folder_alike(tmp_path, capsys):
+    corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
+    run = tmp_path / "run"
+    assert main(["train", "--input", str(corpus), "--counts-only", "--out", str(run)]) == 0
+    outputs = {}
+    for name, source in (("a", run), ("b", run / "counts")):
+        out = tmp_path / name
+        assert main(["train", "--from-counts", str(source), "--vocab-size", "300", "--out", str(out)]) == 0
+        outputs[name] = (out / "tokenizer.bpe").read_bytes()
+    assert outputs["a"] == outputs["b"]
+    # into the same folder whose counts it reads: the counts stay
+    assert main(["train", "--from-counts", str(run / "counts"), "--vocab-size", "290", "--out", str(run), "--overwrite"]) == 0
+    assert list((run / "counts").glob("counts-*.parquet"))
+    capsys.readouterr()
