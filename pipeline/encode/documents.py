@@ -15,6 +15,7 @@ control tokens; BOS/EOS ids are added per document on request.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import itertools
 import threading
@@ -71,7 +72,18 @@ class TokenizerRef:
                         f"{self.digest[:12]}...): rerun the job, or keep the file unchanged while it runs"
                     )
                 _CACHE[self] = tok
+                _freeze_long_lived()
             return tok
+
+
+def _freeze_long_lived() -> None:
+    """Move what a worker holds after loading the tokenizer (its Python tables, Beam's modules) out of the cyclic
+    garbage collector's reach: every full collection walked them again. Measured with 2 multi_processing workers on
+    the 0.3 GB scale corpus (cl100k): 13.4 s of CPU, was 14.3 s (two runs each). Only where the tokenizer was loaded
+    here, a worker: the launching process (a notebook, the in-process runners) reuses the tokenizer that
+    open_tokenizer cached and is left as it is."""
+    gc.collect()
+    gc.freeze()
 
 
 _CACHE: dict[TokenizerRef, Tokenizer] = {}
