@@ -872,6 +872,12 @@ void bind_counts(nb::module_& m);  // counts_bindings.cpp
 
 NB_MODULE(_core, m) {
     m.doc() = "beam-bpe native core: BPE encoder, decoder and merge loop (see bpe_core/native.py)";
+#ifndef BPE_SANITIZE
+    // A run that fails exits with tokenizers still referenced by tracebacks and per-process caches; nanobind then
+    // printed "leaked N instances ... See https://nanobind.readthedocs.io/en/latest/refleaks.html" (no newline)
+    // onto the CLI's one-line failure. The sanitizer build keeps the report, where leaks are looked for.
+    nb::set_leak_warnings(false);
+#endif
 
     nb::class_<PyEncoder>(m, "Encoder")
         .def(nb::init<nb::handle, nb::handle, bool>(), nb::arg("vocab"), nb::arg("pair_values").none(),

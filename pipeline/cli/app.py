@@ -1,4 +1,4 @@
-"""The ``beam-bpe`` command line: info, encode, decode, convert, train and demo.
+"""The beam-bpe command line: train, encode, decode, inspect, count-tokens, report, info, convert and demo.
 
 The library commands need only ``bpe_core``; Apache Beam is imported by the pipeline commands alone.
 """
@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 import bpe_core
 from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
-from pipeline.cli.common import add_verbose_argument, failure_line, in_a_pipeline_step, is_verbose, quiet_tracebacks
+from pipeline.cli.common import (
+    UsageError,
+    add_verbose_argument,
+    failure_line,
+    in_a_pipeline_step,
+    is_verbose,
+    quiet_tracebacks,
+)
 
 
 def _load(args: argparse.Namespace) -> Tokenizer:
@@ -34,7 +41,7 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
 
         return cmd_encode_corpus(args, beam_args)
     if beam_args:
-        raise SystemExit(f"beam-bpe encode: unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
+        raise UsageError(f"unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
     _refuse_corpus_flags(args)
     tok = _load(args)
     text = args.text if args.text is not None else sys.stdin.read()
@@ -52,9 +59,11 @@ def _refuse_corpus_flags(args: argparse.Namespace) -> None:
     given = [flag for dest, flag in args.given_flags if dest in CORPUS_ONLY]
     if given:
         extra = " (for one text, --allow-special encodes special-token text as special tokens)" if "--special-tokens" in given else ""
-        raise SystemExit(
-            f"beam-bpe encode: {', '.join(given)} belong to the encoding pipeline (--input ... --out DIR) and do "
-            f"nothing with --text or stdin: drop them{extra}"
+        one = len(given) == 1
+        verb, does, them = ("belongs", "does", "it") if one else ("belong", "do", "them")
+        raise UsageError(
+            f"{', '.join(given)} {verb} to the encoding pipeline (--input ... --out DIR) and {does} "
+            f"nothing with --text or stdin: drop {them}{extra}"
         )
 
 
@@ -85,7 +94,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         sys.stdout.write(decoder.flush())
         return 0
     if args.ids is None:
-        raise SystemExit("decode needs --ids \"1 2 3\" or --stream")
+        raise UsageError("decode needs --ids \"1 2 3\" or --stream")
     ids = _parse_ids(args.ids)
     if args.skip_special:
         ids = [i for i in ids if not tok.is_special(i)]
@@ -177,10 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    return sub.choices[args.command]
+
+
 def _all_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, str]]:
     """(dest, flag) of every option of the chosen sub-command."""
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
-    return [(a.dest, s) for a in sub.choices[args.command]._actions for s in a.option_strings]  # noqa: SLF001
+    return [(a.dest, s) for a in _subparser(parser, args)._actions for s in a.option_strings]  # noqa: SLF001
 
 
 def runs_a_pipeline(args: argparse.Namespace) -> bool:
@@ -202,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:  # what neither we nor Beam parse would be logged by Beam and ignored: refused before any work
             check_beam_args(extra, our_flags=[flag for _, flag in _all_flags(parser, args)])
         except UnknownOptionError as exc:
-            parser.error(str(exc))
+            _subparser(parser, args).error(str(exc))  # the sub-command's usage, not the top level's
     pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
     with quiet_tracebacks(pipeline and not verbose) as thread_errors:
         try:

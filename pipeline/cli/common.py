@@ -28,6 +28,11 @@ from pipeline.corpus.plan import (
 )
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
+
+
+class UsageError(ValueError):
+    """Flags that do not go together: reported as ``beam-bpe COMMAND: error: ...``, exit code 2, like argparse's."""
+
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
 default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address
 HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""

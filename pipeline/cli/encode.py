@@ -12,6 +12,7 @@ import sys
 
 from pipeline.cli.common import (
     BEAM_OPTIONS,
+    UsageError,
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
@@ -61,11 +62,11 @@ def job_from_args(args: argparse.Namespace):
     from pipeline.encode.job import EncodeJob, EncodeSettings, parse_size  # imports Apache Beam: only for the pipeline
 
     if args.text is not None:
-        raise SystemExit("beam-bpe encode: give --text (one text) or --input (a corpus), not both")
+        raise UsageError("give --text (one text) or --input (a corpus), not both")
     if not args.input:
-        raise SystemExit("beam-bpe encode: --out DIR needs --input GLOB (the corpus to encode); for one text: --text")
+        raise UsageError("--out DIR needs --input GLOB (the corpus to encode); for one text: --text")
     if not args.out:
-        raise SystemExit("beam-bpe encode: --input needs --out DIR")
+        raise UsageError("--input needs --out DIR")
     settings = EncodeSettings(
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
@@ -103,7 +104,7 @@ def cmd_decode_shards(args: argparse.Namespace) -> int:
     from pipeline.encode.shards import ShardError, find_document, load_manifest
 
     if args.doc is None:
-        raise SystemExit("beam-bpe decode: --shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
+        raise UsageError("--shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
     manifest = load_manifest(args.shards)
     tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
     wanted = manifest["tokenizer"].get("digest")
