@@ -66,6 +66,11 @@ class EncodeSettings:
             raise EncodeError(f"--merge writes one Megatron .bin/.idx pair: it needs --shard-format megatron, got {self.shard_format!r}")
         if not self.prefix or any(c in self.prefix for c in "/\\*?[]") or self.prefix.startswith("."):
             raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
+        if self.shard_format == "llmc" and self.eos is not None:
+            raise EncodeError(
+                "--eos with --shard-format llmc: llm.c's files hold one EOT token before each document, not after it "
+                "(the tokenizer's <|endoftext|> or <|begin_of_text|>, or --bos TOKEN); --eos would add a second one"
+            )
         if self.special_tokens not in ("ordinary", "allowed"):
             raise EncodeError(f"--special-tokens must be ordinary or allowed, got {self.special_tokens!r}")
 
@@ -292,8 +297,15 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
 def _differences(previous: dict, identity: dict) -> str:
     keys = [k for k in ("tokenizer", "inputs", "beam_bpe_version") if previous.get(k) != identity.get(k)]
     old, new = previous.get("settings", {}), identity["settings"]
-    keys += [f"--{k.replace('_', '-')}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    return ", ".join(keys) or "settings"
+    keys += [_flag_of(k) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return ", ".join(dict.fromkeys(keys)) or "settings"
+
+
+def _flag_of(setting: str) -> str:
+    """The flag a job setting comes from (``eos_id`` from ``--eos``, ``dtype`` from the tokenizer's size)."""
+    if setting == "dtype":
+        return "the id width (the tokenizer's size)"
+    return "--" + setting.removesuffix("_id").replace("_", "-")
 
 
 def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:

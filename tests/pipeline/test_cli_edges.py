@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 
+from conftest import data_path
+
 from pipeline.cli import main
 
 
@@ -42,3 +44,25 @@ def test_from_counts_takes_the_counts_folder_or_the_run_folder_alike(tmp_path, c
     assert main(["train", "--from-counts", str(run / "counts"), "--vocab-size", "290", "--out", str(run), "--overwrite"]) == 0
     assert list((run / "counts").glob("counts-*.parquet"))
     capsys.readouterr()
+
+
+def _r50k() -> str:
+    return str(data_path("tiktoken", "r50k_base.tiktoken"))  # skips where the shared data is absent
+
+
+def test_llmc_refuses_eos_which_would_double_its_separator(tmp_path, capsys):
+    corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
+    argv = ["encode", "--tokenizer", _r50k(), "--input", str(corpus), "--out", str(tmp_path / "o"), "--shard-format", "llmc"]
+    assert main([*argv, "--eos"]) == 2
+    assert "--eos with --shard-format llmc" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    assert main(argv) == 0
+
+
+def test_a_different_job_in_the_same_out_names_the_flag_that_differs(tmp_path, capsys):
+    corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
+    argv = ["encode", "--tokenizer", _r50k(), "--input", str(corpus), "--out", str(tmp_path / "o"), "--shard-format", "megatron"]
+    assert main(argv) == 0
+    assert main([*argv, "--eos"]) == 2
+    err = capsys.readouterr().err
+    assert "(--eos differ)" in err, err
