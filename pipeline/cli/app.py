@@ -74,10 +74,14 @@ def _given_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, argv
 
 
 def _parse_ids(text: str) -> list[int]:
+    """Ids written as ``1 2 3``, ``1,2,3`` or a JSON list; anything else is named in the error."""
     text = text.strip()
-    if text.startswith("["):
-        return [int(i) for i in json.loads(text)]
-    return [int(i) for i in text.replace(",", " ").split()]
+    words = json.loads(text) if text.startswith("[") else text.replace(",", " ").split()
+    try:
+        return [int(i) for i in words]
+    except (TypeError, ValueError):
+        bad = next(w for w in words if not str(w).lstrip("-").isdigit())
+        raise UsageError(f"{bad!r} is not a token id: ids are integers, e.g. \"15339 1917\" or [15339, 1917]") from None
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
