@@ -82,7 +82,9 @@ def text_bytes(path: Path) -> int:
     """Bytes of text in a corpus (what MB/s is measured against): the JSONL size is close but not the same."""
     meta = path.with_suffix(".bytes")
     if not meta.exists():
-        total = sum(len(json.loads(line)["text"].encode("utf-8", "surrogatepass")) for line in path.open(encoding="utf-8"))
+        total = sum(
+            len(json.loads(line)["text"].encode("utf-8", "surrogatepass")) for line in path.open(encoding="utf-8")
+        )
         meta.write_text(str(total))
     return int(meta.read_text())
 
@@ -92,7 +94,9 @@ def text_bytes(path: Path) -> int:
 
 def measure(cmd: list[str]) -> dict:
     """Run ``cmd`` to exit in a fresh wrapper process; its wall, CPU (with its children) and peak RSS."""
-    proc = subprocess.run([sys.executable, __file__, "--measure", "--", *cmd], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--measure", "--", *cmd], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -111,7 +115,12 @@ def _measure_main(cmd: list[str]) -> None:
         extra = json.loads(last)
     except json.JSONDecodeError:
         extra = {}
-    result = {"wall": wall, "cpu": kids.ru_utime + kids.ru_stime, "rss": kids.ru_maxrss * 1024, "load": os.getloadavg()[0]}
+    result = {
+        "wall": wall,
+        "cpu": kids.ru_utime + kids.ru_stime,
+        "rss": kids.ru_maxrss * 1024,
+        "load": os.getloadavg()[0],
+    }
     print(json.dumps({**result, **(extra if isinstance(extra, dict) else {})}))
 
 
@@ -181,7 +190,9 @@ def _print_train_row(r: dict) -> None:
     mib = 1 << 20
     loop, count, trained = r["loop"], r["count"], r["train"]
     above = trained["rss"] - r["idle_rss"]
-    print(f"\n{r['gb']:g} GB ({r['mb']:.0f} MB of text), {r['unique']:,} unique chunks, counts equal: {r['counts_equal']}")
+    print(
+        f"\n{r['gb']:g} GB ({r['mb']:.0f} MB of text), {r['unique']:,} unique chunks, counts equal: {r['counts_equal']}"
+    )
     for name, m in (("count loop, 2 threads", loop), ("train --counts-only, 2 workers", count),
                     ("train --from-counts", trained)):  # fmt: skip
         print(f"  {name:32s} wall {m['wall']:7.1f} s  cpu {m['cpu']:7.1f} s  peak RSS {m['rss'] / mib:7.0f} MiB  "
@@ -254,24 +265,32 @@ def bench_encode(work: Path, corpora: dict[float, Path], *, pretokenizer: str = 
         flat = measure([sys.executable, "-c", FLAT_LOOP, rank, pretokenizer, str(path), str(work / "flat.bin")])
         giga = measure([sys.executable, "-c", GIGATOKEN_SCRIPT, rank, pretokenizer, str(path), str(work / "giga.bin")])
         if not pipe["tokens"] == flat["tokens"] == giga["tokens"]:
-            print(f"  token totals differ at {gb} GB: pipeline {pipe['tokens']}, flat loop {flat['tokens']}, gigatoken {giga['tokens']}")
+            print(
+                f"  token totals differ at {gb} GB: pipeline {pipe['tokens']}, flat loop {flat['tokens']}, gigatoken {giga['tokens']}"
+            )
         row = {"gb": gb, "mb": text_bytes(path) / 1e6, "pipeline": pipe, "flat": flat, "gigatoken": giga}
         rows.append(row)
         _print_encode_row(row)
     if len(rows) > 1:
         sizes = [r["gb"] for r in rows]
-        print(f"encode fit: exponent wall {exponent(sizes, [r['pipeline']['wall'] for r in rows]):.2f}, "
-              f"cpu {exponent(sizes, [r['pipeline']['cpu'] for r in rows]):.2f} (1.0 is linear)")
+        print(
+            f"encode fit: exponent wall {exponent(sizes, [r['pipeline']['wall'] for r in rows]):.2f}, "
+            f"cpu {exponent(sizes, [r['pipeline']['cpu'] for r in rows]):.2f} (1.0 is linear)"
+        )
     return rows
 
 
 def _print_encode_row(r: dict) -> None:
     p, f, g = r["pipeline"], r["flat"], r["gigatoken"]
     for name, m in (("pipeline 2 workers", p), ("in-process flat loop", f), ("gigatoken script", g)):
-        print(f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s peak {m['rss'] / 2**20:6.0f} MiB "
-              f"{r['mb'] / m['wall']:6.1f} MB/s load {m['load']:.1f}")
-    print(f"encode {r['gb']:>4} GB ratios: wall pipeline/gigatoken {p['wall'] / g['wall']:.2f} (target <= 1.0), "
-          f"cpu pipeline/flat loop {p['cpu'] / f['cpu']:.2f} (target <= 1.3)")
+        print(
+            f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s peak {m['rss'] / 2**20:6.0f} MiB "
+            f"{r['mb'] / m['wall']:6.1f} MB/s load {m['load']:.1f}"
+        )
+    print(
+        f"encode {r['gb']:>4} GB ratios: wall pipeline/gigatoken {p['wall'] / g['wall']:.2f} (target <= 1.0), "
+        f"cpu pipeline/flat loop {p['cpu'] / f['cpu']:.2f} (target <= 1.3)"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- main

@@ -196,7 +196,10 @@ def _check_memory(n_words: int, n_tokens: int, estimate: int, memory_limit: int 
     gib = 1 << 30
     logging.getLogger(__name__).info(
         "merge loop over %s unique chunks (%s bytes) needs about %.2f GiB (%.1f GiB available)",
-        f"{n_words:,}", f"{n_tokens:,}", estimate / gib, limit / gib,
+        f"{n_words:,}",
+        f"{n_tokens:,}",
+        estimate / gib,
+        limit / gib,
     )
     if estimate > limit:
         raise MemoryError(

@@ -157,7 +157,9 @@ class TokenFinder:
 def _refuse_one_string(name: str, value: object) -> None:
     """A single token passed as a string would be read as a set of its characters: say what to pass instead."""
     if isinstance(value, str):
-        raise TypeError(f"{name} takes 'all' or a set of token strings, e.g. {name}={{{value!r}}}; got the string {value!r}")
+        raise TypeError(
+            f"{name} takes 'all' or a set of token strings, e.g. {name}={{{value!r}}}; got the string {value!r}"
+        )
 
 
 def raise_disallowed(token: str) -> None:

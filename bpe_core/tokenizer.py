@@ -59,9 +59,15 @@ class Tokenizer:
         # Vocabulary ids BPE never produces (a file spells them as raw text, not in byte-level form): decoded, never
         # looked up by bytes; a merge with such a part can never fire and is dropped (the ids do not change).
         self._unreachable = frozenset(int(i) for i in unreachable)
-        self._merge_ids = None if merges is None else [
-            (int(a), int(b)) for a, b in merges if int(a) not in self._unreachable and int(b) not in self._unreachable
-        ]
+        self._merge_ids = (
+            None
+            if merges is None
+            else [
+                (int(a), int(b))
+                for a, b in merges
+                if int(a) not in self._unreachable and int(b) not in self._unreachable
+            ]
+        )
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.added_tokens: dict[str, int] = dict(added_tokens or {})
         # Hugging Face matching flags of special/added tokens; absent = default (raw text, no strip, no word check).
@@ -94,8 +100,18 @@ class Tokenizer:
         self._native_kind: str | None = None  # the hand-written pre-tokenizer's name, set with the encoder
 
     def __getstate__(self) -> dict:
-        keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens",
-                "token_flags", "family", "_unreachable")
+        keep = (
+            "name",
+            "pretokenizer",
+            "ignore_merges",
+            "_vocab",
+            "_merge_ids",
+            "special_tokens",
+            "added_tokens",
+            "token_flags",
+            "family",
+            "_unreachable",
+        )
         return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
     def __setstate__(self, state: dict) -> None:
@@ -316,7 +332,9 @@ class Tokenizer:
         threads = native.resolve_threads(num_threads)
         if self.backend == "native":
             allowed = self._finder.resolve_allowed(allowed_special)
-            return self._native_batch(texts, allowed, self._finder.resolve_disallowed(disallowed_special, allowed), threads)
+            return self._native_batch(
+                texts, allowed, self._finder.resolve_disallowed(disallowed_special, allowed), threads
+            )
         return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
 
     def encode_ordinary_batch(self, texts: Iterable[Text], *, num_threads: int | None = None) -> list[list[int]]:
@@ -497,7 +515,9 @@ class Tokenizer:
         detail = f"ids run from 0 to {len(table) - 1}"
         if holes:
             some = ", ".join(map(str, holes[:10])) + (" ..." if len(holes) > 10 else "")
-            detail = f"{'id' if len(holes) == 1 else 'ids'} {some} {'has' if len(holes) == 1 else 'have'} no token; {detail}"
+            detail = (
+                f"{'id' if len(holes) == 1 else 'ids'} {some} {'has' if len(holes) == 1 else 'have'} no token; {detail}"
+            )
         raise ValueError(f"token ids not in this vocabulary: {bad[:10]}{' ...' if len(bad) > 10 else ''} ({detail})")
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
@@ -561,8 +581,9 @@ class Tokenizer:
         """
         from bpe_core.formats.tiktoken_file import load_tiktoken
 
-        return cls.from_data(load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens),
-                             backend=backend)
+        return cls.from_data(
+            load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens), backend=backend
+        )
 
     def to_tiktoken(self, path: str) -> None:
         """Write the BPE vocabulary as a ``.tiktoken`` rank file (pre-tokenizer and special tokens are not kept)."""

@@ -5,8 +5,14 @@ from __future__ import annotations
 from bpe_core.bytelevel import huggingface_base_order
 
 
-def naive_train(chunk_counts: dict[bytes, int], vocab_size: int, *, n_special: int = 0, min_frequency: int = 2,
-                tie_break: str = "ids") -> list[tuple[bytes, bytes]]:
+def naive_train(
+    chunk_counts: dict[bytes, int],
+    vocab_size: int,
+    *,
+    n_special: int = 0,
+    min_frequency: int = 2,
+    tie_break: str = "ids",
+) -> list[tuple[bytes, bytes]]:
     """Merges as (left bytes, right bytes), by the rules documented on bpe_core.train."""
     token_bytes = [bytes([b]) for b in range(256)]
     ids_of = {t: i for i, t in enumerate(token_bytes)}

@@ -62,8 +62,12 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
 
 def test_console_script_is_installed(own_file):
     script = Path(sys.executable).parent / "beam-bpe"
-    out = subprocess.run([str(script), "encode", "--tokenizer", own_file, "--text", "hi there"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(script), "encode", "--tokenizer", own_file, "--text", "hi there"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert [int(i) for i in out.stdout.split()] == tiktoken_openai("cl100k").encode("hi there")
 
 
@@ -76,5 +80,7 @@ def test_convert_gives_a_rank_file_its_special_tokens(tmp_path, capsys):
     assert Tokenizer.load(str(out)).special_tokens == {"<|endoftext|>": 1000, "<|pad|>": 1001}
     assert main([*args, "--special-token", "<|endoftext|>"]) == 2
     assert "expected TOKEN=ID" in capsys.readouterr().err
-    assert main(["convert", "--tokenizer", str(out), "--out", str(tmp_path / "b.bpe"), "--special-token", "<|x|>=5"]) == 2
+    assert (
+        main(["convert", "--tokenizer", str(out), "--out", str(tmp_path / "b.bpe"), "--special-token", "<|x|>=5"]) == 2
+    )
     assert "carries its own" in capsys.readouterr().err

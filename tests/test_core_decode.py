@@ -55,13 +55,34 @@ def _split_points(draw_list, n):
     return sorted({p for p in draw_list if 0 < p < n})
 
 
-byte_soup = st.lists(st.sampled_from([b"\xe6", b"\x97", b"\xa5", b"a", b"\xef\xbf\xbd", b"\xf0\x9f", b"\x98\x80",
-                                      b"\xc3", b"\xa9", b"\xff", b" ", b"\xed\xa0\x80"]), max_size=30)
+byte_soup = st.lists(
+    st.sampled_from(
+        [
+            b"\xe6",
+            b"\x97",
+            b"\xa5",
+            b"a",
+            b"\xef\xbf\xbd",
+            b"\xf0\x9f",
+            b"\x98\x80",
+            b"\xc3",
+            b"\xa9",
+            b"\xff",
+            b" ",
+            b"\xed\xa0\x80",
+        ]
+    ),
+    max_size=30,
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(text=st.text(max_size=60), soup=byte_soup, cuts=st.lists(st.integers(0, 200), max_size=10),
-       preset=st.sampled_from(["cl100k", "o200k", "r50k"]))
+@given(
+    text=st.text(max_size=60),
+    soup=byte_soup,
+    cuts=st.lists(st.integers(0, 200), max_size=10),
+    preset=st.sampled_from(["cl100k", "o200k", "r50k"]),
+)
 def test_streaming_output_over_any_split_equals_decode(text, soup, cuts, preset):
     tok = ours_openai(preset)
     ids = tok.encode_ordinary(text) + tok.encode_ordinary(b"".join(soup))

@@ -66,8 +66,13 @@ def test_special_tokens_policy():
 
 def test_added_tokens_match_in_encode_ordinary():
     base = _tiny()
-    tok = bpe_core.Tokenizer(base.vocab, merges=base.merge_ids, pretokenizer="cl100k",
-                             special_tokens=base.special_tokens, added_tokens={"hello world": 400})
+    tok = bpe_core.Tokenizer(
+        base.vocab,
+        merges=base.merge_ids,
+        pretokenizer="cl100k",
+        special_tokens=base.special_tokens,
+        added_tokens={"hello world": 400},
+    )
     assert tok.encode_ordinary("say hello world!") == tok.encode_ordinary("say ") + [400] + tok.encode_ordinary("!")
     assert tok.decode(tok.encode_ordinary("say hello world!")) == "say hello world!"
 

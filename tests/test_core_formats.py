@@ -181,7 +181,9 @@ def test_openai_rank_files_are_recognised_with_tiktokens_pre_tokenizer_and_speci
     assert tok.name == name and tok.pretokenizer.patterns == (entry["pat_str"],)
     assert tok.special_tokens == entry["special_tokens"]
     assert Tokenizer.from_file(str(data_path("tiktoken", entry["rank_file"]))).special_tokens == entry["special_tokens"]
-    assert Tokenizer.from_tiktoken(str(data_path("tiktoken", entry["rank_file"])), special_tokens={}).special_tokens == {}
+    assert (
+        Tokenizer.from_tiktoken(str(data_path("tiktoken", entry["rank_file"])), special_tokens={}).special_tokens == {}
+    )
 
 
 def test_a_cut_openai_file_warns_and_an_unknown_rank_file_needs_a_pre_tokenizer(tmp_path):

@@ -22,8 +22,12 @@ small_alphabet_chunks = st.dictionaries(
 
 
 @settings(max_examples=150, deadline=None)
-@given(counts=st.one_of(chunks, small_alphabet_chunks), extra=st.integers(0, 40),
-       tie_break=st.sampled_from(bpe_core.TIE_BREAKS), min_frequency=st.integers(0, 3))
+@given(
+    counts=st.one_of(chunks, small_alphabet_chunks),
+    extra=st.integers(0, 40),
+    tie_break=st.sampled_from(bpe_core.TIE_BREAKS),
+    min_frequency=st.integers(0, 3),
+)
 def test_incremental_equals_naive(counts, extra, tie_break, min_frequency):
     tok = bpe_core.train(counts, 256 + extra, tie_break=tie_break, min_frequency=min_frequency)
     expected = naive_train(counts, 256 + extra, tie_break=tie_break, min_frequency=min_frequency)
@@ -108,8 +112,13 @@ def test_huggingface_tie_break_reproduces_bpetrainer(docs_counts):
 
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    trainer = trainers.BpeTrainer(vocab_size=8192, min_frequency=2, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
+    trainer = trainers.BpeTrainer(
+        vocab_size=8192,
+        min_frequency=2,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+    )
     hf.train_from_iterator(_docs_lines(), trainer)
     raw = json.loads(hf.to_str())["model"]["merges"]
     pairs = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in raw]

@@ -70,7 +70,11 @@ def raw_text_ids(name: str) -> list[int]:
     meta = read_gguf_metadata(str(reference_path(LLAMA, f"{MODELS}/ggml-vocab-{name}.gguf")))
     alphabet = set(unicode_to_bytes())
     types = meta.get("tokenizer.ggml.token_type") or [1] * len(meta["tokenizer.ggml.tokens"])
-    return [i for i, (t, k) in enumerate(zip(meta["tokenizer.ggml.tokens"], types, strict=True)) if k == 1 and set(t) - alphabet]
+    return [
+        i
+        for i, (t, k) in enumerate(zip(meta["tokenizer.ggml.tokens"], types, strict=True))
+        if k == 1 and set(t) - alphabet
+    ]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -229,7 +229,9 @@ def test_alias_patterns_split_as_their_preset(patterns, kind):
     for name in CORPORA:
         texts += [as_bytes(d) for d in spread_sample(corpus(name, 10**9), SAMPLE_BYTES // 8)]
     for data in texts:
-        want = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(data.decode("utf-8", "surrogateescape"))]
+        want = [
+            p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(data.decode("utf-8", "surrogateescape"))
+        ]
         assert core.pretok_split(kind, data) == want, data[:60]
 
 
@@ -239,7 +241,9 @@ def test_hypothesis_alias_patterns(text):
     data = as_bytes(text)
     for patterns, kind in ALIASES:
         pre = PreTokenizer(patterns)
-        want = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(data.decode("utf-8", "surrogateescape"))]
+        want = [
+            p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(data.decode("utf-8", "surrogateescape"))
+        ]
         assert core.pretok_split(kind, data) == want, (patterns, text)
 
 

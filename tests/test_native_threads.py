@@ -77,7 +77,11 @@ def test_batch_shapes(n):
     assert ours.encode_ordinary_batch(["", b""] * 50, num_threads=n) == [[]] * 100
     hello = tiktoken_openai("cl100k").encode_ordinary("hello world")
     assert ours.encode_ordinary_batch(["hello world"], num_threads=n) == [hello]
-    assert ours.encode_ordinary_batch(("", "hello world", bytearray(b"hello world")), num_threads=n) == [[], hello, hello]
+    assert ours.encode_ordinary_batch(("", "hello world", bytearray(b"hello world")), num_threads=n) == [
+        [],
+        hello,
+        hello,
+    ]
 
 
 @pytest.mark.parametrize("name", ["ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf"])
@@ -134,7 +138,10 @@ def test_normalizer_runs_before_the_native_split():
     pre = PreTokenizer.from_spec("cl100k", normalizer="NFKC")
     ours = Tokenizer(base.vocab, merges=None, pretokenizer=pre, special_tokens=base.special_tokens)
     ref = python_twin(ours)
-    texts = [d[:3000] for d in corpus("multi_udhr", 40)] + ["ﬁne ﬁsh ① \u00c5\u212b", b"caf\xc3\xa9 \xff\xfe \xef\xac\x81"]
+    texts = [d[:3000] for d in corpus("multi_udhr", 40)] + [
+        "ﬁne ﬁsh ① \u00c5\u212b",
+        b"caf\xc3\xa9 \xff\xfe \xef\xac\x81",
+    ]
     assert ours._encoder() is not None and ours._native_kind == "cl100k"
     expected = [ref.encode(t, disallowed_special=()) for t in texts]
     assert ours.encode_batch(texts * 3, disallowed_special=(), num_threads=4) == expected * 3

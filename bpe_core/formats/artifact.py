@@ -161,8 +161,9 @@ def _verify_hash(path: str, data: bytes, lines: list[str]) -> None:
         raise TokenizerFileError(path, "no final 'sha256' line: the file is truncated", line=len(lines))
     body = data[: data.rfind(b"sha256 ")]
     if hashlib.sha256(body).hexdigest() != last[len("sha256 ") :].strip():
-        raise TokenizerFileError(path, "sha256 does not match the content: the file was changed or damaged",
-                                 line=len(lines))
+        raise TokenizerFileError(
+            path, "sha256 does not match the content: the file was changed or damaged", line=len(lines)
+        )
     lines.pop()  # the reader must not see the hash line as content
 
 
@@ -227,8 +228,9 @@ class _Reader:
     def section(self, key: str, parse) -> list:
         count = self.field(key, int)
         if count < 0 or count > len(self.lines) - self.pos:
-            raise TokenizerFileError(self.path, f"{key} declares {count} entries but the file has fewer lines",
-                                     line=self.pos)
+            raise TokenizerFileError(
+                self.path, f"{key} declares {count} entries but the file has fewer lines", line=self.pos
+            )
         self.last_count = count
         out = []
         for _ in range(count):

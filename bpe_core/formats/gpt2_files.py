@@ -46,8 +46,16 @@ def load_gpt2_files(
     owned = set(special_tokens.values())
     vocab, textual = byte_vocab(text_to_id, owned, merge_token_ids(merges, text_to_id), vocab_path)
     pre = PreTokenizer.from_spec(pretokenizer if pretokenizer is not None else GPT2_HF_PATTERN, normalizer=normalizer)
-    return TokenizerData(vocab, merges=merges, pretokenizer=pre, special_tokens=special_tokens, family=FAMILY,
-                         unreachable=frozenset(textual), source=vocab_path, context=f"with {merges_path}: ")
+    return TokenizerData(
+        vocab,
+        merges=merges,
+        pretokenizer=pre,
+        special_tokens=special_tokens,
+        family=FAMILY,
+        unreachable=frozenset(textual),
+        source=vocab_path,
+        context=f"with {merges_path}: ",
+    )
 
 
 def _read_partner(path: str, other: str) -> bytes:
@@ -114,8 +122,10 @@ def save_gpt2_files(tok: TokenizerLike, directory: str) -> tuple[str, str]:
     directory = str(directory)
     vocab = tok.vocab
     textual = set(text_spelled_ids(tok))  # spelled as their text, as the file they came from had them
-    vocab_json = {vocab[i].decode("utf-8", "surrogatepass") if i in textual else bytes_to_token_string(vocab[i]): i
-                  for i in sorted(vocab)}
+    vocab_json = {
+        vocab[i].decode("utf-8", "surrogatepass") if i in textual else bytes_to_token_string(vocab[i]): i
+        for i in sorted(vocab)
+    }
     for text, tid in sorted({**tok.special_tokens, **tok.added_tokens}.items(), key=lambda kv: kv[1]):
         if bytes_to_token_string(text.encode("utf-8")) == text:
             vocab_json.setdefault(text, tid)

@@ -130,9 +130,15 @@ def _added_tokens(entries: list, path: str) -> list[dict]:
         if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or not _is_id(entry.get("id")):
             raise TokenizerFileError(path, f"added token {entry!r} needs a string 'content' and an integer 'id'")
         text, tid = entry["content"], entry["id"]
-        flags = [k for k in ("special", "lstrip", "rstrip", "single_word", "normalized") if not isinstance(entry.get(k, False), bool)]
+        flags = [
+            k
+            for k in ("special", "lstrip", "rstrip", "single_word", "normalized")
+            if not isinstance(entry.get(k, False), bool)
+        ]
         if flags:  # bool("no") is True: a string flag would silently match differently
-            raise TokenizerFileError(path, f"added token {text!r}: {flags[0]} is {entry[flags[0]]!r}, not true or false")
+            raise TokenizerFileError(
+                path, f"added token {text!r}: {flags[0]} is {entry[flags[0]]!r}, not true or false"
+            )
         if not text:
             continue  # tokenizers ignores empty added tokens
         if text in seen_text:

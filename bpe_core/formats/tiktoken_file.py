@@ -47,8 +47,9 @@ def parse_tiktoken(data: bytes, path: str) -> dict[int, bytes]:
         if rank < 0:
             raise TokenizerFileError(path, f"negative rank {rank}", line=lineno)
         if rank in vocab and (vocab[rank] != token or seen[token][0] != rank):
-            raise TokenizerFileError(path, f"rank {rank} appears twice, for two tokens ({vocab[rank]!r} and {token!r})",
-                                     line=lineno)
+            raise TokenizerFileError(
+                path, f"rank {rank} appears twice, for two tokens ({vocab[rank]!r} and {token!r})", line=lineno
+            )
         if token in seen and seen[token][0] != rank:
             old_rank, old_line = seen[token]
             del vocab[old_rank]
@@ -125,8 +126,15 @@ def load_tiktoken(
         pretokenizer = known.preset
     if special_tokens is None:
         special_tokens = dict(known.special_tokens) if known is not None else {}
-    return TokenizerData(vocab, merges=None, pretokenizer=pretokenizer, special_tokens=special_tokens,
-                         ignore_merges=True, name=known.name if known is not None else None, source=str(path))
+    return TokenizerData(
+        vocab,
+        merges=None,
+        pretokenizer=pretokenizer,
+        special_tokens=special_tokens,
+        ignore_merges=True,
+        name=known.name if known is not None else None,
+        source=str(path),
+    )
 
 
 def dumps_tiktoken(tok: TokenizerLike) -> bytes:

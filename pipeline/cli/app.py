@@ -58,7 +58,11 @@ CORPUS_ONLY = ("format", "text_field", "text_column", "text_unit", "max_document
 def _refuse_corpus_flags(args: argparse.Namespace) -> None:
     given = [flag for dest, flag in args.given_flags if dest in CORPUS_ONLY]
     if given:
-        extra = " (for one text, --allow-special encodes special-token text as special tokens)" if "--special-tokens" in given else ""
+        extra = (
+            " (for one text, --allow-special encodes special-token text as special tokens)"
+            if "--special-tokens" in given
+            else ""
+        )
         one = len(given) == 1
         verb, does, them = ("belongs", "does", "it") if one else ("belong", "do", "them")
         raise UsageError(
@@ -67,7 +71,9 @@ def _refuse_corpus_flags(args: argparse.Namespace) -> None:
         )
 
 
-def _given_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]) -> list[tuple[str, str]]:
+def _given_flags(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]
+) -> list[tuple[str, str]]:
     """(dest, flag) of every option of the chosen sub-command that appears in ``argv``."""
     by_flag = {flag: dest for dest, flag in _all_flags(parser, args)}
     return [(by_flag[a.split("=", 1)[0]], a.split("=", 1)[0]) for a in argv if a.split("=", 1)[0] in by_flag]
@@ -81,7 +87,7 @@ def _parse_ids(text: str) -> list[int]:
         return [int(i) for i in words]
     except (TypeError, ValueError):
         bad = next(w for w in words if not str(w).lstrip("-").isdigit())
-        raise UsageError(f"{bad!r} is not a token id: ids are integers, e.g. \"15339 1917\" or [15339, 1917]") from None
+        raise UsageError(f'{bad!r} is not a token id: ids are integers, e.g. "15339 1917" or [15339, 1917]') from None
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
@@ -98,7 +104,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         sys.stdout.write(decoder.flush())
         return 0
     if args.ids is None:
-        raise UsageError("decode needs --ids \"1 2 3\" or --stream")
+        raise UsageError('decode needs --ids "1 2 3" or --stream')
     ids = _parse_ids(args.ids)
     if args.skip_special:
         ids = [i for i in ids if not tok.is_special(i)]
@@ -127,7 +133,9 @@ def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
     for item in args.special_token:
         token, sep, value = item.rpartition("=")
         if not sep or not token or not value.isdigit():
-            raise ValueError(f"--special-token {item!r}: expected TOKEN=ID, e.g. --special-token '<|endoftext|>=100257'")
+            raise ValueError(
+                f"--special-token {item!r}: expected TOKEN=ID, e.g. --special-token '<|endoftext|>=100257'"
+            )
         specials[token] = int(value)
     return Tokenizer.from_tiktoken(args.tokenizer, pretokenizer=args.pretokenizer, special_tokens=specials)
 

@@ -33,6 +33,7 @@ VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 class UsageError(ValueError):
     """Flags that do not go together: reported as ``beam-bpe COMMAND: error: ...``, exit code 2, like argparse's."""
 
+
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
 default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address
 HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
@@ -91,7 +92,9 @@ def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
         print(f"beam-bpe: warning: --format {args.format}, but the --input names say {named} (e.g. "
               f"{args.input[0]!r}): every line is read as {args.format}; drop --format if the files hold {named}",
               file=sys.stderr)  # fmt: skip
-    return CorpusSpec(fmt, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes)
+    return CorpusSpec(
+        fmt, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes
+    )
 
 
 FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",

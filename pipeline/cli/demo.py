@@ -36,7 +36,9 @@ def run_demo(*, out_dir: str, vocab_size: int, max_mb: float, beam_args: list[st
     size_mb = sum(map(os.path.getsize, files)) / 1e6
     print(f"[1/3] corpus: {len(files)} standard-library files, {size_mb:.1f} MB (one document per file)")
     settings = train_settings({}, {"vocab_size": vocab_size, "special_tokens": ["<|endoftext|>"], "name": "demo"})
-    job = TrainJob(out_dir, settings, tuple(InputSpec(f) for f in files), CorpusSpec("text", text_unit="file"), overwrite=True)
+    job = TrainJob(
+        out_dir, settings, tuple(InputSpec(f) for f in files), CorpusSpec("text", text_unit="file"), overwrite=True
+    )
     manifest = run_train(job, beam_args or [], reporter=Reporter())
     print(
         f"[2/3] Beam pipeline ({manifest['runner']}): {manifest['documents_counted']} documents counted, "

@@ -41,19 +41,45 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--merge", action="store_true",
                      help="megatron: also merge the shards into one {prefix}.bin/.idx pair (streaming, bounded memory; "
                      "twice the disk) and name it in megatron_data_path.txt")  # fmt: skip
-    out.add_argument("--prefix", default="tokens", help="shard file prefix: {prefix}-00000-of-00008.parquet (default: tokens)")
-    out.add_argument("--bos", nargs="?", const="auto", metavar="TOKEN", help="add a BOS token to every document (the tokenizer's usual one, or TOKEN)")
-    out.add_argument("--eos", nargs="?", const="auto", metavar="TOKEN", help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)")
-    out.add_argument("--special-tokens", choices=("ordinary", "allowed"), default="ordinary",
-                     help="text spelling a special token: encoded as ordinary text (default) or as the control token")
-    out.add_argument("--verify", action="store_true", help="decode every document back (streaming) and compare it with its text")
-    out.add_argument("--overwrite", action="store_true", help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)")
+    out.add_argument(
+        "--prefix", default="tokens", help="shard file prefix: {prefix}-00000-of-00008.parquet (default: tokens)"
+    )
+    out.add_argument(
+        "--bos",
+        nargs="?",
+        const="auto",
+        metavar="TOKEN",
+        help="add a BOS token to every document (the tokenizer's usual one, or TOKEN)",
+    )
+    out.add_argument(
+        "--eos",
+        nargs="?",
+        const="auto",
+        metavar="TOKEN",
+        help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)",
+    )
+    out.add_argument(
+        "--special-tokens",
+        choices=("ordinary", "allowed"),
+        default="ordinary",
+        help="text spelling a special token: encoded as ordinary text (default) or as the control token",
+    )
+    out.add_argument(
+        "--verify", action="store_true", help="decode every document back (streaming) and compare it with its text"
+    )
+    out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
+    )
     add_progress_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
 def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--shards", metavar="DIR", help="the --out of an encoding run: print one document of it (with --doc)")
+    p.add_argument(
+        "--shards", metavar="DIR", help="the --out of an encoding run: print one document of it (with --doc)"
+    )
     p.add_argument("--doc", metavar="ID", help="document id (PATH@OFFSET, PATH#ROW) or 0-based document number")
 
 
@@ -109,7 +135,9 @@ def cmd_decode_shards(args: argparse.Namespace) -> int:
     tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
     wanted = manifest["tokenizer"].get("digest")
     if wanted is None:
-        raise ShardError(f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe")
+        raise ShardError(
+            f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe"
+        )
     if tok.digest() != wanted:
         raise ShardError(
             f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "

@@ -20,16 +20,35 @@ EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 
 
 def add_train_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("train", help="train a tokenizer on a corpus with Apache Beam", epilog=EPILOG, allow_abbrev=False)
+    p = sub.add_parser(
+        "train", help="train a tokenizer on a corpus with Apache Beam", epilog=EPILOG, allow_abbrev=False
+    )
     src = add_corpus_arguments(p, title="corpus", range_help="bytes per range of uncompressed text/JSONL")
-    src.add_argument("--weight", action="append", default=[], metavar="GLOB=N", help="integer weight of the documents of one --input (repeat the --input value exactly)")
+    src.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="GLOB=N",
+        help="integer weight of the documents of one --input (repeat the --input value exactly)",
+    )
     algo = p.add_argument_group("algorithm (override --config)")
     algo.add_argument("--config", help="TOML or YAML file of algorithm settings (see configs/)")
-    algo.add_argument("--vocab-size", type=parse_vocab_sizes, metavar="N[,N...]", help="vocabulary size; several (32000,64000,128000): one run, DIR/v{N}/ per size")
+    algo.add_argument(
+        "--vocab-size",
+        type=parse_vocab_sizes,
+        metavar="N[,N...]",
+        help="vocabulary size; several (32000,64000,128000): one run, DIR/v{N}/ per size",
+    )
     algo.add_argument("--pretokenizer", help="preset (cl100k, o200k, r50k, llama3, qwen2, ...) or a regex")
     algo.add_argument("--normalizer", choices=("NFC", "NFKC"))
     algo.add_argument("--tie-break", choices=("ids", "huggingface", "bytes"))
-    algo.add_argument("--special-token", action="append", dest="special_tokens", metavar="S", help="repeatable; ids follow the merges in the order given")
+    algo.add_argument(
+        "--special-token",
+        action="append",
+        dest="special_tokens",
+        metavar="S",
+        help="repeatable; ids follow the merges in the order given",
+    )
     algo.add_argument("--min-frequency", type=int, help="the trainer's pair threshold (default 2)")
     algo.add_argument("--min-chunk-count", type=int, help="drop chunks counted fewer times, after the global reduce")
     algo.add_argument("--max-chunks", type=int, help="keep the most frequent chunks only (ties: smallest bytes first)")
@@ -38,13 +57,28 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--out", required=True, help="output directory (local path or fsspec URL)")
     out.add_argument("--counts-only", action="store_true", help="count and write counts/, do not train")
     out.add_argument("--from-counts", metavar="DIR", help="train from the counts/ of an earlier run (no pipeline)")
-    out.add_argument("--count-shards", type=int, default=0, help="number of counts files (default: one per GiB of input)")
+    out.add_argument(
+        "--count-shards", type=int, default=0, help="number of counts files (default: one per GiB of input)"
+    )
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
     add_progress_argument(out)
     rep = p.add_argument_group("report (needs the report extra: pip install 'beam-bpe[report]')")
-    rep.add_argument("--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png")
-    rep.add_argument("--eval-fraction", type=float, metavar="F", help="share of the documents held out for the report, chosen by a hash of their id (default 0.01)")
-    rep.add_argument("--compare", action="append", default=[], metavar="PATH", help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken")
+    rep.add_argument(
+        "--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png"
+    )
+    rep.add_argument(
+        "--eval-fraction",
+        type=float,
+        metavar="F",
+        help="share of the documents held out for the report, chosen by a hash of their id (default 0.01)",
+    )
+    rep.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken",
+    )
     add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train, takes_beam_args=True)
     return p
@@ -55,9 +89,13 @@ def _inputs(args: argparse.Namespace) -> list[InputSpec]:
     for item in args.weight:
         pattern, sep, value = item.rpartition("=")
         if not sep or not value.strip().isdigit() or int(value) < 1:
-            raise CorpusError(f"--weight {item!r}: expected GLOB=N with N a positive integer, e.g. --weight 'de/*.txt=3'")
+            raise CorpusError(
+                f"--weight {item!r}: expected GLOB=N with N a positive integer, e.g. --weight 'de/*.txt=3'"
+            )
         if pattern not in args.input:
-            raise CorpusError(f"--weight {item!r} names {pattern!r}, which is not one of the --input values {args.input}")
+            raise CorpusError(
+                f"--weight {item!r} names {pattern!r}, which is not one of the --input values {args.input}"
+            )
         weights[pattern] = int(value)
     return [InputSpec(pattern, weights.get(pattern, 1)) for pattern in args.input]
 
@@ -97,7 +135,11 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
 
         check_report_extra()
     manifest = run_train(job_from_args(args), beam_args, reporter=progress_reporter(args))
-    what = "counted" if args.counts_only else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
+    what = (
+        "counted"
+        if args.counts_only
+        else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
+    )
     held_out = manifest.get("documents_held_out", 0)
     held = f", {held_out} held out for the report" if held_out else ""
     print(

@@ -59,7 +59,11 @@ class CorpusSpec:
             raise CorpusError("--text-field and --text-column must not be empty (e.g. --text-field text)")
         if not isinstance(self.batch_bytes, int) or self.batch_bytes < 1:
             raise CorpusError(f"batch_bytes must be a positive integer, got {self.batch_bytes!r}")
-        if isinstance(self.max_document_bytes, bool) or not isinstance(self.max_document_bytes, int) or self.max_document_bytes < 1:
+        if (
+            isinstance(self.max_document_bytes, bool)
+            or not isinstance(self.max_document_bytes, int)
+            or self.max_document_bytes < 1
+        ):
             raise CorpusError(f"--max-document-bytes must be a positive integer, got {self.max_document_bytes!r}")
 
 
@@ -198,7 +202,9 @@ def _cut(source: SourceFile, source_index: int, spec: CorpusSpec, range_bytes: i
         return [CorpusRange(first_index, kind="file", start=0, end=source.size, **common)]
     n = math.ceil(source.size / range_bytes)
     return [
-        CorpusRange(first_index + i, kind="bytes", start=i * range_bytes, end=min(source.size, (i + 1) * range_bytes), **common)
+        CorpusRange(
+            first_index + i, kind="bytes", start=i * range_bytes, end=min(source.size, (i + 1) * range_bytes), **common
+        )
         for i in range(n)
     ]
 
@@ -212,6 +218,10 @@ def _row_group_ranges(source: SourceFile, first_index: int, common: dict) -> lis
     ranges, first_row = [], 0
     for group in range(meta.num_row_groups):
         rows = meta.row_group(group).num_rows
-        ranges.append(CorpusRange(first_index + group, kind="row_group", start=group, end=group + 1, first_row=first_row, **common))
+        ranges.append(
+            CorpusRange(
+                first_index + group, kind="row_group", start=group, end=group + 1, first_row=first_row, **common
+            )
+        )
         first_row += rows
     return ranges

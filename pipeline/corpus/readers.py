@@ -382,12 +382,16 @@ def _text_lines(block: bytes, offset: int, limit: int, batcher: _Batcher) -> Non
     batcher.add_column(offset + lines.starts[keep], texts, int(offsets[-1]))
 
 
-def _reject_long(block: bytes, offset: int, lines: _LineTable, keep: np.ndarray, limit: int, batcher: _Batcher) -> np.ndarray:
+def _reject_long(
+    block: bytes, offset: int, lines: _LineTable, keep: np.ndarray, limit: int, batcher: _Batcher
+) -> np.ndarray:
     """Dead-letter the kept lines longer than ``limit``; the mask of the lines that stay."""
     lengths = lines.lengths
     for i in np.flatnonzero(keep & (lengths > limit)).tolist():
         begin, length = int(lines.begins[i]), int(lengths[i])
-        batcher.reject(offset + int(lines.starts[i]), _too_long(length, limit), block[begin : begin + EXCERPT_CHARS * 4], length)
+        batcher.reject(
+            offset + int(lines.starts[i]), _too_long(length, limit), block[begin : begin + EXCERPT_CHARS * 4], length
+        )
     return keep & (lengths <= limit)
 
 

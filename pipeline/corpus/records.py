@@ -42,7 +42,12 @@ class DeadLetter(NamedTuple):
     excerpt: str = ""
 
     def to_json_dict(self) -> dict:
-        return {"source": self.source, self.position_kind: self.position, "reason": self.reason, "excerpt": self.excerpt}
+        return {
+            "source": self.source,
+            self.position_kind: self.position,
+            "reason": self.reason,
+            "excerpt": self.excerpt,
+        }
 
 
 class DocumentBatch(NamedTuple):

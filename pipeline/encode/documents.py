@@ -143,7 +143,9 @@ class EncodePolicy:
         return (self.bos_id is not None) + (self.eos_id is not None)
 
 
-def resolve_policy(tok: Tokenizer, *, special_tokens: str = "ordinary", bos: str | None = None, eos: str | None = None) -> EncodePolicy:
+def resolve_policy(
+    tok: Tokenizer, *, special_tokens: str = "ordinary", bos: str | None = None, eos: str | None = None
+) -> EncodePolicy:
     """Check the flags against the tokenizer and fix the ids: ``bos``/``eos`` are None (off), ``"auto"`` (the
     tokenizer's usual token) or a token's text.
 
@@ -152,7 +154,9 @@ def resolve_policy(tok: Tokenizer, *, special_tokens: str = "ordinary", bos: str
     """
     if special_tokens not in SPECIAL_POLICIES:
         raise EncodeError(f"--special-tokens must be one of {', '.join(SPECIAL_POLICIES)}, got {special_tokens!r}")
-    return EncodePolicy(special_tokens, _token_id(tok, bos, BOS_NAMES, "--bos"), _token_id(tok, eos, EOS_NAMES, "--eos"))
+    return EncodePolicy(
+        special_tokens, _token_id(tok, bos, BOS_NAMES, "--bos"), _token_id(tok, eos, EOS_NAMES, "--eos")
+    )
 
 
 def _token_id(tok: Tokenizer, name: str | None, usual: tuple[str, ...], flag: str) -> int | None:
@@ -170,7 +174,9 @@ def _token_id(tok: Tokenizer, name: str | None, usual: tuple[str, ...], flag: st
         return tok.special_tokens[found[0]]
     token_id = tok.special_tokens.get(name, tok.added_tokens.get(name))
     if token_id is None:
-        raise EncodeError(f"{flag} {name!r} is not a special or added token of the tokenizer; its special tokens: {specials}")
+        raise EncodeError(
+            f"{flag} {name!r} is not a special or added token of the tokenizer; its special tokens: {specials}"
+        )
     return token_id
 
 
@@ -202,7 +208,9 @@ class EncodedBatch(NamedTuple):
         return np.diff(self.offsets)
 
 
-def encode_batch(tok: Tokenizer, batch: DocumentBatch, policy: EncodePolicy, dtype, *, verify: bool = False) -> EncodedBatch:
+def encode_batch(
+    tok: Tokenizer, batch: DocumentBatch, policy: EncodePolicy, dtype, *, verify: bool = False
+) -> EncodedBatch:
     """Encode one document batch with one flat call; a document that fails to encode or to round-trip becomes a
     dead letter."""
     texts = batch.texts.arrow if isinstance(batch.texts, TextColumn) else batch.texts
@@ -262,7 +270,9 @@ def _encode_all(tok: Tokenizer, texts, policy: EncodePolicy) -> tuple[np.ndarray
     return (*_join(parts), reasons)
 
 
-def _encode_each(tok: Tokenizer, texts, start: int, policy: EncodePolicy, reasons: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+def _encode_each(
+    tok: Tokenizer, texts, start: int, policy: EncodePolicy, reasons: dict[int, str]
+) -> tuple[np.ndarray, np.ndarray]:
     parts = []
     for i in range(start, len(texts)):
         try:

@@ -40,7 +40,18 @@ from pipeline.storage.manifest import finish_output
 
 JOB_FILE = "job.json"
 DEFAULT_SHARD_SIZE = 1 << 30
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
 SUMMED = ("documents_read", "documents", "dead_letters", "tokens", "text_bytes", "verified")
 
 
@@ -63,7 +74,9 @@ class EncodeSettings:
         if self.shard_format not in SHARD_FORMATS:
             raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {self.shard_format!r}")
         if self.merge and self.shard_format != "megatron":
-            raise EncodeError(f"--merge writes one Megatron .bin/.idx pair: it needs --shard-format megatron, got {self.shard_format!r}")
+            raise EncodeError(
+                f"--merge writes one Megatron .bin/.idx pair: it needs --shard-format megatron, got {self.shard_format!r}"
+            )
         if not self.prefix or any(c in self.prefix for c in "/\\*?[]") or self.prefix.startswith("."):
             raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
         if self.shard_format == "llmc" and self.eos is not None:
@@ -91,7 +104,9 @@ class EncodeJob:
 
     def __post_init__(self) -> None:
         if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, int) or self.shard_size < 1:
-            raise EncodeError(f"--shard-size must be a positive size such as 1GiB, 256MiB or 1000000, got {self.shard_size!r}")
+            raise EncodeError(
+                f"--shard-size must be a positive size such as 1GiB, 256MiB or 1000000, got {self.shard_size!r}"
+            )
         if not self.inputs:
             raise EncodeError("nothing to encode: pass --input PATH_OR_GLOB (repeatable)")
         inputs = tuple(InputSpec(_absolute(i.pattern), i.weight) for i in self.inputs)
@@ -144,7 +159,9 @@ def parse_size(text: str) -> int:
     try:
         size = float(number) * _SIZE_UNITS[unit]
     except (KeyError, ValueError):
-        raise EncodeError(f"--shard-size must be a size such as 1GiB, 256MiB, 500MB or a number of bytes, got {text!r}") from None
+        raise EncodeError(
+            f"--shard-size must be a size such as 1GiB, 256MiB, 500MB or a number of bytes, got {text!r}"
+        ) from None
     if size < 1 or size != int(size):
         raise EncodeError(f"--shard-size must be a whole number of bytes of at least 1, got {text!r}")
     return int(size)
@@ -191,14 +208,30 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     started = time.perf_counter()
     plan = plan_encode(job, beam_args)
     job, corpus, layout = plan.job, plan.corpus, plan.layout
-    reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes, fingerprint=layout.fingerprint[:16])
+    reporter.stage(
+        "plan",
+        files=len(corpus.files),
+        ranges=len(corpus.ranges),
+        bytes=corpus.total_bytes,
+        fingerprint=layout.fingerprint[:16],
+    )
     finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
     if finished is not None:
         reporter.stage("done", out=job.out, already_complete=True)
-        return dict(finished, run={"runner": runner_name(beam_args), "seconds": 0.0, "shards_skipped": layout.num_shards, "already_complete": True})
+        return dict(
+            finished,
+            run={
+                "runner": runner_name(beam_args),
+                "seconds": 0.0,
+                "shards_skipped": layout.num_shards,
+                "already_complete": True,
+            },
+        )
     done = complete_shards(layout)
     todo = [r for r in corpus.ranges if layout.shard_of(r.index) not in done]
-    reporter.stage("resume", shards=layout.num_shards, complete=len(done), todo=layout.num_shards - len(done), ranges=len(todo))
+    reporter.stage(
+        "resume", shards=layout.num_shards, complete=len(done), todo=layout.num_shards - len(done), ranges=len(todo)
+    )
     if todo:
         sizes = {f.path: f.size for f in corpus.files}
         shards = functools.partial(_shards_done, layout)
@@ -216,7 +249,15 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
     remove(layout.path(shard_io.TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
     reporter.stage("done", out=job.out, seconds=seconds)
-    return dict(manifest, run={"runner": runner_name(beam_args), "seconds": seconds, "shards_skipped": len(done), "already_complete": False})
+    return dict(
+        manifest,
+        run={
+            "runner": runner_name(beam_args),
+            "seconds": seconds,
+            "shards_skipped": len(done),
+            "already_complete": False,
+        },
+    )
 
 
 def _shards_done(layout: ShardLayout) -> tuple[int, int]:
@@ -228,7 +269,9 @@ def build_encode_graph(pipeline: beam.Pipeline, plan: EncodePlan):
     """Add the encoding stages to ``pipeline``; return the terminal collection (one ShardWritten per shard)."""
     job, layout = plan.job, plan.layout
     batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
-    encoded = batches | "EncodeDocuments" >> EncodeDocuments(plan.ref, plan.policy, layout.dtype, verify=job.settings.verify)
+    encoded = batches | "EncodeDocuments" >> EncodeDocuments(
+        plan.ref, plan.policy, layout.dtype, verify=job.settings.verify
+    )
     return encoded | "WriteShards" >> WriteShards(layout, fail_at_shard=job.fail_at_shard)
 
 
@@ -250,7 +293,16 @@ def job_identity(job: EncodeJob, tokenizer_digest: str, plan: CorpusPlan, policy
     """
     corpus = dataclasses.asdict(job.corpus)
     s = job.settings
-    settings = dict(corpus, range_bytes=job.range_bytes, shard_size=job.shard_size, shard_format=s.shard_format, prefix=s.prefix, verify=s.verify, dtype=dtype, **policy)
+    settings = dict(
+        corpus,
+        range_bytes=job.range_bytes,
+        shard_size=job.shard_size,
+        shard_format=s.shard_format,
+        prefix=s.prefix,
+        verify=s.verify,
+        dtype=dtype,
+        **policy,
+    )
     if s.merge:  # only when given: the fingerprints of the jobs without it stay what they were
         settings["merge"] = True
     return {
@@ -281,8 +333,14 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
         if completed:
             return json.loads(read_bytes(layout.path(MANIFEST)))
     elif previous is not None or completed:
-        what = f"a different encoding job ({_differences(previous, identity)} differ)" if previous else "a finished output of another job"
-        raise OutputError(f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it")
+        what = (
+            f"a different encoding job ({_differences(previous, identity)} differ)"
+            if previous
+            else "a finished output of another job"
+        )
+        raise OutputError(
+            f"{layout.out_dir} already holds {what}: choose another --out, or pass --overwrite to replace it"
+        )
     remove(layout.path(COMPLETED))  # from here on the directory is incomplete until the run ends
     remove(layout.path(MANIFEST))
     remove(layout.path(MEGATRON_DATA_PATH))
@@ -315,13 +373,22 @@ def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
     if not fs.exists(root):
         return
     pattern = ("*" if everything else layout.prefix) + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*"
-    mine = {n for i in keep for n in layout.data_files(i)} | {layout.name(i) + ext for i in keep for ext in (".jsonl", ".json")}
+    mine = {n for i in keep for n in layout.data_files(i)} | {
+        layout.name(i) + ext for i in keep for ext in (".jsonl", ".json")
+    }
     for folder in (root, *(root.rstrip("/") + "/" + d for d in (shard_io.DEAD_DIR, shard_io.STATS_DIR))):
         for path in fs.glob(folder.rstrip("/") + "/" + pattern) + fs.glob(folder.rstrip("/") + "/.tmp-*"):
             if os.path.basename(path) not in mine:
                 fs.rm(path)
     if everything:
-        for name in (shard_io.STATS_DIR, shard_io.DEAD_DIR, MANIFEST, COMPLETED, MEGATRON_DATA_PATH, *merged_files(layout.prefix)):
+        for name in (
+            shard_io.STATS_DIR,
+            shard_io.DEAD_DIR,
+            MANIFEST,
+            COMPLETED,
+            MEGATRON_DATA_PATH,
+            *merged_files(layout.prefix),
+        ):
             remove(layout.path(name))
 
 
@@ -404,7 +471,9 @@ MEGATRON_DATA_PATH = "megatron_data_path.txt"
 def merge_shards(layout: ShardLayout, manifest: dict) -> dict:
     """``--merge``: the complete shards streamed into ``{prefix}.bin`` / ``{prefix}.idx``; the manifest's entry
     (prefix, files with bytes and sha256, documents, tokens), checked against the shards' totals."""
-    merged = merge_megatron(layout.path(layout.prefix), [layout.path(s["name"]) for s in manifest["shards"]], layout.dtype)
+    merged = merge_megatron(
+        layout.path(layout.prefix), [layout.path(s["name"]) for s in manifest["shards"]], layout.dtype
+    )
     if (merged["documents"], merged["tokens"]) != (manifest["documents_written"], manifest["tokens"]):
         raise RuntimeError(
             f"the merged {layout.prefix}.bin/.idx hold {merged['documents']} documents and {merged['tokens']} tokens, "

@@ -30,7 +30,16 @@ import numpy as np
 
 HEADER = b"MMIDIDX\x00\x00"
 VERSION = 1
-DTYPE_CODES = {np.uint8: 1, np.int8: 2, np.int16: 3, np.int32: 4, np.int64: 5, np.float64: 6, np.float32: 7, np.uint16: 8}
+DTYPE_CODES = {
+    np.uint8: 1,
+    np.int8: 2,
+    np.int16: 3,
+    np.int32: 4,
+    np.int64: 5,
+    np.float64: 6,
+    np.float32: 7,
+    np.uint16: 8,
+}
 CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
 UINT16_LIMIT = 65500  # Megatron's threshold (not 65536): keep to it so that its own tools agree with our files
 
@@ -76,8 +85,12 @@ class MegatronIndex:
 
     def to_bytes(self) -> bytes:
         if self.dtype not in DTYPE_CODES:
-            raise MegatronFormatError(f"dtype {self.dtype} has no Megatron code; use one of {sorted(d.__name__ for d in DTYPE_CODES)}")
-        head = HEADER + struct.pack("<QBQQ", VERSION, DTYPE_CODES[self.dtype], self.lengths.size, self.document_indices.size)
+            raise MegatronFormatError(
+                f"dtype {self.dtype} has no Megatron code; use one of {sorted(d.__name__ for d in DTYPE_CODES)}"
+            )
+        head = HEADER + struct.pack(
+            "<QBQQ", VERSION, DTYPE_CODES[self.dtype], self.lengths.size, self.document_indices.size
+        )
         parts = (self.lengths.astype("<i4"), self.pointers.astype("<i8"), self.document_indices.astype("<i8"))
         return head + b"".join(p.tobytes() for p in parts)
 

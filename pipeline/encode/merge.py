@@ -75,7 +75,9 @@ def _header(prefix: str, dtype: np.dtype) -> tuple[int, int, int]:
     fs, path = fsspec.core.url_to_fs(prefix + ".bin")
     size, want = int(fs.size(path)), tokens * dtype.itemsize
     if size != want and not (tokens == 0 and size == dtype.itemsize):
-        raise MergeError(f"{prefix}.bin holds {size} bytes, its index points to {want}: the shard is damaged; rerun with --overwrite")
+        raise MergeError(
+            f"{prefix}.bin holds {size} bytes, its index points to {want}: the shard is damaged; rerun with --overwrite"
+        )
     return sequences, documents, tokens
 
 
@@ -110,7 +112,9 @@ def _write_bin(out, prefixes: list[str], heads: list[tuple[int, int, int]], dtyp
 
 def _write_idx(out, prefixes: list[str], heads: list[tuple[int, int, int]], dtype: np.dtype, sequences: int) -> None:
     documents = 1 + sum(d - 1 for _, d, _ in heads)  # each shard's list opens with its own 0
-    out.write(megatron.HEADER + struct.pack("<QBQQ", megatron.VERSION, megatron.DTYPE_CODES[dtype.type], sequences, documents))
+    out.write(
+        megatron.HEADER + struct.pack("<QBQQ", megatron.VERSION, megatron.DTYPE_CODES[dtype.type], sequences, documents)
+    )
     for prefix, (n, _, _) in zip(prefixes, heads, strict=True):  # lengths
         with fsspec.open(prefix + ".idx", "rb") as f:
             for lengths in _section(f, _FIXED, n, "<i4"):

@@ -175,7 +175,13 @@ def tokens_array(offsets: np.ndarray, tokens: np.ndarray) -> pa.Array:
 
 def part_table(positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> pa.Table:
     """A part's columns: ``position`` (int64), ``num_tokens`` (int64), ``tokens`` (list of ids), from the flat buffers."""
-    return pa.table({"position": pa.array(positions), "num_tokens": pa.array(np.diff(offsets)), "tokens": tokens_array(offsets, tokens)})
+    return pa.table(
+        {
+            "position": pa.array(positions),
+            "num_tokens": pa.array(np.diff(offsets)),
+            "tokens": tokens_array(offsets, tokens),
+        }
+    )
 
 
 def part_bytes(positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> bytes:
@@ -225,7 +231,11 @@ def document_ids(source: str, kind: str, positions) -> pa.Array:
 
 
 def parquet_schema(dtype: str, tokenizer_digest: str) -> pa.Schema:
-    fields = [("doc_id", pa.string()), ("tokens", pa.list_(pa.from_numpy_dtype(np.dtype(dtype)))), ("num_tokens", pa.int64())]
+    fields = [
+        ("doc_id", pa.string()),
+        ("tokens", pa.list_(pa.from_numpy_dtype(np.dtype(dtype)))),
+        ("num_tokens", pa.int64()),
+    ]
     return pa.schema(fields, metadata={TOKENIZER_KEY: tokenizer_digest.encode()})
 
 
@@ -279,7 +289,9 @@ class ParquetShardWriter(_ShardWriter):
         self.schema = parquet_schema(layout.dtype, layout.tokenizer_digest)
         f = self._open(prefix + ".parquet")
         # no dictionary: ids and doc ids barely repeat within a page (15% smaller files, as fast, measured on cl100k)
-        self._writer = self._stack.enter_context(pq.ParquetWriter(f, self.schema, compression="zstd", use_dictionary=False))
+        self._writer = self._stack.enter_context(
+            pq.ParquetWriter(f, self.schema, compression="zstd", use_dictionary=False)
+        )
 
     def write(self, ids: np.ndarray, offsets: np.ndarray, *, doc_ids: pa.Array) -> None:
         if len(offsets) <= 1:
@@ -393,7 +405,9 @@ def load_manifest(out_dir: str) -> dict:
         raise ShardError(f"{out_dir} holds no finished encoding output (no COMPLETED marker): rerun the encode job")
     manifest = json.loads(read_file(layout.path("manifest.json")))
     if manifest.get("kind") != "beam-bpe encode":
-        raise ShardError(f"{out_dir}/manifest.json is not the manifest of an encoding job (kind {manifest.get('kind')!r})")
+        raise ShardError(
+            f"{out_dir}/manifest.json is not the manifest of an encoding job (kind {manifest.get('kind')!r})"
+        )
     return manifest
 
 

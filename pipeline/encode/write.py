@@ -131,7 +131,9 @@ SUMS = ("documents_read", "documents", "tokens", "text_bytes", "verified")
 
 
 def _sums(parts: list[PartInfo]) -> dict:
-    return dict({key: sum(getattr(p, key) for p in parts) for key in SUMS}, dead_letters=sum(len(p.dead_letters) for p in parts))
+    return dict(
+        {key: sum(getattr(p, key) for p in parts) for key in SUMS}, dead_letters=sum(len(p.dead_letters) for p in parts)
+    )
 
 
 def _by_range(parts: list[PartInfo]) -> list[tuple[int, list[PartInfo]]]:
@@ -180,4 +182,3 @@ class WriteShards(beam.PTransform):
             | "GroupPartsByShard" >> beam.GroupByKey()
             | "FinalizeShards" >> beam.ParDo(FinalizeShardFn(self.layout, fail_at_shard=self.fail_at_shard))
         )
-

@@ -39,7 +39,9 @@ def pipeline_options(beam_args: Sequence[str], *, num_ranges: int) -> PipelineOp
     """PipelineOptions from the pass-through Beam flags, with the defaults above filled in."""
     runner = runner_name(beam_args)
     args = _drop_value_of(list(beam_args), "--runner") + [f"--runner={RUNNER_ALIASES.get(runner, runner)}"]
-    if "dask" in runner.lower() and not (_flag_given(args, "--dask_npartitions") or _flag_given(args, "--dask_partition_size")):
+    if "dask" in runner.lower() and not (
+        _flag_given(args, "--dask_npartitions") or _flag_given(args, "--dask_partition_size")
+    ):
         args.append(f"--dask_npartitions={max(1, num_ranges)}")
     return PipelineOptions(args)
 

@@ -138,7 +138,9 @@ def parse_vocab_sizes(text: str) -> int | list[int]:
     """``--vocab-size 32000`` or ``--vocab-size 32000,64000,128000`` (each checked later, as a config's are)."""
     items = [item.strip() for item in text.split(",")]
     if not all(item.lstrip("-").isdigit() for item in items):
-        raise argparse.ArgumentTypeError(f"expected an integer or integers separated by commas (32000,64000), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected an integer or integers separated by commas (32000,64000), got {text!r}"
+        )
     return int(items[0]) if len(items) == 1 else [int(item) for item in items]
 
 

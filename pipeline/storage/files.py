@@ -61,8 +61,17 @@ def prepare_output(out_dir: str, *, overwrite: bool, keep: tuple[str, ...] = ())
             "or choose another --out"
         )
     remove(join(out_dir, COMPLETED))  # first: from here on the directory is incomplete until the run ends
-    for name in (MANIFEST, "counts", "dead_letters", "tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json",
-                 "report.json", "report.md", "compression.png"):
+    for name in (
+        MANIFEST,
+        "counts",
+        "dead_letters",
+        "tokenizer.bpe",
+        "tokenizer.tiktoken",
+        "tokenizer.json",
+        "report.json",
+        "report.md",
+        "compression.png",
+    ):
         if name not in keep:
             remove(join(out_dir, name))
     fs, path = fsspec.core.url_to_fs(out_dir)

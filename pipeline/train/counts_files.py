@@ -62,7 +62,9 @@ def table_columns(table: pa.Table | pa.RecordBatch) -> SortedCounts:
     if chunks.null_count or counts.null_count:
         raise CountsError("a counts table holds nulls: chunk and count must both be set on every row")
     _, offsets_buf, data_buf = chunks.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int32)[chunks.offset : chunks.offset + n + 1] if n else np.zeros(1, np.int32)
+    offsets = (
+        np.frombuffer(offsets_buf, np.int32)[chunks.offset : chunks.offset + n + 1] if n else np.zeros(1, np.int32)
+    )
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     return SortedCounts(offsets, data, counts.to_numpy(zero_copy_only=True) if n else np.zeros(0, np.int64))
 
@@ -144,7 +146,12 @@ def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 
     the whole), so ``--max-chunks`` also bounds the driver's memory, not only the merge loop's.
     """
     counts = ChunkCounts(pretokenizer=counts_pretokenizer(counts_dir))
-    report = {"min_chunk_count": min_chunk_count, "max_chunks": max_chunks, "chunks_reduced": 0, "occurrences_reduced": 0}
+    report = {
+        "min_chunk_count": min_chunk_count,
+        "max_chunks": max_chunks,
+        "chunks_reduced": 0,
+        "occurrences_reduced": 0,
+    }
     low_chunks = low_occ = 0
     over = [0, 0]  # chunks and occurrences dropped by max_chunks
     for chunks, values in iter_counts(counts_dir):

@@ -173,7 +173,11 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     job = plan.job
     manifest: dict = {"kind": "beam-bpe train", "settings": job.settings.to_manifest()}
     if job.from_counts:
-        prepare_output(job.out, overwrite=job.overwrite, keep=("counts",) if _same(plan.counts_dir, join(job.out, "counts")) else ())
+        prepare_output(
+            job.out,
+            overwrite=job.overwrite,
+            keep=("counts",) if _same(plan.counts_dir, join(job.out, "counts")) else (),
+        )
         stats = read_stats(plan.counts_dir)
         manifest.update(runner=None, counts_from=job.from_counts)  # no pipeline ran
     else:
@@ -221,7 +225,13 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
         written = {"artifacts": write_tokenizer_files(tok, job.out)}
     seconds = round(time.perf_counter() - t1, 3)
     reporter.stage("train", merges=len(tok.merges), n_vocab=tok.n_vocab, seconds=seconds)
-    return {"chunk_filter": report, "merges": len(tok.merges), "n_vocab": tok.n_vocab, **written, "train_seconds": seconds}
+    return {
+        "chunk_filter": report,
+        "merges": len(tok.merges),
+        "n_vocab": tok.n_vocab,
+        **written,
+        "train_seconds": seconds,
+    }
 
 
 def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> dict:
@@ -232,13 +242,18 @@ def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> 
     job, t0 = plan.job, time.perf_counter()
     sizes = job.settings.vocab_sizes
     trained = [TokenizerSpec(f"v{n}", join(job.out, f"v{n}" if len(sizes) > 1 else "", "tokenizer.bpe")) for n in sizes]
-    compare = [TokenizerSpec(label, path) for label, path in zip(unique_labels(list(job.compare)), job.compare, strict=True)]
+    compare = [
+        TokenizerSpec(label, path) for label, path in zip(unique_labels(list(job.compare)), job.compare, strict=True)
+    ]
     roles = {spec.label: "trained" for spec in trained}
     report = run_report(plan.corpus, job.corpus, tuple(trained + compare), roles, job.eval_fraction, job.out, beam_args)
     seconds = round(time.perf_counter() - t0, 3)
     reporter.stage("report", documents=report["sample"]["documents"], seconds=seconds)
     files = ["report.json", "report.md", "compression.png"]
-    return {"documents_held_out": report["sample"]["documents"], "report": {"eval_fraction": job.eval_fraction, "files": files, "seconds": seconds}}
+    return {
+        "documents_held_out": report["sample"]["documents"],
+        "report": {"eval_fraction": job.eval_fraction, "files": files, "seconds": seconds},
+    }
 
 
 def _counts_folder(from_counts: str) -> str:
@@ -270,7 +285,9 @@ def check_job(job: TrainJob) -> None:
     if job.counts_only and job.from_counts:
         raise OutputError("--counts-only and --from-counts together do nothing: drop one of them")
     if job.from_counts and job.count_shards:
-        raise OutputError("--count-shards sets how a counting run writes its counts: with --from-counts it would do nothing; drop it")
+        raise OutputError(
+            "--count-shards sets how a counting run writes its counts: with --from-counts it would do nothing; drop it"
+        )
     if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks):
         raise OutputError(
             "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "

@@ -43,7 +43,11 @@ def run_cli(*args: str) -> int:
 
 
 def tokenizer_files(out: Path) -> dict[str, bytes]:
-    return {name: (out / name).read_bytes() for name in ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json") if (out / name).exists()}
+    return {
+        name: (out / name).read_bytes()
+        for name in ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
+        if (out / name).exists()
+    }
 
 
 def read_dead_letters(out: Path) -> list[dict]:

@@ -23,7 +23,9 @@ TEXTS = [f"the quick brown fox {i} jumps over the lazy dog number {i % 7}" for i
 
 def test_format_that_contradicts_the_input_names_warns(tmp_path, capsys):
     corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
-    assert main(["train", "--input", str(corpus), "--format", "text", "--counts-only", "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(["train", "--input", str(corpus), "--format", "text", "--counts-only", "--out", str(tmp_path / "o")]) == 0
+    )
     err = capsys.readouterr().err
     assert "warning: --format text, but the --input names say jsonl" in err
     assert main(["train", "--input", str(corpus), "--counts-only", "--out", str(tmp_path / "p")]) == 0
@@ -41,7 +43,10 @@ def test_from_counts_takes_the_counts_folder_or_the_run_folder_alike(tmp_path, c
         outputs[name] = (out / "tokenizer.bpe").read_bytes()
     assert outputs["a"] == outputs["b"]
     # into the same folder whose counts it reads: the counts stay
-    assert main(["train", "--from-counts", str(run / "counts"), "--vocab-size", "290", "--out", str(run), "--overwrite"]) == 0
+    assert (
+        main(["train", "--from-counts", str(run / "counts"), "--vocab-size", "290", "--out", str(run), "--overwrite"])
+        == 0
+    )
     assert list((run / "counts").glob("counts-*.parquet"))
     capsys.readouterr()
 
@@ -52,7 +57,17 @@ def _r50k() -> str:
 
 def test_llmc_refuses_eos_which_would_double_its_separator(tmp_path, capsys):
     corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
-    argv = ["encode", "--tokenizer", _r50k(), "--input", str(corpus), "--out", str(tmp_path / "o"), "--shard-format", "llmc"]
+    argv = [
+        "encode",
+        "--tokenizer",
+        _r50k(),
+        "--input",
+        str(corpus),
+        "--out",
+        str(tmp_path / "o"),
+        "--shard-format",
+        "llmc",
+    ]
     assert main([*argv, "--eos"]) == 2
     assert "--eos with --shard-format llmc" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -61,7 +76,17 @@ def test_llmc_refuses_eos_which_would_double_its_separator(tmp_path, capsys):
 
 def test_a_different_job_in_the_same_out_names_the_flag_that_differs(tmp_path, capsys):
     corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
-    argv = ["encode", "--tokenizer", _r50k(), "--input", str(corpus), "--out", str(tmp_path / "o"), "--shard-format", "megatron"]
+    argv = [
+        "encode",
+        "--tokenizer",
+        _r50k(),
+        "--input",
+        str(corpus),
+        "--out",
+        str(tmp_path / "o"),
+        "--shard-format",
+        "megatron",
+    ]
     assert main(argv) == 0
     assert main([*argv, "--eos"]) == 2
     err = capsys.readouterr().err

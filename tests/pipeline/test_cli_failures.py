@@ -68,7 +68,9 @@ def last_line(err: str) -> str:
 
 
 @pytest.mark.parametrize(("command", "error"), [("train", RuntimeError), ("encode", RuntimeError), ("encode", OSError)])
-def test_a_step_failing_is_one_line_then_the_rerun_it_names_completes(command, error, inputs, tokenizer, tmp_path, monkeypatch, capsys):
+def test_a_step_failing_is_one_line_then_the_rerun_it_names_completes(
+    command, error, inputs, tokenizer, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "out"
     args = args_for(command, inputs, tokenizer, out)
     with monkeypatch.context() as patch:
@@ -77,7 +79,9 @@ def test_a_step_failing_is_one_line_then_the_rerun_it_names_completes(command, e
         assert run_cli(*args) == 2
     err = capsys.readouterr().err
     line = last_line(err)
-    assert line.startswith(f"beam-bpe {command}: error: the run failed: {error.__name__}: {FAULT}: ReadCorpus raises at range 2"), line
+    assert line.startswith(
+        f"beam-bpe {command}: error: the run failed: {error.__name__}: {FAULT}: ReadCorpus raises at range 2"
+    ), line
     assert "[while running 'ReadCorpus/ReadRanges']" in line, "the line names the step that failed"
     assert f"No file in {out} is partial and there is neither manifest.json nor COMPLETED" in line
     assert RERUN[command] in line and f"-v or {VERBOSE_ENV}=1 shows the traceback" in line
@@ -144,7 +148,9 @@ def test_beams_logged_traceback_is_cut_to_its_message(inputs, tokenizer, tmp_pat
     traceback (ERROR:apache_beam.runners.common): one line of it stays (-v keeps the traceback: tested above)."""
     args = args_for("train", inputs, tokenizer, tmp_path / "out")
     env = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
-    proc = subprocess.run([sys.executable, "-c", FAILING_CLI, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", FAILING_CLI, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     logged = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:apache_beam.runners.common:")]
     assert logged and FAULT in logged[0], proc.stderr[-3000:]
@@ -155,11 +161,22 @@ def test_beams_logged_traceback_is_cut_to_its_message(inputs, tokenizer, tmp_pat
 def test_a_worker_killed_under_multi_processing_is_one_line(inputs, tokenizer, tmp_path):
     kills = tmp_path / "kills"
     kills.mkdir()
-    env = dict(os.environ, BEAM_BPE_TEST_KILL_DIR=str(kills), PYTHONPATH=os.pathsep.join([str(HOOKS), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        BEAM_BPE_TEST_KILL_DIR=str(kills),
+        PYTHONPATH=os.pathsep.join([str(HOOKS), os.environ.get("PYTHONPATH", "")]),
+    )
     env.pop(VERBOSE_ENV, None)
     out = tmp_path / "out"
-    args = args_for("encode", inputs, tokenizer, out) + ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    args = args_for("encode", inputs, tokenizer, out) + [
+        "--direct_running_mode",
+        "multi_processing",
+        "--direct_num_workers",
+        "2",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
     assert (kills / "a").exists(), "no worker read the document that kills it"
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

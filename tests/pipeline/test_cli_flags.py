@@ -52,7 +52,9 @@ def test_the_docs_show_commands():
     assert len(options_file_flags()) >= 6
 
 
-@pytest.mark.parametrize(("doc", "command", "flags"), documented_commands(), ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    ("doc", "command", "flags"), documented_commands(), ids=lambda v: v if isinstance(v, str) else None
+)
 def test_every_documented_flag_is_ours_or_beams(doc, command, flags):
     beam = [f for f in flags if f not in our_flags(command)]
     check_beam_args([f"{f}=x" if f != "--overwrite" else f for f in beam])  # raises on a flag nobody knows
@@ -65,11 +67,25 @@ def test_every_flag_of_the_runner_settings_is_beams(path, flag):
 
 @pytest.mark.parametrize(
     ("flag", "nearest"),
-    [("--min-frequncy", "--min-frequency"), ("--direct_num_worker", "--direct_num_workers"), ("--vocab_size", "--vocab-size")],
+    [
+        ("--min-frequncy", "--min-frequency"),
+        ("--direct_num_worker", "--direct_num_workers"),
+        ("--vocab_size", "--vocab-size"),
+    ],
 )
 def test_a_misspelt_flag_is_refused_naming_the_nearest(tmp_path, capsys, flag, nearest):
     (tmp_path / "c.txt").write_text("some text\n")
-    argv = ["train", "--input", str(tmp_path / "c.txt"), "--vocab-size", "300", "--out", str(tmp_path / "out"), flag, "5"]
+    argv = [
+        "train",
+        "--input",
+        str(tmp_path / "c.txt"),
+        "--vocab-size",
+        "300",
+        "--out",
+        str(tmp_path / "out"),
+        flag,
+        "5",
+    ]
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2

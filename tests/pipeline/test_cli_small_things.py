@@ -19,7 +19,12 @@ def test_decode_shards_refuses_a_manifest_shard_name_that_is_a_path(tmp_path, na
     tok = tmp_path / "r50k.bpe"
     ours_openai("r50k").save(str(tok))
     out = tmp_path / "out"
-    assert run_cli("encode", "--tokenizer", tok, "--input", write_jsonl(tmp_path / "c.jsonl", ["one", "two"]), "--out", out) == 0
+    assert (
+        run_cli(
+            "encode", "--tokenizer", tok, "--input", write_jsonl(tmp_path / "c.jsonl", ["one", "two"]), "--out", out
+        )
+        == 0
+    )
     capsys.readouterr()
     assert run_cli("decode", "--tokenizer", tok, "--shards", out, "--doc", "1") == 0
     assert capsys.readouterr().out.strip() == "two"

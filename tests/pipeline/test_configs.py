@@ -66,8 +66,12 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("flags", "config", "keyword"), BAD_VALUES, ids=["vocab_size", "min_frequency", "tie_break", "bool"])
-def test_a_bad_value_gets_the_same_message_from_the_cli_the_config_file_and_the_library(tmp_path, capsys, flags, config, keyword):
+@pytest.mark.parametrize(
+    ("flags", "config", "keyword"), BAD_VALUES, ids=["vocab_size", "min_frequency", "tie_break", "bool"]
+)
+def test_a_bad_value_gets_the_same_message_from_the_cli_the_config_file_and_the_library(
+    tmp_path, capsys, flags, config, keyword
+):
     counts = bpe_core.count_chunks(["some text to count"], "cl100k")
     library = dict({"vocab_size": 300}, **keyword)
     with pytest.raises((TypeError, ValueError)) as raised:

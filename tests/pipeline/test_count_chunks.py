@@ -75,9 +75,22 @@ def test_stage_output_with_assert_that_and_weights():
     batches = [_batch(["hi hi"], weight=3), _batch(["hi"], index=1, dead=[DeadLetter("src", 9, "offset", "bad")])]
     with BeamTestPipeline(runner="FnApiRunner") as p:
         records = p | beam.Create(batches) | PreTokenizeAndCount(pre, 1)
-        counts = records | beam.Filter(lambda r: isinstance(r, ShardCounts)) | beam.Map(lambda r: sorted(_as_dict(r.table).items()))
-        stats = records | beam.Filter(lambda r: isinstance(r, CorpusStats)) | beam.Map(
-            lambda r: (r.name_to_value["documents_read"], r.name_to_value["documents_counted"], r.name_to_value["dead_letters"]))
+        counts = (
+            records
+            | beam.Filter(lambda r: isinstance(r, ShardCounts))
+            | beam.Map(lambda r: sorted(_as_dict(r.table).items()))
+        )
+        stats = (
+            records
+            | beam.Filter(lambda r: isinstance(r, CorpusStats))
+            | beam.Map(
+                lambda r: (
+                    r.name_to_value["documents_read"],
+                    r.name_to_value["documents_counted"],
+                    r.name_to_value["dead_letters"],
+                )
+            )
+        )
         assert_that(counts, equal_to([[(b" hi", 3), (b"hi", 4)]]), label="counts")
         assert_that(stats, equal_to([(3, 2, 1)]), label="stats")
 
@@ -140,7 +153,11 @@ def test_sorted_counter_equals_count_chunks_for_native_and_regex_pretokenizers(s
 
 
 def test_shard_of_is_stable_and_the_dofn_pickles():
-    assert [shard_of(c, 7) for c in (b"hello", b" world", b"")] == [2, 1, 0]  # crc32 (zlib): a standard, fixed across machines
+    assert [shard_of(c, 7) for c in (b"hello", b" world", b"")] == [
+        2,
+        1,
+        0,
+    ]  # crc32 (zlib): a standard, fixed across machines
     fn = CountChunksFn(PreTokenizer.from_spec("o200k"), 3)
     for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
         copy = loads(dumps(fn))

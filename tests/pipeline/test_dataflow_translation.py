@@ -81,7 +81,9 @@ def gcs(monkeypatch):
     docs = [{"text": f"document {i}: the quick brown fox jumps over the lazy dog"} for i in range(400)]
     for part in range(3):
         fs.pipe(f"{BUCKET}/corpus/part-{part}.jsonl", "".join(json.dumps(d) + "\n" for d in docs).encode())
-    tok = bpe_core.train(bpe_core.count_chunks([d["text"] for d in docs], "cl100k"), 300, special_tokens=["<|endoftext|>"])
+    tok = bpe_core.train(
+        bpe_core.count_chunks([d["text"] for d in docs], "cl100k"), 300, special_tokens=["<|endoftext|>"]
+    )
     tok.save(f"{BUCKET}/tok/tokenizer.bpe")
     return fs
 
@@ -168,7 +170,15 @@ def test_translation_runs_the_launch_checks(gcs, no_network, tmp_path):
         dataflow_job.translate("train", argv)
     with pytest.raises(LaunchError, match=r"pass --dataflow_job_file=PATH"):
         dataflow_job.translate("train", argv[:-2])
-    remote = ["--input", f"{BUCKET}/corpus/*.jsonl", "--out", f"{BUCKET}/out", *DATAFLOW, "--dataflow_job_file", tmp_path / "job.json"]
+    remote = [
+        "--input",
+        f"{BUCKET}/corpus/*.jsonl",
+        "--out",
+        f"{BUCKET}/out",
+        *DATAFLOW,
+        "--dataflow_job_file",
+        tmp_path / "job.json",
+    ]
     with pytest.raises(ValueError, match=r"--vocab-size is required to train"):  # the job's own checks, as at launch
         dataflow_job.translate("train", remote)
     with pytest.raises(LaunchError, match=r"--from-counts trains from existing counts with no pipeline"):

@@ -18,7 +18,12 @@ from pipeline.launch.checks import LaunchError, check_launch, check_wheel
 BEAM = apache_beam.__version__
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 CP = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-DATAFLOW = ["--runner=DataflowRunner", "--project=example-project", "--region=us-central1", "--temp_location=gs://example-bucket/tmp"]
+DATAFLOW = [
+    "--runner=DataflowRunner",
+    "--project=example-project",
+    "--region=us-central1",
+    "--temp_location=gs://example-bucket/tmp",
+]
 REMOTE_PATHS = {"--input": ["gs://example-bucket/corpus/*.jsonl"], "--out": ["gs://example-bucket/out"]}
 
 
@@ -26,7 +31,9 @@ REMOTE_PATHS = {"--input": ["gs://example-bucket/corpus/*.jsonl"], "--out": ["gs
 def gcp_extra_present(monkeypatch):
     """The Dataflow checks below do not depend on apache-beam[gcp] being installed here (one test removes it)."""
     importable = launch_checks._importable
-    monkeypatch.setattr(launch_checks, "_importable", lambda module: module.startswith("google.cloud") or importable(module))
+    monkeypatch.setattr(
+        launch_checks, "_importable", lambda module: module.startswith("google.cloud") or importable(module)
+    )
 
 
 def closed_port() -> int:
@@ -84,7 +91,10 @@ def test_local_runners_take_local_paths():
 def test_unreachable_job_endpoint_fails_fast():
     port = closed_port()
     started = time.perf_counter()
-    fails(["--runner=PortableRunner", f"--job_endpoint=127.0.0.1:{port}"], rf"--job_endpoint=127.0.0.1:{port}: cannot connect .*start the job server")
+    fails(
+        ["--runner=PortableRunner", f"--job_endpoint=127.0.0.1:{port}"],
+        rf"--job_endpoint=127.0.0.1:{port}: cannot connect .*start the job server",
+    )
     assert time.perf_counter() - started < launch_checks.CONNECT_TIMEOUT + 1
 
 
@@ -99,9 +109,18 @@ def test_portable_runner_needs_a_job_endpoint():
 
 def test_flink_master_and_spark_master_must_answer():
     port = closed_port()
-    fails(["--runner=FlinkRunner", f"--flink_master=localhost:{port}", "--flink_submit_uber_jar"], rf"--flink_master=localhost:{port}: cannot connect")
-    fails(["--runner=SparkRunner", f"--spark_master_url=spark://127.0.0.1:{port}"], rf"--spark_master_url=spark://127.0.0.1:{port}: cannot connect")
-    fails(["--runner=SparkRunner", "--spark_submit_uber_jar", f"--spark_rest_url=http://127.0.0.1:{port}"], r"--spark_rest_url=.*cannot connect")
+    fails(
+        ["--runner=FlinkRunner", f"--flink_master=localhost:{port}", "--flink_submit_uber_jar"],
+        rf"--flink_master=localhost:{port}: cannot connect",
+    )
+    fails(
+        ["--runner=SparkRunner", f"--spark_master_url=spark://127.0.0.1:{port}"],
+        rf"--spark_master_url=spark://127.0.0.1:{port}: cannot connect",
+    )
+    fails(
+        ["--runner=SparkRunner", "--spark_submit_uber_jar", f"--spark_rest_url=http://127.0.0.1:{port}"],
+        r"--spark_rest_url=.*cannot connect",
+    )
     fails(["--runner=SparkRunner", "--spark_submit_uber_jar"], r"--spark_submit_uber_jar needs --spark_rest_url=")
 
 
@@ -114,7 +133,10 @@ def test_job_server_started_here_needs_java(monkeypatch, listening):
 
 def test_dask_scheduler_must_answer():
     port = closed_port()
-    fails(["--runner=DaskRunner", f"--dask_client_address=127.0.0.1:{port}"], rf"--dask_client_address=127.0.0.1:{port}: cannot connect")
+    fails(
+        ["--runner=DaskRunner", f"--dask_client_address=127.0.0.1:{port}"],
+        rf"--dask_client_address=127.0.0.1:{port}: cannot connect",
+    )
 
 
 # ------------------------------------------------------------------ container images and wheels
@@ -124,7 +146,11 @@ def own_tag(bpe=bpe_core.__version__, beam=BEAM, py=PY):
 
 @pytest.mark.parametrize(
     "image",
-    [f"apache/beam_python{PY}_sdk:{BEAM}", own_tag(), f"localhost:5000/beam-bpe:{bpe_core.__version__}-beam{BEAM}-py{PY}@sha256:{'0' * 64}"],
+    [
+        f"apache/beam_python{PY}_sdk:{BEAM}",
+        own_tag(),
+        f"localhost:5000/beam-bpe:{bpe_core.__version__}-beam{BEAM}-py{PY}@sha256:{'0' * 64}",
+    ],
 )
 def test_matching_images_pass(image):
     check_launch([*DATAFLOW, f"--sdk_container_image={image}"], paths=REMOTE_PATHS)
@@ -137,9 +163,18 @@ def test_matching_images_pass(image):
         ([f"--sdk_container_image=apache/beam_python3.9_sdk:{BEAM}"], rf"Python 3.9 \(this launcher has {PY}\)"),
         ([f"--sdk_container_image={own_tag(beam='2.70.0')}"], r"Beam 2.70.0"),
         ([f"--sdk_container_image={own_tag(bpe='0.0.9')}"], r"beam-bpe 0.0.9"),
-        (["--environment_type=DOCKER", f"--environment_config=apache/beam_python{PY}_sdk:2.61.0"], r"--environment_config=.*Beam 2.61.0"),
-        ([f"--environment_option=docker_container_image=apache/beam_python{PY}_sdk:2.62.0"], r"docker_container_image=.*Beam 2.62.0"),
-        (["--sdk_container_image=registry/beam-bpe:latest"], r"cannot tell which Beam and Python versions .* tag it registry/beam-bpe:"),
+        (
+            ["--environment_type=DOCKER", f"--environment_config=apache/beam_python{PY}_sdk:2.61.0"],
+            r"--environment_config=.*Beam 2.61.0",
+        ),
+        (
+            [f"--environment_option=docker_container_image=apache/beam_python{PY}_sdk:2.62.0"],
+            r"docker_container_image=.*Beam 2.62.0",
+        ),
+        (
+            ["--sdk_container_image=registry/beam-bpe:latest"],
+            r"cannot tell which Beam and Python versions .* tag it registry/beam-bpe:",
+        ),
     ],
 )
 def test_mismatched_or_unknown_images_fail_naming_the_option(flags, match):
@@ -167,9 +202,15 @@ def test_matching_wheel_passes(tmp_path):
 @pytest.mark.parametrize(
     "name, match",
     [
-        (f"beam_bpe-{bpe_core.__version__}-cp39-cp39-linux_x86_64.whl", rf"built for cp39, but workers run Python {PY}.*python{PY}"),
+        (
+            f"beam_bpe-{bpe_core.__version__}-cp39-cp39-linux_x86_64.whl",
+            rf"built for cp39, but workers run Python {PY}.*python{PY}",
+        ),
         (f"beam_bpe-{bpe_core.__version__}-{CP}-{CP}-macosx_11_0_arm64.whl", r"but Beam workers run Linux"),
-        (f"beam_bpe-0.0.1-{CP}-{CP}-manylinux_2_28_x86_64.whl", rf"is beam-bpe 0.0.1, but this launcher runs beam-bpe {bpe_core.__version__}"),
+        (
+            f"beam_bpe-0.0.1-{CP}-{CP}-manylinux_2_28_x86_64.whl",
+            rf"is beam-bpe 0.0.1, but this launcher runs beam-bpe {bpe_core.__version__}",
+        ),
         ("not-a-wheel.whl", r"not a wheel file name"),
     ],
 )
@@ -189,7 +230,21 @@ def test_missing_wheel_and_setup_file(tmp_path):
 def test_cli_train_fails_before_writing_anything(tmp_path, capsys):
     corpus = write_jsonl(tmp_path / "c.jsonl", ["some text"] * 4)
     out = tmp_path / "out"
-    code = run_cli("train", "--input", corpus, "--vocab-size", 300, "--out", out, "--runner", "DataflowRunner", "--project", "example-project", "--region", "us-central1")
+    code = run_cli(
+        "train",
+        "--input",
+        corpus,
+        "--vocab-size",
+        300,
+        "--out",
+        out,
+        "--runner",
+        "DataflowRunner",
+        "--project",
+        "example-project",
+        "--region",
+        "us-central1",
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "beam-bpe train: error: DataflowRunner needs --temp_location" in err

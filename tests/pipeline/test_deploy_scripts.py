@@ -47,7 +47,11 @@ def tool(name: str) -> str:
 
 
 def run(*args, env=None, check=True) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("IMAGE", "PACKAGING", "WHEEL", "JOB_ENDPOINT", "FLINK_MASTER", "SPARK_MASTER", "SPARK_REST_URL")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("IMAGE", "PACKAGING", "WHEEL", "JOB_ENDPOINT", "FLINK_MASTER", "SPARK_MASTER", "SPARK_REST_URL")
+    }
     full_env.update(PYTHON=sys.executable, **(env or {}))
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=120)
     if check:
@@ -85,7 +89,9 @@ def test_shellcheck_would_catch_a_broken_script(tmp_path):
 def test_dockerfile_builds_from_the_local_beam_and_python():
     dockerfile = DEPLOY / "Dockerfile"
     text = dockerfile.read_text()
-    assert f"ARG PY_VERSION={PYTHON}" in text and f"ARG BEAM_VERSION={BEAM}" in text, "ARG defaults must be this environment's"
+    assert f"ARG PY_VERSION={PYTHON}" in text and f"ARG BEAM_VERSION={BEAM}" in text, (
+        "ARG defaults must be this environment's"
+    )
     froms = re.findall(r"^FROM (\S+)(?: AS (\S+))?$", text, re.M)
     assert froms == [("apache/beam_python${PY_VERSION}_sdk:${BEAM_VERSION}", "wheel"), ("scratch", "wheel-only"),
                      ("apache/beam_python${PY_VERSION}_sdk:${BEAM_VERSION}", "")]  # fmt: skip
@@ -101,7 +107,10 @@ def test_dockerfile_builds_from_the_local_beam_and_python():
 
 def test_one_dockerfile_serves_every_runner():
     """No runner folder keeps a Dockerfile of its own; each runner's guide and deploy/README.md name the shared one."""
-    assert sorted(p.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("Dockerfile*")) == ["Dockerfile", "Dockerfile.dockerignore"]
+    assert sorted(p.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("Dockerfile*")) == [
+        "Dockerfile",
+        "Dockerfile.dockerignore",
+    ]
     for guide in [DEPLOY / "README.md", *(DEPLOY / r / "README.md" for r in RUNNERS)]:
         assert "`deploy/Dockerfile`" in guide.read_text(), f"{guide} does not name the shared deploy/Dockerfile"
 
@@ -120,21 +129,39 @@ def test_options_files_hold_only_flags_beam_knows(runner, command, listening):
     options = PipelineOptions(flags)
     unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
     assert not unknown, f"deploy/{runner}/{command}.options: flags Beam does not know: {unknown}"
-    lines = [ln for ln in (DEPLOY / runner / f"{command}.options").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln
+        for ln in (DEPLOY / runner / f"{command}.options").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     assert all(ln.startswith("--") for ln in lines)
-    assert options.get_all_options()["runner"] == {"dataflow": "DataflowRunner", "flink": "FlinkRunner", "spark": "SparkRunner"}[runner]
+    assert (
+        options.get_all_options()["runner"]
+        == {"dataflow": "DataflowRunner", "flink": "FlinkRunner", "spark": "SparkRunner"}[runner]
+    )
 
 
 # ------------------------------------------------------------------ the command lines, through the launch checks
 def test_dataflow_submit_builds_a_command_that_passes_the_launch_checks():
     require_gcp_extra()  # Dataflow's launch checks need Beam's GCP extra
-    argv = printed("dataflow", "train", "--input", "gs://my-bucket/corpus/*.jsonl", "--vocab-size", "32000", "--max_num_workers=200", env=CLOUD_ENV)
+    argv = printed(
+        "dataflow",
+        "train",
+        "--input",
+        "gs://my-bucket/corpus/*.jsonl",
+        "--vocab-size",
+        "32000",
+        "--max_num_workers=200",
+        env=CLOUD_ENV,
+    )
     flags = beam_flags(argv, "train")
     for expected in ("--runner=DataflowRunner", "--project=my-project", "--region=us-central1",
                      "--temp_location=gs://my-bucket/beam-bpe/tmp", f"--sdk_container_image={IMAGE}", "--sdk_location=container"):  # fmt: skip
         assert expected in flags, (expected, flags)
     assert flags[-5:] == ["--input", "gs://my-bucket/corpus/*.jsonl", "--vocab-size", "32000", "--max_num_workers=200"]
-    assert PipelineOptions(flags).get_all_options()["max_num_workers"] == 200, "the user's flags win over the options file"
+    assert PipelineOptions(flags).get_all_options()["max_num_workers"] == 200, (
+        "the user's flags win over the options file"
+    )
     check_launch(flags, paths=GS_PATHS)
 
 
@@ -146,11 +173,28 @@ def test_dataflow_translate_only_runs_the_translation_module():
 
 
 def test_a_missing_variable_is_named_with_its_file_and_line():
-    result = run(DEPLOY / "dataflow" / "submit.sh", "train", "--print", env={k: v for k, v in CLOUD_ENV.items() if k != "GCS_BUCKET"}, check=False)
+    result = run(
+        DEPLOY / "dataflow" / "submit.sh",
+        "train",
+        "--print",
+        env={k: v for k, v in CLOUD_ENV.items() if k != "GCS_BUCKET"},
+        check=False,
+    )
     assert result.returncode == 2
-    assert re.search(r"GCS_BUCKET is not set \(.*deploy/dataflow/train.options line \d+ needs it\)", result.stderr), result.stderr
-    result = run(DEPLOY / "dataflow" / "submit.sh", "train", "--print", env={k: v for k, v in CLOUD_ENV.items() if k != "IMAGE"}, check=False)
-    assert result.returncode == 2 and "IMAGE is not set: build and push the container with deploy/build_container.sh" in result.stderr
+    assert re.search(r"GCS_BUCKET is not set \(.*deploy/dataflow/train.options line \d+ needs it\)", result.stderr), (
+        result.stderr
+    )
+    result = run(
+        DEPLOY / "dataflow" / "submit.sh",
+        "train",
+        "--print",
+        env={k: v for k, v in CLOUD_ENV.items() if k != "IMAGE"},
+        check=False,
+    )
+    assert (
+        result.returncode == 2
+        and "IMAGE is not set: build and push the container with deploy/build_container.sh" in result.stderr
+    )
     assert run(DEPLOY / "flink" / "submit.sh", "train", "--print", env={"IMAGE": IMAGE}, check=False).returncode == 2
 
 
@@ -165,8 +209,16 @@ def test_translate_only_is_refused_outside_dataflow(runner, listening):
 
 def test_flink_submit_uber_jar_or_job_server(listening):
     flags = beam_flags(printed("flink", "encode", env={"IMAGE": IMAGE, "FLINK_MASTER": listening}), "encode")
-    assert {"--runner=FlinkRunner", f"--flink_master={listening}", "--flink_submit_uber_jar", "--environment_type=DOCKER", f"--environment_config={IMAGE}"} <= set(flags)
-    check_launch(flags, paths={"--input": ["s3://b/c/*.jsonl"], "--tokenizer": ["s3://b/tok.bpe"], "--out": ["s3://b/ids"]})
+    assert {
+        "--runner=FlinkRunner",
+        f"--flink_master={listening}",
+        "--flink_submit_uber_jar",
+        "--environment_type=DOCKER",
+        f"--environment_config={IMAGE}",
+    } <= set(flags)
+    check_launch(
+        flags, paths={"--input": ["s3://b/c/*.jsonl"], "--tokenizer": ["s3://b/tok.bpe"], "--out": ["s3://b/ids"]}
+    )
     flags = beam_flags(printed("flink", "train", env={"IMAGE": IMAGE, "JOB_ENDPOINT": listening}), "train")
     assert f"--job_endpoint={listening}" in flags and not any(f.startswith("--flink_master") for f in flags)
     check_launch(flags, paths={"--input": ["s3://b/c/*.jsonl"], "--out": ["s3://b/out"]})
@@ -178,14 +230,30 @@ def test_spark_submit_modes(listening):
     flags = beam_flags(printed("spark", "train", env={"IMAGE": IMAGE, "JOB_ENDPOINT": listening}), "train")
     assert "--runner=SparkRunner" in flags and f"--job_endpoint={listening}" in flags
     check_launch(flags, paths={"--input": ["s3://b/c/*.jsonl"], "--out": ["s3://b/out"]})
-    flags = beam_flags(printed("spark", "encode", env={"IMAGE": IMAGE, "SPARK_MASTER": f"spark://{listening}", "SPARK_REST_URL": f"http://{listening}"}), "encode")
-    assert {"--spark_submit_uber_jar", f"--spark_rest_url=http://{listening}", f"--spark_master_url=spark://{listening}"} <= set(flags)
-    check_launch(flags, paths={"--input": ["s3://b/c/*.jsonl"], "--tokenizer": ["s3://b/t.bpe"], "--out": ["s3://b/ids"]})
+    flags = beam_flags(
+        printed(
+            "spark",
+            "encode",
+            env={"IMAGE": IMAGE, "SPARK_MASTER": f"spark://{listening}", "SPARK_REST_URL": f"http://{listening}"},
+        ),
+        "encode",
+    )
+    assert {
+        "--spark_submit_uber_jar",
+        f"--spark_rest_url=http://{listening}",
+        f"--spark_master_url=spark://{listening}",
+    } <= set(flags)
+    check_launch(
+        flags, paths={"--input": ["s3://b/c/*.jsonl"], "--tokenizer": ["s3://b/t.bpe"], "--out": ["s3://b/ids"]}
+    )
 
 
 def test_packaging_modes(tmp_path):
     require_gcp_extra()  # Dataflow's launch checks need Beam's GCP extra
-    wheel = tmp_path / f"beam_bpe-{bpe_core.__version__}-cp{PYTHON.replace('.', '')}-cp{PYTHON.replace('.', '')}-linux_x86_64.whl"
+    wheel = (
+        tmp_path
+        / f"beam_bpe-{bpe_core.__version__}-cp{PYTHON.replace('.', '')}-cp{PYTHON.replace('.', '')}-linux_x86_64.whl"
+    )
     wheel.write_bytes(b"only the name is read here")
     stock = f"apache/beam_python{PYTHON}_sdk:{BEAM}"
     flags = beam_flags(printed("dataflow", "train", env=dict(CLOUD_ENV, PACKAGING="wheel", WHEEL=str(wheel))), "train")
@@ -210,10 +278,17 @@ def test_build_scripts_print_the_right_commands():
     assert argv[len(build) :] == ["docker", "push", f"{repository}:{TAG}"]
     for runner in ("flink", "spark"):  # the same Dockerfile, with S3 as well
         build = run(DEPLOY / "build_container.sh", runner, repository, "--print").stdout.splitlines()
-        assert build[:4] == ["docker", "build", "-f", str(DEPLOY / "Dockerfile")] and "FSSPEC_BACKENDS=s3fs gcsfs" in build
+        assert (
+            build[:4] == ["docker", "build", "-f", str(DEPLOY / "Dockerfile")] and "FSSPEC_BACKENDS=s3fs gcsfs" in build
+        )
     result = run(DEPLOY / "build_container.sh", "dask", repository, "--print", check=False)
     assert result.returncode == 2 and "the runner must be dataflow, flink or spark, got dask" in result.stderr
-    cloud = ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1", "--temp_location=gs://my-bucket/tmp"]
+    cloud = [
+        "--runner=DataflowRunner",
+        "--project=my-project",
+        "--region=us-central1",
+        "--temp_location=gs://my-bucket/tmp",
+    ]
     check_launch([*cloud, f"--sdk_container_image={repository}:{TAG}"], paths=GS_PATHS)  # the tag passes the check
     argv = run(DEPLOY / "build_wheel.sh", "--in-sdk-image", "spark", "--out", "/tmp/w", "--print").stdout.splitlines()
     assert argv[:4] == ["docker", "build", "--target", "wheel-only"] and "type=local,dest=/tmp/w" in argv

@@ -61,4 +61,6 @@ print(json.dumps({"bpe_core": bpe_core.__file__, "pipeline": lc.__file__, "nativ
     for key in ("bpe_core", "pipeline", "core"):
         assert got[key].startswith(site), f"{key} was imported from {got[key]}, not from the wheel in {site}"
     assert got["native"] is True and got["version"] == bpe_core.__version__
-    assert got["ids"] == bpe_core.train(bpe_core.count_chunks(["hello hello world"] * 3, "cl100k"), 260).encode("hello world")
+    assert got["ids"] == bpe_core.train(bpe_core.count_chunks(["hello hello world"] * 3, "cl100k"), 260).encode(
+        "hello world"
+    )

@@ -42,4 +42,6 @@ def test_encode_on_dask_gives_the_same_shards_as_in_process(cluster, r50k_file, 
     expected = [n for s in m["shards"] for n in s["files"]]
     assert all((tmp_path / "dask" / n).stat().st_size > 0 for n in expected), "an expected file is missing or empty"
     tok = Tokenizer.load(r50k_file)
-    assert [ids for _, ids in read_back(tmp_path / "dask")][: len(docs)] == [tok.encode_ordinary(d) + [50256] for d in docs]
+    assert [ids for _, ids in read_back(tmp_path / "dask")][: len(docs)] == [
+        tok.encode_ordinary(d) + [50256] for d in docs
+    ]

@@ -33,7 +33,9 @@ from pipeline.encode.documents import (
 )
 
 
-def _batch(texts: list[str], *, range_index: int = 0, batch_index: int = 0, last: bool = True, dead=()) -> DocumentBatch:
+def _batch(
+    texts: list[str], *, range_index: int = 0, batch_index: int = 0, last: bool = True, dead=()
+) -> DocumentBatch:
     positions = [10 * i for i in range(len(texts))]
     return DocumentBatch(range_index, batch_index, last, "src.jsonl", 0, 1, "offset", positions, list(texts), list(dead),
                          len(texts) + len(dead), sum(len(t) for t in texts))  # fmt: skip
@@ -79,7 +81,9 @@ def test_verify_passes_round_trips_and_reports_the_first_differing_offset():
     assert encoded.verified == 2 and encoded.positions.tolist() == [0, 10]
     (dead,) = encoded.dead_letters
     assert dead.position == 20 and dead.reason.startswith("round trip differs at character 4 (byte 4)")
-    assert first_difference("abc", "abc") == 3 and first_difference("abc", "abd") == 2 and first_difference("", "x") == 0
+    assert (
+        first_difference("abc", "abc") == 3 and first_difference("abc", "abd") == 2 and first_difference("", "x") == 0
+    )
 
 
 def test_verify_compares_with_the_normalized_text_for_a_normalizing_tokenizer():
@@ -92,7 +96,9 @@ def test_verify_compares_with_the_normalized_text_for_a_normalizing_tokenizer():
 def test_a_document_the_tokenizer_rejects_is_a_dead_letter_and_the_rest_is_encoded():
     ascii_only = Tokenizer({i: bytes([i]) for i in range(128)}, merges=[], pretokenizer="cl100k")
     reader_dead = DeadLetter("src.jsonl", 15, "offset", "malformed JSON: x")
-    encoded = encode_batch(ascii_only, _batch(["abc", "café", "de"], dead=[reader_dead]), EncodePolicy(), np.dtype("uint16"))
+    encoded = encode_batch(
+        ascii_only, _batch(["abc", "café", "de"], dead=[reader_dead]), EncodePolicy(), np.dtype("uint16")
+    )
     assert encoded.tokens.tolist() == [97, 98, 99, 100, 101] and encoded.positions.tolist() == [0, 20]
     assert [(d.position, d.reason[:13]) for d in encoded.dead_letters] == [(10, "encode failed"), (15, "malformed JSO")]
     assert encoded.documents_read == len(encoded.lengths) + len(encoded.dead_letters)
@@ -101,16 +107,28 @@ def test_a_document_the_tokenizer_rejects_is_a_dead_letter_and_the_rest_is_encod
 def test_encode_documents_stage_in_a_pipeline(r50k_file):  # noqa: F811 - the fixture
     tok, ref = open_tokenizer(r50k_file)
     docs = corpus("en_bible_kjv", 4) + corpus("fortunes_multi", 30)
-    batches = [_batch(docs[:20], batch_index=0, last=False), _batch(docs[20:], batch_index=1), _batch(["x"], range_index=1)]
+    batches = [
+        _batch(docs[:20], batch_index=0, last=False),
+        _batch(docs[20:], batch_index=1),
+        _batch(["x"], range_index=1),
+    ]
     expected = [(0, 0, [tok.encode_ordinary(d) + [50256] for d in docs[:20]]), (0, 1, [tok.encode_ordinary(d) + [50256] for d in docs[20:]]),
                 (1, 0, [tok.encode_ordinary("x") + [50256]])]  # fmt: skip
 
     def as_lists(e):
         offsets = np.concatenate([[0], np.cumsum(e.lengths)])
-        return e.range_index, e.batch_index, [e.tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)]
+        return (
+            e.range_index,
+            e.batch_index,
+            [e.tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)],
+        )
 
     with TestPipeline(runner="FnApiRunner") as p:
-        encoded = p | beam.Create(batches) | "Encode" >> EncodeDocuments(ref, resolve_policy(tok, eos="auto"), "uint16", verify=True)
+        encoded = (
+            p
+            | beam.Create(batches)
+            | "Encode" >> EncodeDocuments(ref, resolve_policy(tok, eos="auto"), "uint16", verify=True)
+        )
         assert_that(encoded | beam.Map(as_lists), equal_to(expected))
 
 
@@ -140,11 +158,17 @@ def test_counters_count_documents_bytes_tokens_dead_letters_and_verified(r50k_fi
     tok, ref = open_tokenizer(r50k_file)
     docs = ["hello world", "naïve café", "bad \udc80"]
     p = TestPipeline(runner="FnApiRunner")
-    _ = p | beam.Create([_batch(docs, dead=[DeadLetter("src.jsonl", 99, "offset", "malformed JSON")])]) | EncodeDocuments(
-        ref, EncodePolicy(eos_id=50256), "uint16", verify=True)
+    _ = (
+        p
+        | beam.Create([_batch(docs, dead=[DeadLetter("src.jsonl", 99, "offset", "malformed JSON")])])
+        | EncodeDocuments(ref, EncodePolicy(eos_id=50256), "uint16", verify=True)
+    )
     result = p.run()
     result.wait_until_finish()
-    counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    }
     tokens = sum(len(tok.encode_ordinary(d)) + 1 for d in docs[:2])
     assert counters == {"documents": 2, "bytes": len("hello world") + len("naïve café".encode()), "tokens": tokens,
                         "dead_letters": 2, "verified": 2}  # fmt: skip

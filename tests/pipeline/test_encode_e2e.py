@@ -36,7 +36,13 @@ SPELLS_SPECIAL = f"a document that spells {EOT} in its text"
 def sample_docs() -> list[str]:
     """About 120 KB of shared corpora: English, 12 scripts, short multilingual docs, code, reST."""
     udhr = [d for d in corpus("multi_udhr", 60) if len(d) < 9000][:12]
-    return corpus("en_bible_kjv", 8) + udhr + corpus("fortunes_multi", 150) + corpus("code_cpython", 2) + [SPELLS_SPECIAL, ""]
+    return (
+        corpus("en_bible_kjv", 8)
+        + udhr
+        + corpus("fortunes_multi", 150)
+        + corpus("code_cpython", 2)
+        + [SPELLS_SPECIAL, ""]
+    )
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +56,10 @@ def r50k_file(tmp_path_factory) -> str:
 def write_inputs(root: Path, docs: list[str], n: int = 3) -> list[Path]:
     """``docs`` over ``n`` JSONL files (the second one gzip: one whole-file range), in order."""
     size = -(-len(docs) // n)
-    return [write_jsonl(root / f"part-{i}.jsonl{'.gz' if i == 1 else ''}", docs[i * size : (i + 1) * size]) for i in range(n)]
+    return [
+        write_jsonl(root / f"part-{i}.jsonl{'.gz' if i == 1 else ''}", docs[i * size : (i + 1) * size])
+        for i in range(n)
+    ]
 
 
 def encode_cli(tokenizer: str, inputs: list[Path], out: Path, *extra) -> int:
@@ -108,9 +117,15 @@ def test_parquet_shards_hold_the_library_ids_with_eos_in_input_order(parquet_run
     assert len(m["shards"]) >= 4 and (parquet_run / "COMPLETED").exists()
     stored = sum(r["end"] - r["start"] for s in m["shards"] for r in s["ranges"])  # --shard-size 40000: ranges grouped
     assert any(len(s["ranges"]) > 1 for s in m["shards"]) and abs(len(m["shards"]) - -(-stored // 40000)) <= 1
-    assert [r["index"] for s in m["shards"] for r in s["ranges"]] == list(range(sum(len(s["ranges"]) for s in m["shards"])))
+    assert [r["index"] for s in m["shards"] for r in s["ranges"]] == list(
+        range(sum(len(s["ranges"]) for s in m["shards"]))
+    )
     table = pq.read_table(parquet_run / m["shards"][0]["files"].popitem()[0])
-    assert table.schema.field("tokens").type == pa.list_(pa.uint16()) and table.column_names == ["doc_id", "tokens", "num_tokens"]
+    assert table.schema.field("tokens").type == pa.list_(pa.uint16()) and table.column_names == [
+        "doc_id",
+        "tokens",
+        "num_tokens",
+    ]
     assert table.column("num_tokens").to_pylist() == [len(t) for t in table.column("tokens").to_pylist()]
     assert all(s["bytes_per_token"] > 2 for s in m["sources"]) and len(m["sources"]) == 3
     assert m["tokenizer"]["sha256"] == hashlib.sha256(Path(r50k_file).read_bytes()).hexdigest()
@@ -121,7 +136,9 @@ def test_megatron_shards_from_a_tiktoken_file_equal_tiktoken(docs, inputs, tmp_p
     out = tmp_path / "out"
     assert encode_cli(enc["path"], inputs, out, "--pretokenizer", "cl100k", "--shard-format", "megatron") == 0
     m = manifest(out)
-    assert m["settings"]["dtype"] == "int32" and m["tokenizer"]["n_vocab"] == 100277  # OpenAI's file brings tiktoken's special tokens
+    assert (
+        m["settings"]["dtype"] == "int32" and m["tokenizer"]["n_vocab"] == 100277
+    )  # OpenAI's file brings tiktoken's special tokens
     expected = tiktoken_openai("cl100k").encode_ordinary_batch(docs)
     assert [ids for _, ids in read_back(out)] == expected
     first = MegatronReader(str(out / m["shards"][0]["name"]))
@@ -160,15 +177,35 @@ def test_resume_rewrites_only_the_missing_shards_byte_identically(parquet_run, r
         (out / f"{name}.parquet").write_bytes(b"half a file")
     (out / "COMPLETED").unlink()
     kept = {p: p.stat().st_mtime_ns for p in out.glob("*.parquet") if p.stem not in lost}
-    manifest_out = run_encode(EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"), EncodeSettings(eos="auto", verify=True), range_bytes=20000, shard_size=40000))
+    manifest_out = run_encode(
+        EncodeJob(
+            r50k_file,
+            tuple(InputSpec(str(p)) for p in inputs),
+            str(out),
+            CorpusSpec("jsonl"),
+            EncodeSettings(eos="auto", verify=True),
+            range_bytes=20000,
+            shard_size=40000,
+        )
+    )
     assert manifest_out["run"]["shards_skipped"] == len(names) - 2
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     assert files_of(out) == reference
 
 
-def test_a_job_interrupted_by_a_failing_shard_then_rerun_equals_an_uninterrupted_run(parquet_run, r50k_file, inputs, tmp_path):
+def test_a_job_interrupted_by_a_failing_shard_then_rerun_equals_an_uninterrupted_run(
+    parquet_run, r50k_file, inputs, tmp_path
+):
     out = tmp_path / "out"
-    job = EncodeJob(r50k_file, tuple(InputSpec(str(p)) for p in inputs), str(out), settings=EncodeSettings(eos="auto", verify=True), range_bytes=20000, shard_size=40000, fail_at_shard=2)
+    job = EncodeJob(
+        r50k_file,
+        tuple(InputSpec(str(p)) for p in inputs),
+        str(out),
+        settings=EncodeSettings(eos="auto", verify=True),
+        range_bytes=20000,
+        shard_size=40000,
+        fail_at_shard=2,
+    )
     with pytest.raises(Exception, match="test fault"):
         run_encode(job)
     assert not (out / "COMPLETED").exists() and not (out / "manifest.json").exists()
@@ -206,7 +243,7 @@ def test_a_different_job_into_the_same_directory_is_refused(parquet_run, r50k_fi
 # ------------------------------------------------------------------ bad input, bad tokenizer
 def test_bad_records_become_dead_letters_and_counts_reconcile(r50k_file, tmp_path):
     good = ["first", "second", "third"]
-    jsonl = write_jsonl(tmp_path / "a.jsonl", good, extra=[b"{not json", b'{"text": 7}', b"{\"text\": \"ok\"}"])
+    jsonl = write_jsonl(tmp_path / "a.jsonl", good, extra=[b"{not json", b'{"text": 7}', b'{"text": "ok"}'])
     text = write_bytes(tmp_path / "b.txt", b"fine line\n\xc3\x28 broken utf-8\nlast line\n")
     pq.write_table(pa.table({"text": ["row zero", None, "row two"]}), tmp_path / "c.parquet", row_group_size=2)
     pq.write_table(pa.table({"body": ["wrong schema"]}), tmp_path / "d.parquet")
@@ -232,7 +269,9 @@ def test_bad_records_become_dead_letters_and_counts_reconcile(r50k_file, tmp_pat
 def test_a_lone_surrogate_escape_is_the_same_dead_letter_with_and_without_verify(r50k_file, tmp_path, verify):
     # it used to be encoded (as U+FFFD) without --verify and a "round trip differs" dead letter with it
     lone = "x" * 10 + "\ud800" + "tail"
-    path = write_bytes(tmp_path / "s.jsonl", (json.dumps({"text": "fine"}) + "\n" + json.dumps({"text": lone}) + "\n").encode())
+    path = write_bytes(
+        tmp_path / "s.jsonl", (json.dumps({"text": "fine"}) + "\n" + json.dumps({"text": lone}) + "\n").encode()
+    )
     assert encode_cli(r50k_file, [path], tmp_path / "out", *verify) == 0
     (dead,) = read_dead_letters(tmp_path / "out")  # valid UTF-8 JSON: the line is excerpted as it is in the file
     assert dead["reason"].startswith("lone surrogate \\ud800 at character 10 of field 'text'")
@@ -276,7 +315,10 @@ def test_decode_one_document_from_shards(parquet_run, r50k_file, docs, inputs, c
     assert run_cli("decode", "--tokenizer", r50k_file, "--shards", parquet_run, "--doc", f"{inputs[0]}@1") == 2
     assert "no such document" in capsys.readouterr().err
     enc = openai_encoding("r50k")
-    assert run_cli("decode", "--tokenizer", enc["path"], "--pretokenizer", "cl100k", "--shards", parquet_run, "--doc", "0") == 2
+    assert (
+        run_cli("decode", "--tokenizer", enc["path"], "--pretokenizer", "cl100k", "--shards", parquet_run, "--doc", "0")
+        == 2
+    )
     assert "not the tokenizer" in capsys.readouterr().err and m["tokenizer"]["path"] == r50k_file
 
 
@@ -336,5 +378,8 @@ def test_an_object_store_like_filesystem_in_one_process(r50k_file):
         args = ["encode", "--tokenizer", "memory://enc-tok/r50k.bpe", "--input", "memory://enc-corpus/*.jsonl", "--eos"]
         assert run_cli(*args, "--out", f"memory://enc-out-{fmt}", "--shard-format", fmt) == 0
         got = [(doc_id, ids.tolist()) for doc_id, ids in iter_documents(f"memory://enc-out-{fmt}")]
-        assert got == [("memory:///enc-corpus/a.jsonl@0", [31373, 995, 50256]), ("memory:///enc-corpus/a.jsonl@24", [12227, 2205, 50256])]
+        assert got == [
+            ("memory:///enc-corpus/a.jsonl@0", [31373, 995, 50256]),
+            ("memory:///enc-corpus/a.jsonl@24", [12227, 2205, 50256]),
+        ]
         assert find_document(f"memory://enc-out-{fmt}", "memory://enc-corpus/a.jsonl@24")[1].tolist() == got[1][1]

@@ -44,9 +44,26 @@ def test_megatron_indexed_dataset_reads_our_shards(vocab, r50k_file, tmp_path): 
         args, expected, dtype = (r50k_file,), [tok.encode_ordinary(d) + [50256] for d in docs], "uint16"
     else:
         enc = openai_encoding("cl100k")
-        args, expected, dtype = (enc["path"], "--pretokenizer", "cl100k"), tiktoken_openai("cl100k").encode_ordinary_batch(docs), "int32"
+        args, expected, dtype = (
+            (enc["path"], "--pretokenizer", "cl100k"),
+            tiktoken_openai("cl100k").encode_ordinary_batch(docs),
+            "int32",
+        )
     extra = ("--eos",) if vocab == "r50k" else ()
-    assert encode_cli(args[0], [*inputs, empty], tmp_path / "out", "--shard-format", "megatron", "--shard-size", "1", *args[1:], *extra) == 0
+    assert (
+        encode_cli(
+            args[0],
+            [*inputs, empty],
+            tmp_path / "out",
+            "--shard-format",
+            "megatron",
+            "--shard-size",
+            "1",
+            *args[1:],
+            *extra,
+        )
+        == 0
+    )
     got = []
     for shard in manifest(tmp_path / "out")["shards"]:
         dataset = IndexedDataset(str(tmp_path / "out" / shard["name"]))
@@ -90,7 +107,11 @@ def test_merge_writes_what_megatrons_merge_writes_and_opens_in_indexed_dataset(v
         args, expected, dtype = (r50k_file, "--eos"), [tok.encode_ordinary(d) + [50256] for d in docs], np.uint16
     else:
         enc = openai_encoding("cl100k")
-        args, expected, dtype = (enc["path"], "--pretokenizer", "cl100k"), tiktoken_openai("cl100k").encode_ordinary_batch(docs), np.int32
+        args, expected, dtype = (
+            (enc["path"], "--pretokenizer", "cl100k"),
+            tiktoken_openai("cl100k").encode_ordinary_batch(docs),
+            np.int32,
+        )
     out = tmp_path / "out"
     flags = ("--shard-format", "megatron", "--shard-size", "1", "--merge", *args[1:])
     assert encode_cli(args[0], inputs, out, *flags) == 0

@@ -22,7 +22,9 @@ from pipeline.encode.shards import ShardLayout, read_part, read_stats, shard_dty
 from pipeline.encode.write import FinalizeShardFn, PartInfo, WritePartFn, WriteShards
 
 
-def _encoded(range_index: int, batch_index: int, last: bool, docs: list[list[int]], dtype: str, *, dead=()) -> EncodedBatch:
+def _encoded(
+    range_index: int, batch_index: int, last: bool, docs: list[list[int]], dtype: str, *, dead=()
+) -> EncodedBatch:
     positions = np.arange(len(docs), dtype=np.int64) * 100 + batch_index * 10_000
     tokens = np.array([i for d in docs for i in d], dtype=dtype)
     return EncodedBatch(range_index, batch_index, last, f"/data/src-{range_index}.jsonl", "offset", positions,
@@ -35,7 +37,9 @@ def _docs(seed: int, n: int, vocab: int) -> list[list[int]]:
     return [[rng.randrange(vocab) for _ in range(rng.randrange(0, 40))] for _ in range(n)]
 
 
-@pytest.mark.parametrize("shard_format,vocab", [("parquet", 50257), ("megatron", 50257), ("parquet", 100277), ("megatron", 100277)])
+@pytest.mark.parametrize(
+    "shard_format,vocab", [("parquet", 50257), ("megatron", 50257), ("parquet", 100277), ("megatron", 100277)]
+)
 def test_write_shards_stage_writes_one_shard_per_range_with_documents_in_order(tmp_path, shard_format, vocab):
     dtype = shard_dtype(shard_format, vocab)
     layout = ShardLayout(str(tmp_path), "tok", 3, shard_format, dtype, "ab" * 32, "fp")
@@ -46,7 +50,9 @@ def test_write_shards_stage_writes_one_shard_per_range_with_documents_in_order(t
     random.Random(0).shuffle(elements)  # the stage must not depend on the order batches arrive in
     with TestPipeline(runner="FnApiRunner") as p:
         written = p | beam.Create(elements) | WriteShards(layout)
-        summary = written | beam.Map(lambda w: (w.index, w.stats["documents"], w.stats["dead_letters"], w.stats["batches"]))
+        summary = written | beam.Map(
+            lambda w: (w.index, w.stats["documents"], w.stats["dead_letters"], w.stats["batches"])
+        )
         assert_that(summary, equal_to([(0, 7, 0, 1), (1, 21, 1, 3), (2, 7, 0, 1)]))
     for r in range(3):
         expected = [d for b in range(3 if r == 1 else 1) for d in batches[(r, b)]]
@@ -69,10 +75,14 @@ def test_a_shard_of_several_ranges_holds_them_in_input_order_and_names_each(tmp_
     expected = [d for r in range(3) for b in range(2 if r == 1 else 1) for d in batches[(r, b)]]
     assert _read(tmp_path, layout, 0) == expected and _read(tmp_path, layout, 1) == batches[(3, 0)]
     ranges = read_stats(layout, 0)["ranges"]
-    assert [(r["index"], r["source"], r["documents"]) for r in ranges] == [(r, f"/data/src-{r}.jsonl", 10 if r == 1 else 5) for r in range(3)]
+    assert [(r["index"], r["source"], r["documents"]) for r in ranges] == [
+        (r, f"/data/src-{r}.jsonl", 10 if r == 1 else 5) for r in range(3)
+    ]
     if shard_format == "parquet":  # every document's id names its own source
         ids = pq.read_table(tmp_path / "tok-00000-of-00002.parquet").column("doc_id").to_pylist()
-        assert ids[0] == "/data/src-0.jsonl@0" and ids[5] == "/data/src-1.jsonl@0" and ids[-1] == "/data/src-2.jsonl@400"
+        assert (
+            ids[0] == "/data/src-0.jsonl@0" and ids[5] == "/data/src-1.jsonl@0" and ids[-1] == "/data/src-2.jsonl@400"
+        )
 
 
 def _read(root, layout: ShardLayout, index: int) -> list[list[int]]:
@@ -114,7 +124,12 @@ def test_megatron_index_bytes_follow_the_format():
     index = MegatronIndex.from_lengths(np.uint16, [3, 0, 2])
     data = index.to_bytes()
     assert data[:9] == b"MMIDIDX\x00\x00"
-    assert struct.unpack_from("<QBQQ", data, 9) == (1, 8, 3, 4)  # version 1, uint16 = code 8, 3 sequences, 4 doc indices
+    assert struct.unpack_from("<QBQQ", data, 9) == (
+        1,
+        8,
+        3,
+        4,
+    )  # version 1, uint16 = code 8, 3 sequences, 4 doc indices
     body = 9 + 25
     assert np.frombuffer(data, "<i4", 3, body).tolist() == [3, 0, 2]
     assert np.frombuffer(data, "<i8", 3, body + 12).tolist() == [0, 6, 6]  # byte offsets: uint16 is 2 bytes
@@ -138,6 +153,10 @@ def test_megatron_dtype_threshold_and_bad_files():
 def test_an_empty_megatron_shard_is_still_a_mappable_pair(tmp_path):
     layout = ShardLayout(str(tmp_path), "e", 1, "megatron", "uint16", "", "fp")
     with TestPipeline(runner="FnApiRunner") as p:
-        _ = p | beam.Create([_encoded(0, 0, True, [], "uint16", dead=[DeadLetter("s", 0, "offset", "bad")])]) | WriteShards(layout)
+        _ = (
+            p
+            | beam.Create([_encoded(0, 0, True, [], "uint16", dead=[DeadLetter("s", 0, "offset", "bad")])])
+            | WriteShards(layout)
+        )
     reader = MegatronReader(str(tmp_path / "e-00000-of-00001"))
     assert len(reader) == 0 and list(reader) == [] and (tmp_path / "e-00000-of-00001.bin").stat().st_size == 2

@@ -382,7 +382,9 @@ def test_blank_and_indented_jsonl_lines_match_a_per_line_parse(tmp_path, indente
     plan = plan_corpus([InputSpec(str(path))], CorpusSpec("jsonl"))
     docs, dead = _docs_and_dead(plan, CorpusSpec("jsonl"))
     starts = _line_starts(data)
-    expected = [(f"{path}@{s}", json.loads(line)["text"]) for s, line in zip(starts, lines, strict=True) if line.strip()]
+    expected = [
+        (f"{path}@{s}", json.loads(line)["text"]) for s, line in zip(starts, lines, strict=True) if line.strip()
+    ]
     assert not dead
     assert docs == expected
     assert len(docs) == 2000 + indented

@@ -46,7 +46,10 @@ def test_train_on_dask_equals_in_process_and_uses_both_workers(cluster, tmp_path
         args += ["--input", path]
     out, local = tmp_path / "out", tmp_path / "local"
     with distributed.Client(cluster.scheduler_address) as client, distributed.get_task_stream(client) as tasks:
-        assert run_cli(*args, "--out", out, "--runner", "DaskRunner", "--dask_client_address", cluster.scheduler_address) == 0
+        assert (
+            run_cli(*args, "--out", out, "--runner", "DaskRunner", "--dask_client_address", cluster.scheduler_address)
+            == 0
+        )
     assert len({t["worker"] for t in tasks.data}) == 2, "both Dask workers should have run tasks"
     assert run_cli(*args, "--out", local) == 0  # the in-process run
     expected = bpe_core.train(bpe_core.count_chunks(docs, "cl100k"), VOCAB, special_tokens=[SPECIAL])
@@ -54,7 +57,9 @@ def test_train_on_dask_equals_in_process_and_uses_both_workers(cluster, tmp_path
     files = tokenizer_files(out)
     assert files == tokenizer_files(local), "the Dask run's tokenizer files differ from the in-process run's"
     assert files["tokenizer.bpe"] == (tmp_path / "expected.bpe").read_bytes()
-    assert set(files) == {"tokenizer.bpe", "tokenizer.tiktoken"} | ({"tokenizer.json"} if hasattr(expected, "to_huggingface") else set())
+    assert set(files) == {"tokenizer.bpe", "tokenizer.tiktoken"} | (
+        {"tokenizer.json"} if hasattr(expected, "to_huggingface") else set()
+    )
     counts = "counts/counts-00000-of-00001.parquet"
     assert (out / counts).read_bytes() == (local / counts).read_bytes()
     for path in [*(out / n for n in files), out / counts, out / "manifest.json", out / "COMPLETED"]:

@@ -39,7 +39,10 @@ def reference(docs, tmp_path_factory) -> dict[str, bytes]:
 
 def _write_shards(root: Path, docs: list[str], n: int) -> list[str]:
     """``n`` shards (alternating plain and gzip JSONL), returned in shuffled order."""
-    paths = [str(write_jsonl(root / f"part-{i:02d}.jsonl{'.gz' if i % 2 else ''}", part)) for i, part in enumerate(shard_docs(docs, n))]
+    paths = [
+        str(write_jsonl(root / f"part-{i:02d}.jsonl{'.gz' if i % 2 else ''}", part))
+        for i, part in enumerate(shard_docs(docs, n))
+    ]
     random.Random(n).shuffle(paths)
     return paths
 
@@ -77,7 +80,9 @@ def test_pipeline_counts_equal_count_chunks_and_tokenizer_equals_in_process(one_
 def test_tokenizer_files_are_byte_identical_for_any_sharding_and_runner(tmp_path, docs, reference, shards, beam_args):
     out = _train(tmp_path, _write_shards(tmp_path / "in", docs, shards), "--count-shards", "3", *beam_args)
     assert tokenizer_files(out) == reference
-    assert sorted(p.name for p in (out / "counts").glob("*.parquet")) == [f"counts-{i:05d}-of-00003.parquet" for i in range(3)]
+    assert sorted(p.name for p in (out / "counts").glob("*.parquet")) == [
+        f"counts-{i:05d}-of-00003.parquet" for i in range(3)
+    ]
 
 
 def test_finished_output_is_not_overwritten_unless_asked(one_shard_run, tmp_path, capsys):
@@ -100,7 +105,10 @@ def test_from_counts_filters_are_exact_and_reported(one_shard_run, docs, tmp_pat
     frequent = {c: n for c, n in counts.items() if n >= 2}
     top = dict(sorted(frequent.items(), key=lambda kv: (-kv[1], kv[0]))[:1000])
     report = manifest(out)["chunk_filter"]
-    assert report["dropped_below_min_count"] == {"chunks": len(counts) - len(frequent), "occurrences": sum(counts.values()) - sum(frequent.values())}
+    assert report["dropped_below_min_count"] == {
+        "chunks": len(counts) - len(frequent),
+        "occurrences": sum(counts.values()) - sum(frequent.values()),
+    }
     assert report["dropped_over_max_chunks"]["chunks"] == len(frequent) - 1000
     assert report["dropped_over_max_chunks"]["occurrences"] == sum(frequent.values()) - sum(top.values())
     assert report["chunks_kept"] == 1000
@@ -125,10 +133,26 @@ def test_dead_letters_are_written_and_counts_reconcile(tmp_path):
     assert (m["documents_read"], m["documents_counted"], m["dead_letters"]) == (33, 30, 3)
     raw = jsonl.read_bytes()
     dead = read_dead_letters(out)
-    assert [(d["source"], d["offset"]) for d in dead] == [(str(jsonl), raw.index(b"{not")), (str(jsonl), raw.index(b'{"other')), (str(jsonl), raw.index(b'{"text": "\xff'))]
+    assert [(d["source"], d["offset"]) for d in dead] == [
+        (str(jsonl), raw.index(b"{not")),
+        (str(jsonl), raw.index(b'{"other')),
+        (str(jsonl), raw.index(b'{"text": "\xff')),
+    ]
     assert [d["reason"].split(":")[0] for d in dead] == ["malformed JSON", "missing field 'text'", "undecodable bytes"]
     assert not (out / "tokenizer.bpe").exists() and (out / "COMPLETED").exists()
-    assert run_cli("train", "--input", tmp_path / "in" / "b.parquet", "--format", "parquet", "--counts-only", "--out", tmp_path / "pq") == 0
+    assert (
+        run_cli(
+            "train",
+            "--input",
+            tmp_path / "in" / "b.parquet",
+            "--format",
+            "parquet",
+            "--counts-only",
+            "--out",
+            tmp_path / "pq",
+        )
+        == 0
+    )
     m = manifest(tmp_path / "pq")
     assert (m["documents_read"], m["documents_counted"], m["dead_letters"]) == (2, 0, 2)
     assert {d["row"] for d in read_dead_letters(tmp_path / "pq")} == {0, 1}
@@ -140,7 +164,12 @@ def test_bad_inputs_fail_with_a_message_naming_them(tmp_path, capsys):
     assert "matches no file" in err and "missing-*.jsonl" in err
     assert not (tmp_path / "o" / "counts").exists()
     write_bytes(tmp_path / "empty.txt", b"")
-    assert run_cli("train", "--input", tmp_path / "empty.txt", "--format", "text", "--vocab-size", 300, "--out", tmp_path / "o") == 2
+    assert (
+        run_cli(
+            "train", "--input", tmp_path / "empty.txt", "--format", "text", "--vocab-size", 300, "--out", tmp_path / "o"
+        )
+        == 2
+    )
     assert "corpus is empty" in capsys.readouterr().err
 
 
@@ -155,14 +184,27 @@ def test_source_weights_multiply_counts(tmp_path):
 
 def test_config_files_toml_and_yaml_with_flags_overriding(tmp_path, docs, capsys):
     inputs = [str(write_jsonl(tmp_path / "c.jsonl", docs[:300]))]
-    (tmp_path / "c.toml").write_text('pretokenizer = "o200k"\nvocab_size = 320\nspecial_tokens = ["<|end|>"]\ntie_break = "bytes"\n')
-    (tmp_path / "c.yaml").write_text("pretokenizer: o200k\nvocab_size: 320\nspecial_tokens: ['<|end|>']\ntie_break: bytes\n")
+    (tmp_path / "c.toml").write_text(
+        'pretokenizer = "o200k"\nvocab_size = 320\nspecial_tokens = ["<|end|>"]\ntie_break = "bytes"\n'
+    )
+    (tmp_path / "c.yaml").write_text(
+        "pretokenizer: o200k\nvocab_size: 320\nspecial_tokens: ['<|end|>']\ntie_break: bytes\n"
+    )
     outs = []
     for name in ("c.toml", "c.yaml"):
         outs.append(tmp_path / name.replace(".", "_"))
-        assert run_cli("train", "--input", inputs[0], "--config", tmp_path / name, "--vocab-size", 330, "--out", outs[-1]) == 0
-    expected = bpe_core.train(bpe_core.count_chunks(docs[:300], "o200k"), 330, special_tokens=["<|end|>"], tie_break="bytes")
-    assert (outs[0] / "tokenizer.bpe").read_bytes() == (outs[1] / "tokenizer.bpe").read_bytes() == _saved(expected, tmp_path)
+        assert (
+            run_cli("train", "--input", inputs[0], "--config", tmp_path / name, "--vocab-size", 330, "--out", outs[-1])
+            == 0
+        )
+    expected = bpe_core.train(
+        bpe_core.count_chunks(docs[:300], "o200k"), 330, special_tokens=["<|end|>"], tie_break="bytes"
+    )
+    assert (
+        (outs[0] / "tokenizer.bpe").read_bytes()
+        == (outs[1] / "tokenizer.bpe").read_bytes()
+        == _saved(expected, tmp_path)
+    )
     (tmp_path / "bad.toml").write_text("vocab_size = 320\nvocab = 1\n")
     assert run_cli("train", "--input", inputs[0], "--config", tmp_path / "bad.toml", "--out", tmp_path / "bad") == 2
     assert "unknown setting(s) ['vocab']" in capsys.readouterr().err

@@ -51,7 +51,9 @@ def test_write_counts_stage_writes_every_file_and_reads_back(tmp_path):
     loaded, report = load_counts(f"{out}/counts")
     assert dict(loaded) == counts and loaded.pretokenizer == pre == counts_pretokenizer(f"{out}/counts")
     table = pq.read_table(expected[0])
-    assert table.schema.field("count").type == "int64" and table.column("chunk").to_pylist() == sorted(table.column("chunk").to_pylist())
+    assert table.schema.field("count").type == "int64" and table.column("chunk").to_pylist() == sorted(
+        table.column("chunk").to_pylist()
+    )
     assert json.loads((tmp_path / "dead_letters" / "dead-letters-00004-00000.jsonl").read_text()) == {
         "source": "f.jsonl", "offset": 10, "reason": "malformed JSON", "excerpt": "{x"}  # fmt: skip
     assert not list(tmp_path.rglob(".tmp-*"))
@@ -90,7 +92,9 @@ def _write_shards(directory, counts: dict, num_shards: int, pre) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(counts=st.dictionaries(st.binary(max_size=4), st.integers(1, 40), max_size=60), shards=st.integers(1, 4),
        min_count=st.integers(0, 5), max_chunks=st.integers(0, 12))  # fmt: skip
-def test_chunk_table_keeps_the_chunks_and_report_of_load_counts(tmp_path_factory, counts, shards, min_count, max_chunks):
+def test_chunk_table_keeps_the_chunks_and_report_of_load_counts(
+    tmp_path_factory, counts, shards, min_count, max_chunks
+):
     """Differential: the driver's streaming native table against the dict loader (the reference): the same report,
     the same kept chunks (checked through the merges a training on each gives)."""
     pre = PreTokenizer.from_spec("cl100k")

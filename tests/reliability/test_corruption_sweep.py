@@ -48,7 +48,9 @@ def _real_lines(n: int) -> tuple[bytes, ...]:
     lines = []
     for name, take in (("fortunes_multi", n), ("multi_udhr", 40)):
         with gzip.open(data_path("corpora", f"{name}.jsonl.gz")) as f:
-            lines += [line.rstrip(b"\n") for line, _ in zip(f, range(take * 3), strict=False) if len(line) < LIMIT // 2][:take]
+            lines += [
+                line.rstrip(b"\n") for line, _ in zip(f, range(take * 3), strict=False) if len(line) < LIMIT // 2
+            ][:take]
     return tuple(lines)
 
 
@@ -146,7 +148,9 @@ def jsonl_corpus(root: Path) -> Corpus:
     with_fault("a_bad_start.jsonl", (b"\xff" + _json("invalid byte before the record"), DEAD))
     with_fault("b_bad_middle.jsonl.gz", (b'{"text": "ab\xc3\x28cd"}', DEAD))
     with_fault("c_bad_end.jsonl.zst", (_json("a cut multi-byte character after the record") + b"\xe2\x82", DEAD))
-    with_fault("d_bad_other_field.jsonl.bz2", (b'{"text": "fine text", "id": "\xc0\xaf"}', DEAD))  # a JSON text is UTF-8 whole
+    with_fault(
+        "d_bad_other_field.jsonl.bz2", (b'{"text": "fine text", "id": "\xc0\xaf"}', DEAD)
+    )  # a JSON text is UTF-8 whole
     with_fault("e_lone_high_surrogate.jsonl", (b'{"text": "half a pair \\ud800 here"}', DEAD))
     with_fault("f_lone_low_surrogate.jsonl.gz", (b'{"text": "\\udc00 at the start"}', DEAD), at=0)
     with_fault("g_surrogate_pair.jsonl", (b'{"text": "a whole pair \\ud83d\\ude00"}', "a whole pair \U0001f600"))
@@ -212,13 +216,30 @@ CORPORA = {"jsonl": jsonl_corpus, "text": text_corpus, "parquet": parquet_corpus
 
 
 def _dead_letters(out: Path) -> set[tuple[str, int]]:
-    records = [json.loads(line) for path in sorted((out / "dead_letters").glob("*.jsonl")) for line in path.read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for path in sorted((out / "dead_letters").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
     return {(d["source"], d.get("offset", d.get("row"))) for d in records}
 
 
 def _run(command: str, fmt: str, corpus: Corpus, out: Path, *extra) -> dict:
     glob = str(corpus.root / "*")
-    args = [command, *extra, "--input", glob, "--format", fmt, "--out", out, "--max-document-bytes", LIMIT, "--range-bytes", 1500]
+    args = [
+        command,
+        *extra,
+        "--input",
+        glob,
+        "--format",
+        fmt,
+        "--out",
+        out,
+        "--max-document-bytes",
+        LIMIT,
+        "--range-bytes",
+        1500,
+    ]
     code = main([str(a) for a in args])
     assert code == 0, f"{command} on the {fmt} sweep failed"
     return json.loads((out / "manifest.json").read_text())
@@ -236,7 +257,9 @@ def test_training_counts_every_good_document_and_dead_letters_exactly_the_plante
 # --verify on JSONL only: lone surrogates are a JSON matter (the same dead letters with and without it), and each
 # run costs seconds
 @pytest.mark.parametrize(("fmt", "verify"), [("jsonl", False), ("jsonl", True), ("text", False), ("parquet", False)])
-def test_encoding_gives_tiktokens_ids_for_every_good_document_and_dead_letters_exactly_the_faults(tmp_path, fmt, verify):
+def test_encoding_gives_tiktokens_ids_for_every_good_document_and_dead_letters_exactly_the_faults(
+    tmp_path, fmt, verify
+):
     corpus = CORPORA[fmt](tmp_path / "in")
     tokenizer = data_path("tiktoken", "cl100k_base.tiktoken")
     extra = ["--tokenizer", tokenizer, "--shard-format", "parquet", *(["--verify"] if verify else [])]

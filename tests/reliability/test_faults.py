@@ -70,7 +70,19 @@ def train_args(inputs: list[Path], out: Path) -> list[str]:
 
 
 def encode_args(tokenizer: str, inputs: list[Path], out: Path) -> list[str]:
-    args = ["encode", "--tokenizer", tokenizer, "--eos", "--verify", "--range-bytes", "20000", "--shard-size", "20000", "--out", str(out)]
+    args = [
+        "encode",
+        "--tokenizer",
+        tokenizer,
+        "--eos",
+        "--verify",
+        "--range-bytes",
+        "20000",
+        "--shard-size",
+        "20000",
+        "--out",
+        str(out),
+    ]
     return args + [a for p in inputs for a in ("--input", str(p))]
 
 

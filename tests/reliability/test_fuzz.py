@@ -274,5 +274,3 @@ def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reli
                     "with random range, block, batch and document-limit sizes", "every line exactly once, as its "
                     "text or as a dead letter at its offset; documents_read = documents + dead letters per batch",
                     examples=len(ran), budget=budget(300), inputs=len(ran))  # fmt: skip
-
-

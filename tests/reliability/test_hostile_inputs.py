@@ -268,7 +268,9 @@ def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, r
     if jquery_lines[-1] == b"":
         jquery_lines.pop()
     surrogates = [t for t in texts if _has_lone_surrogate(t)]  # dead letters in every path (docs/pipelines.md)
-    expected_good = [t for t in texts if t not in surrogates] + [line.decode() for line in lines + jquery_lines if is_utf8(line)]
+    expected_good = [t for t in texts if t not in surrogates] + [
+        line.decode() for line in lines + jquery_lines if is_utf8(line)
+    ]
     bad_lines = sum(1 for line in lines + jquery_lines if not is_utf8(line))
     tok = ours_openai("r50k")
     for name, fmt, inputs in (("j", "jsonl", [jsonl]), ("t", "text", [text, jquery])):

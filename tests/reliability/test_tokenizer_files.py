@@ -317,8 +317,11 @@ def test_a_rank_file_listing_a_token_twice_loads_as_tiktoken_loads_it(files, tmp
     assert {tok.token_bytes(i): i for i in tok.vocab} == load_tiktoken_bpe(str(path))
     with pytest.raises(ValueError, match="has no token"):
         tok.decode([5])
-    reliability.row(AREA, "tokenizer.tiktoken: the same bytes at two ranks", "loaded as tiktoken loads it (the last "
-                    "rank; the earlier one has no token), with a warning")
+    reliability.row(
+        AREA,
+        "tokenizer.tiktoken: the same bytes at two ranks",
+        "loaded as tiktoken loads it (the last rank; the earlier one has no token), with a warning",
+    )
 
 
 COMPONENTS = [

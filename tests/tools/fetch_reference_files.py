@@ -106,8 +106,9 @@ def missing_members(cache: Path, package: str, version: str) -> list[str]:
 
 def sdist_url(package: str, version: str, index: str) -> str:
     """The sdist's URL from the simple index (JSON form); its sha256 must be the recorded one."""
-    request = urllib.request.Request(f"{index.rstrip('/')}/{package}/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    request = urllib.request.Request(
+        f"{index.rstrip('/')}/{package}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         files = json.load(response)["files"]
     wanted = SDISTS[(package, version)][0]
@@ -154,11 +155,17 @@ def extract(data: bytes, package: str, version: str, cache: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cache", type=Path,
-                        default=Path(os.environ.get("BEAM_BPE_REFERENCE_FILES", DEFAULT_CACHE)),
-                        help="the cache folder (default: $BEAM_BPE_REFERENCE_FILES or .cache/reference-files)")
-    parser.add_argument("--index-url", default=os.environ.get("BEAM_BPE_PYPI_SIMPLE", INDEX),
-                        help="a PEP 691 simple index (default: PyPI)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("BEAM_BPE_REFERENCE_FILES", DEFAULT_CACHE)),
+        help="the cache folder (default: $BEAM_BPE_REFERENCE_FILES or .cache/reference-files)",
+    )
+    parser.add_argument(
+        "--index-url",
+        default=os.environ.get("BEAM_BPE_PYPI_SIMPLE", INDEX),
+        help="a PEP 691 simple index (default: PyPI)",
+    )
     parser.add_argument("--check", action="store_true", help="only check the cache; exit 1 if anything is missing")
     args = parser.parse_args(argv)
     status = 0
