@@ -25,6 +25,7 @@ from conftest import DASK, corpus, require_module
 import bpe_core
 import pipeline.corpus.read
 import pipeline.encode.write
+from bpe_core.sorted_counts import SortedChunkCounter
 from pipeline.cli import main
 from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode import documents as encode_documents
@@ -109,8 +110,9 @@ def rerun_is_identical(name: str, inputs, r50k_artifact, out: Path, reference) -
     after = files_of(out)
     leftovers = [k for k in after if is_temporary(k)]
     assert not leftovers, f"temporary files left after the rerun: {leftovers}"
-    assert after == reference[name], (
-        f"files differ: {sorted(set(after) ^ set(reference[name]))[:5] or [k for k in after if after[k] != reference[name].get(k)][:5]}"
+    ref = reference[name]
+    assert after == ref, (
+        f"files differ: {sorted(set(after) ^ set(ref))[:5] or [k for k in after if after[k] != ref.get(k)][:5]}"
     )
 
 
@@ -192,7 +194,7 @@ def _raise_at_part(index: int):
 STAGE_FAULTS = {
     "train": {
         "ReadCorpus raises at range 2": lambda d: _raise_at_range(2),
-        "PreTokenizeAndCount raises at document 123": lambda d: _raise_at_document(d[123], bpe_core, "count_chunks"),
+        "PreTokenizeAndCount raises at document 123": lambda d: _raise_at_document(d[123], SortedChunkCounter, "add"),
         "WriteCounts crashes publishing counts shard 1": lambda d: _raise_at_publish("counts-00001-of-00002"),
         "the driver's merge loop raises": lambda d: (bpe_core, "train", _fail(f"{FAULT}: the merge loop raises")),
         "the driver crashes publishing tokenizer.json": lambda d: _raise_at_publish("tokenizer.json"),
@@ -202,10 +204,12 @@ STAGE_FAULTS = {
         "EncodeDocuments fails on range 3 (not a per-document error)": lambda d: _raise_in_encode_batch(3),
         "WriteParts fails on a part of shard 1": lambda d: _raise_at_part(1),
         "WriteShards crashes publishing shard 4's Parquet file": lambda d: _raise_at_publish("tokens-00004-of-"),
-        "WriteShards crashes publishing shard 3's stats (its data file already complete)": lambda d: _raise_at_publish("_shards/tokens-00003-of-"),
+        "WriteShards crashes publishing shard 3's stats (its data file already complete)": lambda d: _raise_at_publish(
+            "_shards/tokens-00003-of-"
+        ),
         "the driver crashes publishing manifest.json": lambda d: _raise_at_publish("manifest.json"),
     },
-}  # fmt: skip
+}
 
 
 def _fail(message: str):
@@ -224,8 +228,16 @@ def test_a_stage_raising_at_a_chosen_element(
 ):
     out = tmp_path / "out"
     if fault == "fail_at_shard=2":  # the pipeline's own test-only hook (FinalizeShardFn)
-        job = EncodeJob(r50k_artifact, tuple(InputSpec(str(p)) for p in inputs), str(out), CorpusSpec("jsonl"),
-                        EncodeSettings(eos="auto", verify=True), range_bytes=20000, shard_size=20000, fail_at_shard=2)  # fmt: skip
+        job = EncodeJob(
+            r50k_artifact,
+            tuple(InputSpec(str(p)) for p in inputs),
+            str(out),
+            CorpusSpec("jsonl"),
+            EncodeSettings(eos="auto", verify=True),
+            range_bytes=20000,
+            shard_size=20000,
+            fail_at_shard=2,
+        )
         with pytest.raises(Exception, match=FAULT) as err:
             run_encode(job)
         error = f"{type(err.value).__name__}: {err.value}"

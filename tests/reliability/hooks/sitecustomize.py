@@ -43,7 +43,17 @@ def _install() -> None:
         _maybe_die(texts)
         return count_chunks(texts, pretokenizer, **kwargs)
 
-    bpe_core.count_chunks = counting  # what pipeline.train.count calls (attribute lookup at call time)
+    bpe_core.count_chunks = counting
+    from bpe_core.sorted_counts import SortedChunkCounter
+
+    counter_add = SortedChunkCounter.add
+
+    def adding(self, texts, **kwargs):
+        texts = list(texts)
+        _maybe_die(texts)
+        return counter_add(self, texts, **kwargs)
+
+    SortedChunkCounter.add = adding  # what pipeline.train.count calls, once per slice of a batch
     encode_ordinary_batch = Tokenizer.encode_ordinary_batch
 
     def encoding(self, texts, **kwargs):
