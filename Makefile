@@ -141,8 +141,11 @@ sanitize: sanitize-build
 fuzz: sanitize-build
 	$(PY) tests/fuzz/run.py fuzz --runs $(FUZZ_RUNS) --max-time $(FUZZ_TIME) --jobs $(FUZZ_JOBS) --targets $(FUZZ_TARGETS)
 
+# ruff's lint rules (pyproject.toml: line length 120, complexity) and its formatter, checked, not applied.
+LINT_PATHS := bpe_core pipeline tests benchmarks
 lint: setup
-	$(VENV)/bin/ruff check bpe_core pipeline tests benchmarks
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
