@@ -132,7 +132,8 @@ def main() -> None:
         return
     with jsonl_workdir("bench-encode-", args.corpora) as (work, mb):
         print(
-            f"corpus: {args.corpora} = {mb:.1f} MB of text; cl100k_base; {args.shard_format} shards; {os.cpu_count()} cores"
+            f"corpus: {args.corpora} = {mb:.1f} MB of text; cl100k_base; "
+            f"{args.shard_format} shards; {os.cpu_count()} cores"
         )
         names = ["in_process", "tiktoken_1_thread", "tiktoken_8_threads", *MODES]
         results: dict[str, dict] = {}
@@ -141,8 +142,10 @@ def main() -> None:
                 r = _run_phase(name, work, args.shard_format)
                 if name not in results or r["wall"] < results[name]["wall"]:
                     results[name] = r
-                print(f"  [{round_ + 1}/{args.repeat}] {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  "
-                      f"peak RSS {r['rss_mb']:6.0f} MB  ({mb / r['wall']:6.2f} MB/s, {r['tokens']} tokens)")  # fmt: skip
+                print(
+                    f"  [{round_ + 1}/{args.repeat}] {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  "
+                    f"peak RSS {r['rss_mb']:6.0f} MB  ({mb / r['wall']:6.2f} MB/s, {r['tokens']} tokens)"
+                )
         if args.repeat > 1:
             print(f"best of {args.repeat} rounds (by wall time):")
             for name, r in results.items():
@@ -156,8 +159,11 @@ def _print_ratios(r: dict) -> None:
         print(f"  WARNING: token counts differ: { {k: v['tokens'] for k, v in r.items()} }")
     print("ratios (lower is better; target: pipeline_in_memory / in_process <= 1.3x):")
     for name in MODES:
-        print(f"  {name} / in_process: wall {r[name]['wall'] / base['wall']:.2f}x, cpu {r[name]['cpu'] / base['cpu']:.2f}x, "
-              f"peak RSS {r[name]['rss_mb'] / base['rss_mb']:.2f}x")  # fmt: skip
+        print(
+            f"  {name} / in_process: wall {r[name]['wall'] / base['wall']:.2f}x, "
+            f"cpu {r[name]['cpu'] / base['cpu']:.2f}x, "
+            f"peak RSS {r[name]['rss_mb'] / base['rss_mb']:.2f}x"
+        )
     verify = r["pipeline_verify"]["wall"] / r["pipeline_in_memory"]["wall"]
     print(f"  --verify cost: pipeline_verify / pipeline_in_memory: wall {verify:.2f}x")
     for peer in ("tiktoken_1_thread", "tiktoken_8_threads"):

@@ -266,7 +266,8 @@ def bench_encode(work: Path, corpora: dict[float, Path], *, pretokenizer: str = 
         giga = measure([sys.executable, "-c", GIGATOKEN_SCRIPT, rank, pretokenizer, str(path), str(work / "giga.bin")])
         if not pipe["tokens"] == flat["tokens"] == giga["tokens"]:
             print(
-                f"  token totals differ at {gb} GB: pipeline {pipe['tokens']}, flat loop {flat['tokens']}, gigatoken {giga['tokens']}"
+                f"  token totals differ at {gb} GB: pipeline {pipe['tokens']}, flat loop {flat['tokens']}, "
+                f"gigatoken {giga['tokens']}"
             )
         row = {"gb": gb, "mb": text_bytes(path) / 1e6, "pipeline": pipe, "flat": flat, "gigatoken": giga}
         rows.append(row)
@@ -284,7 +285,8 @@ def _print_encode_row(r: dict) -> None:
     p, f, g = r["pipeline"], r["flat"], r["gigatoken"]
     for name, m in (("pipeline 2 workers", p), ("in-process flat loop", f), ("gigatoken script", g)):
         print(
-            f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s peak {m['rss'] / 2**20:6.0f} MiB "
+            f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s "
+            f"peak {m['rss'] / 2**20:6.0f} MiB "
             f"{r['mb'] / m['wall']:6.1f} MB/s load {m['load']:.1f}"
         )
     print(

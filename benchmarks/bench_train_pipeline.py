@@ -94,7 +94,8 @@ def main() -> None:
         for name in names:
             results[name] = r = _run_phase(name, work, args.vocab_size)
             print(
-                f"  {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  peak RSS {r['rss_mb']:7.0f} MB  ({mb / r['wall']:.2f} MB/s)"
+                f"  {name:27s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  peak RSS {r['rss_mb']:7.0f} MB  "
+                f"({mb / r['wall']:.2f} MB/s)"
             )
         _print_ratios(results)
 
@@ -108,7 +109,8 @@ def _print_ratios(r: dict) -> None:
     ours = r["train_ours"]["wall"]
     for peer in ("train_tokenizers", "train_rustbpe"):
         print(
-            f"  end-to-end train ours / {peer[6:]}: wall {ours / r[peer]['wall']:.2f}x, cpu {r['train_ours']['cpu'] / r[peer]['cpu']:.2f}x"
+            f"  end-to-end train ours / {peer[6:]}: wall {ours / r[peer]['wall']:.2f}x, "
+            f"cpu {r['train_ours']['cpu'] / r[peer]['cpu']:.2f}x"
         )
 
 

@@ -24,7 +24,10 @@ GGUF = {"llama3": "ggml-vocab-llama-bpe.gguf"}
 PRESETS = (*OPENAI, *GGUF)
 # The Llama 3 regex as Meta's tokenizer.json spells it (llama.cpp's spelling, (?:'[sS]|...), matches the same).
 HF_SPELLING = {
-    "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    "llama3": (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+        r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
 }
 TIKTOKEN_DEFAULT_THREADS = 8  # tiktoken's encode_ordinary_batch default
 CPU = time.process_time

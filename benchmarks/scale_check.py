@@ -49,10 +49,27 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     table = json.loads((DATA / "tiktoken" / "encodings.json").read_text())["cl100k_base"]
-    command = [str(Path(sys.executable).parent / "beam-bpe"), "encode", "--tokenizer", str(DATA / "tiktoken" / table["rank_file"]),
-               "--pretokenizer", "cl100k", "--input", args.corpus, "--out", args.out, "--overwrite",
-               "--shard-format", "megatron", "--shard-size", args.shard_size,
-               "--direct_running_mode", "multi_processing", "--direct_num_workers", str(args.workers)]  # fmt: skip
+    command = [
+        str(Path(sys.executable).parent / "beam-bpe"),
+        "encode",
+        "--tokenizer",
+        str(DATA / "tiktoken" / table["rank_file"]),
+        "--pretokenizer",
+        "cl100k",
+        "--input",
+        args.corpus,
+        "--out",
+        args.out,
+        "--overwrite",
+        "--shard-format",
+        "megatron",
+        "--shard-size",
+        args.shard_size,
+        "--direct_running_mode",
+        "multi_processing",
+        "--direct_num_workers",
+        str(args.workers),
+    ]
     peaks: dict[int, dict] = {}
     started = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -90,8 +107,10 @@ def check_megatron(out: Path, manifest: dict) -> int:
         documents += len(dataset)
         tokens += int(dataset.sequence_lengths.sum())
     ok = documents == manifest["documents_written"] and tokens == manifest["tokens"]
-    print(f"megatron-core IndexedDataset: {documents:,} documents, {tokens:,} tokens; manifest: "
-          f"{manifest['documents_written']:,} documents, {manifest['tokens']:,} tokens: {'equal' if ok else 'DIFFERENT'}")  # fmt: skip
+    print(
+        f"megatron-core IndexedDataset: {documents:,} documents, {tokens:,} tokens; manifest: "
+        f"{manifest['documents_written']:,} documents, {manifest['tokens']:,} tokens: {'equal' if ok else 'DIFFERENT'}"
+    )
     return 0 if ok else 1
 
 

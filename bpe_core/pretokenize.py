@@ -143,7 +143,8 @@ class PreTokenizer:
             except TimeoutError:
                 raise PreTokenizeTimeout(
                     f"pre-tokenizer regex {pattern.pattern!r} ran over {timeout:g} s on one text of {len(text)} "
-                    "characters (catastrophic backtracking?): fix the pattern, or pass a larger timeout= to PreTokenizer"
+                    "characters (catastrophic backtracking?): fix the pattern, "
+                    "or pass a larger timeout= to PreTokenizer"
                 ) from None
         return pieces
 
@@ -215,7 +216,8 @@ def _check_native_split() -> bool:
             f"beam-bpe: the native pre-tokenizers' Unicode tables were generated from regex {info['regex_version']}, "
             f"and regex {regex.__version__}, imported now, classes some characters differently; splitting with the "
             "regex module, which is slower. Rebuild beam-bpe against this regex "
-            f"(`pip install --force-reinstall --no-binary beam-bpe beam-bpe`) or install regex=={info['regex_version']}",
+            "(`pip install --force-reinstall --no-binary beam-bpe beam-bpe`) "
+            f"or install regex=={info['regex_version']}",
             RuntimeWarning,
             stacklevel=4,
         )

@@ -191,15 +191,15 @@ _COPY_IT = "copy it first: pickle.loads(pickle.dumps(tok)).use_backend(...)"
 def _shared_class(base: type) -> type:
     def use_backend(self, backend):
         raise SharedTokenizerError(
-            f"use_backend({backend!r}) on a tokenizer that tests/conftest.py shares with every test would change it for "
-            f"the tests after this one; {_COPY_IT}"
+            f"use_backend({backend!r}) on a tokenizer that tests/conftest.py shares with every test "
+            f"would change it for the tests after this one; {_COPY_IT}"
         )
 
     def __setattr__(self, name, value):
         if not name.startswith("_"):
             raise SharedTokenizerError(
-                f"setting {name!r} on a tokenizer that tests/conftest.py shares with every test would change it for the "
-                f"tests after this one; {_COPY_IT}"
+                f"setting {name!r} on a tokenizer that tests/conftest.py shares with every test "
+                f"would change it for the tests after this one; {_COPY_IT}"
             )
         object.__setattr__(self, name, value)
 

@@ -31,8 +31,14 @@ def test_quick_run_prints_every_section_with_checked_ids():
     )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr[-3000:]
-    for header in ("training to 300 tokens", "split cl100k alone", "encoding cl100k, one thread",
-                   "encoding cl100k, all threads", "decode_bytes per document", "target cl100k: one thread"):  # fmt: skip
+    for header in (
+        "training to 300 tokens",
+        "split cl100k alone",
+        "encoding cl100k, one thread",
+        "encoding cl100k, all threads",
+        "decode_bytes per document",
+        "target cl100k: one thread",
+    ):
         assert header in out, f"{header!r} missing from:\n{out}"
     rows = [line.strip() for line in out.splitlines() if "ids = tiktoken" in line or "IDS DIFFER" in line]
     assert len(rows) == 26, out  # 15 one-thread rows, 11 all-thread rows, each with its ids checked

@@ -93,7 +93,10 @@ def test_bpe_core_has_no_import_circle():
     graph = import_graph()
     assert {"bpe_core.tokenizer", "bpe_core.formats.artifact", "bpe_core.native"} <= set(graph)
     found = cycles(graph)
-    detail = "; ".join(" <-> ".join(c) + " (" + ", ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) + ")" for c in found)  # fmt: skip
+    detail = "; ".join(
+        " <-> ".join(c) + " (" + ", ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) + ")"
+        for c in found
+    )
     assert not found, f"import circles in bpe_core: {detail}"
 
 

@@ -29,8 +29,8 @@ spelled as raw text (``Tokenizer.unreachable_tokens()``: their bytes are not the
     unreachable 1403                 # one id per line
     264
 
-Every other tokenizer is still written as version 1, byte for byte as before. Nothing in it depends on paths, times or the machine beyond the library versions, so the same training gives a
-byte-identical file.
+Every other tokenizer is still written as version 1, byte for byte as before. Nothing in it depends on paths, times
+or the machine beyond the library versions, so the same training gives a byte-identical file.
 """
 
 from __future__ import annotations

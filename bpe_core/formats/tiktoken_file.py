@@ -120,8 +120,8 @@ def load_tiktoken(
     if pretokenizer is None:
         if known is None:
             raise ValueError(
-                f"{path} is a .tiktoken rank file, which carries no pre-tokenizer (and is not one of OpenAI's published "
-                "files, whose pre-tokenizer is known): pass one, e.g. pretokenizer='cl100k'"
+                f"{path} is a .tiktoken rank file, which carries no pre-tokenizer (and is not one of OpenAI's "
+                "published files, whose pre-tokenizer is known): pass one, e.g. pretokenizer='cl100k'"
             )
         pretokenizer = known.preset
     if special_tokens is None:

@@ -51,8 +51,24 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 # The flags of the encoding pipeline, which ``encode --text`` would silently ignore.
-CORPUS_ONLY = ("format", "text_field", "text_column", "text_unit", "max_document_bytes", "range_bytes", "shard_format",
-               "shard_size", "merge", "prefix", "bos", "eos", "special_tokens", "verify", "overwrite", "no_progress")  # fmt: skip
+CORPUS_ONLY = (
+    "format",
+    "text_field",
+    "text_column",
+    "text_unit",
+    "max_document_bytes",
+    "range_bytes",
+    "shard_format",
+    "shard_size",
+    "merge",
+    "prefix",
+    "bos",
+    "eos",
+    "special_tokens",
+    "verify",
+    "overwrite",
+    "no_progress",
+)
 
 
 def _refuse_corpus_flags(args: argparse.Namespace) -> None:

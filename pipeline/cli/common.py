@@ -78,8 +78,13 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
     src.add_argument(
         "--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file"
     )
-    src.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES, metavar="N",
-                     help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)")  # fmt: skip
+    src.add_argument(
+        "--max-document-bytes",
+        type=int,
+        default=DEFAULT_MAX_DOCUMENT_BYTES,
+        metavar="N",
+        help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)",
+    )
     src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help=range_help)
     return src
 
@@ -136,8 +141,11 @@ def add_verbose_argument(p: argparse.ArgumentParser, *, default=False) -> None:
 
 def add_progress_argument(group) -> None:
     """``--no-progress``: no live bars on a terminal (the stage lines stay); off a terminal there are none anyway."""
-    group.add_argument("--no-progress", action="store_true",
-                       help="no progress bars on the terminal (none are drawn when stderr is not a terminal)")  # fmt: skip
+    group.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars on the terminal (none are drawn when stderr is not a terminal)",
+    )
 
 
 def progress_reporter(args: argparse.Namespace):

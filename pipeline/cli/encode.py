@@ -28,16 +28,27 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     """The encoding pipeline's flags, on the ``encode`` sub-command (which also takes ``--text``)."""
     p.allow_abbrev = False  # a Beam flag must never be taken for an abbreviation of ours
     p.epilog = EPILOG
-    add_corpus_arguments(p, title="corpus (the encoding pipeline; same flags as train)",
-                         range_help="bytes per range of uncompressed text/JSONL (the unit of parallelism; shards hold many)")  # fmt: skip
+    add_corpus_arguments(
+        p,
+        title="corpus (the encoding pipeline; same flags as train)",
+        range_help="bytes per range of uncompressed text/JSONL (the unit of parallelism; shards hold many)",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
-    out.add_argument("--shard-format", choices=("parquet", "megatron", "datatrove", "npy", "llmc"), default="parquet",
-                     help="parquet (default); megatron (.bin/.idx); datatrove (.ds, nanotron); npy (dolma/OLMo memmap); "
-                     "llmc (llm.c .bin). datatrove and npy add an EOS after each document, llmc an EOT before each")  # fmt: skip
-    out.add_argument("--shard-size", default="1GiB", metavar="SIZE",
-                     help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
-                     "ranges in input order, so about ceil(input bytes / SIZE) shards")  # fmt: skip
+    out.add_argument(
+        "--shard-format",
+        choices=("parquet", "megatron", "datatrove", "npy", "llmc"),
+        default="parquet",
+        help="parquet (default); megatron (.bin/.idx); datatrove (.ds, nanotron); npy (dolma/OLMo memmap); "
+        "llmc (llm.c .bin). datatrove and npy add an EOS after each document, llmc an EOT before each",
+    )
+    out.add_argument(
+        "--shard-size",
+        default="1GiB",
+        metavar="SIZE",
+        help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
+        "ranges in input order, so about ceil(input bytes / SIZE) shards",
+    )
     out.add_argument("--merge", action="store_true",
                      help="megatron: also merge the shards into one {prefix}.bin/.idx pair (streaming, bounded memory; "
                      "twice the disk) and name it in megatron_data_path.txt")  # fmt: skip
@@ -84,7 +95,8 @@ def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace):
-    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.launch.dataflow encode`` translates)."""
+    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.launch.dataflow encode``
+    translates)."""
     from pipeline.encode.job import EncodeJob, EncodeSettings, parse_size  # imports Apache Beam: only for the pipeline
 
     if args.text is not None:

@@ -22,8 +22,12 @@ def add_report_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", action="append", required=True, metavar="PATH", help="a tokenizer file (repeatable)")
     p.add_argument("--pretokenizer", help="pre-tokenizer for rank-only files (.tiktoken) that are not OpenAI's")
     add_corpus_arguments(p, title="corpus", range_help="bytes per range of uncompressed text/JSONL")
-    p.add_argument("--eval-fraction", type=float, default=DEFAULT_EVAL_FRACTION,
-                   help=f"share of the documents in the sample, chosen by a hash of their id (default {DEFAULT_EVAL_FRACTION})")  # fmt: skip
+    p.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=DEFAULT_EVAL_FRACTION,
+        help=f"share of the documents in the sample, chosen by a hash of their id (default {DEFAULT_EVAL_FRACTION})",
+    )
     p.add_argument("--out", required=True, help="directory for report.json, report.md and compression.png")
     add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report, takes_beam_args=True)

@@ -75,7 +75,8 @@ class EncodeSettings:
             raise EncodeError(f"--shard-format must be one of {', '.join(SHARD_FORMATS)}, got {self.shard_format!r}")
         if self.merge and self.shard_format != "megatron":
             raise EncodeError(
-                f"--merge writes one Megatron .bin/.idx pair: it needs --shard-format megatron, got {self.shard_format!r}"
+                "--merge writes one Megatron .bin/.idx pair: it needs --shard-format megatron, "
+                f"got {self.shard_format!r}"
             )
         if not self.prefix or any(c in self.prefix for c in "/\\*?[]") or self.prefix.startswith("."):
             raise EncodeError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
@@ -417,8 +418,8 @@ def build_manifest(plan: EncodePlan) -> dict:
         if stats is None:
             raise RuntimeError(
                 f"the pipeline finished but shard {layout.name(index)} is missing from {layout.out_dir}: the "
-                "runner did not run the writing step for it (see the runner notes in pipeline/launch/options.py); rerun "
-                "the same command to write the missing shards"
+                "runner did not run the writing step for it (see the runner notes in pipeline/launch/options.py); "
+                "rerun the same command to write the missing shards"
             )
         for entry in stats["ranges"]:  # where each range is in its file, beside its counts
             rng = ranges[entry["index"]]
@@ -477,7 +478,8 @@ def merge_shards(layout: ShardLayout, manifest: dict) -> dict:
     if (merged["documents"], merged["tokens"]) != (manifest["documents_written"], manifest["tokens"]):
         raise RuntimeError(
             f"the merged {layout.prefix}.bin/.idx hold {merged['documents']} documents and {merged['tokens']} tokens, "
-            f"the shards {manifest['documents_written']} and {manifest['tokens']}: a shard changed while it was merged; rerun"
+            f"the shards {manifest['documents_written']} and {manifest['tokens']}: "
+            "a shard changed while it was merged; rerun"
         )
     return {"prefix": layout.prefix, **merged}
 

@@ -44,7 +44,9 @@ def merge_megatron(out_prefix: str, shard_prefixes: list[str], dtype) -> dict:
     """Merge the Megatron shards ``shard_prefixes`` (in order) into ``out_prefix.bin`` / ``.idx``; return
     ``{"files": {name: {bytes, sha256}}, "documents": n, "tokens": t}``.
 
-    >>> merge_megatron("out/tokens", ["out/tokens-00000-of-00002", "out/tokens-00001-of-00002"], "int32")  # doctest: +SKIP
+    >>> merge_megatron(  # doctest: +SKIP
+    ...     "out/tokens", ["out/tokens-00000-of-00002", "out/tokens-00001-of-00002"], "int32"
+    ... )
     """
     dtype = np.dtype(dtype)
     heads = [_header(p, dtype) for p in shard_prefixes]

@@ -174,7 +174,8 @@ def tokens_array(offsets: np.ndarray, tokens: np.ndarray) -> pa.Array:
 
 
 def part_table(positions: np.ndarray, offsets: np.ndarray, tokens: np.ndarray) -> pa.Table:
-    """A part's columns: ``position`` (int64), ``num_tokens`` (int64), ``tokens`` (list of ids), from the flat buffers."""
+    """A part's columns: ``position`` (int64), ``num_tokens`` (int64), ``tokens`` (list of ids), from the flat
+    buffers."""
     return pa.table(
         {
             "position": pa.array(positions),

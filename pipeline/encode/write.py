@@ -7,9 +7,9 @@
 Only small ``PartInfo`` records go through the shuffle, never the tokens, so a shard of any size is written with
 memory bounded by one batch, on every runner: the Dask runner keeps every collection in memory. The parts are the
 price of that (measured in benchmarks/bench_scale.py): a shard's ranges are encoded in parallel on any worker, so
-their ids must wait somewhere until the shard can be written in order. Every write goes to a temporary name first and a shard's stats file is written last,
-so a retried bundle or a rerun produces the same files and never a half file; a finalizer that finds its shard
-already complete (a retry) only reports it.
+their ids must wait somewhere until the shard can be written in order. Every write goes to a temporary name first
+and a shard's stats file is written last, so a retried bundle or a rerun produces the same files and never a half
+file; a finalizer that finds its shard already complete (a retry) only reports it.
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def _check_spark(options: PipelineOptions) -> None:
     if spark.spark_submit_uber_jar:
         if not spark.spark_rest_url:
             raise LaunchError(
-                "--spark_submit_uber_jar needs --spark_rest_url=http://SPARK_MASTER:6066 (the master's REST submission port)"
+                "--spark_submit_uber_jar needs --spark_rest_url=http://SPARK_MASTER:6066 "
+                "(the master's REST submission port)"
             )
         _check_reachable(
             "--spark_rest_url",
@@ -156,7 +157,8 @@ def _check_job_endpoint(options: PipelineOptions, *, required: bool) -> bool:
     if not endpoint:
         if required:
             raise LaunchError(
-                "PortableRunner needs --job_endpoint=HOST:PORT: start a job server (deploy/flink/README.md, deploy/spark/README.md)"
+                "PortableRunner needs --job_endpoint=HOST:PORT: start a job server "
+                "(deploy/flink/README.md, deploy/spark/README.md)"
             )
         return False
     if endpoint != "embed":
@@ -257,7 +259,8 @@ def _check_image(flag: str, image: str) -> None:
     if wrong:
         raise LaunchError(
             f"{flag}={image} does not match this launcher: {', '.join(wrong)}; workers would fail to start or run "
-            f"other code: rebuild the image with deploy/build_container.sh (FROM apache/beam_python{PYTHON}_sdk:{BEAM_VERSION}), "
+            "other code: rebuild the image with deploy/build_container.sh "
+            f"(FROM apache/beam_python{PYTHON}_sdk:{BEAM_VERSION}), "
             f"or launch from an environment with those versions"
         )
 

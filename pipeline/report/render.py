@@ -35,7 +35,8 @@ def markdown(report: dict) -> str:
     for t in report["tokenizers"]:
         lines.append(
             f"| {t['label']} | {t['n_vocab']:,} | {_cell(t['bytes_per_token'])} | {_cell(t['tokens_per_word'])} | "
-            f"{_cell(t['multibyte_share'], '{:.1%}')} | {t['never_used']:,} ({_cell(t['never_used_share'], '{:.1%}')}) | "
+            f"{_cell(t['multibyte_share'], '{:.1%}')} | {t['never_used']:,} "
+            f"({_cell(t['never_used_share'], '{:.1%}')}) | "
             f"{t['unreachable']:,} |"
         )
     for t in report["tokenizers"]:

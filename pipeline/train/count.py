@@ -154,7 +154,9 @@ class PreTokenizeAndCount(beam.PTransform):
     (weighted by each batch's source weight) as a sorted Arrow table; one ``CorpusStats`` holds the corpus
     integers.
 
-    >>> counts = batches | "PreTokenizeAndCount" >> PreTokenizeAndCount(PreTokenizer.from_spec("cl100k"), 4)  # doctest: +SKIP
+    >>> counts = batches | "PreTokenizeAndCount" >> PreTokenizeAndCount(  # doctest: +SKIP
+    ...     PreTokenizer.from_spec("cl100k"), 4
+    ... )
     """
 
     def __init__(self, pretokenizer: PreTokenizer, num_shards: int = 1, *, max_distinct: int = MAX_DISTINCT_CHUNKS):

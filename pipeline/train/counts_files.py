@@ -3,7 +3,8 @@ int64``, sorted by chunk), the pre-tokenizer in the schema metadata, and ``count
 
 Reading is streaming (record batches, never a whole table): ``load_chunk_table`` hands the batches' Arrow buffers to
 the native merge loop's table (the driver's way), ``load_counts`` builds a dict (small counts, tests). Both apply
-the optional chunk filters after the global reduce, with an exact report of what they dropped. No Beam here: the driver and ``--from-counts`` use it.
+the optional chunk filters after the global reduce, with an exact report of what they dropped. No Beam here: the
+driver and ``--from-counts`` use it.
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ def count_corpus(plan: TrainPlan, beam_args: list[str]) -> dict:
     except CountsError:
         raise RuntimeError(
             f"the pipeline finished but wrote no statistics to {counts_dir}: the runner "
-            f"({runner_name(beam_args)}) did not run the writing step; see the runner notes in pipeline/launch/options.py"
+            f"({runner_name(beam_args)}) did not run the writing step; "
+            "see the runner notes in pipeline/launch/options.py"
         ) from None
     write_missing_shards(counts_dir, num_shards, job.settings.pre)
     stats["count_shards"] = num_shards
@@ -198,7 +199,8 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     if stats["documents_counted"] == 0 and not job.counts_only:  # --counts-only keeps them, to be looked at
         raise CorpusError(
             f"no document could be read: all {stats['dead_letters']:,} were dead letters (reasons in "
-            f"{join(job.out, 'dead_letters')}); check --format ({job.corpus.format} here), --text-field / --text-column "
+            f"{join(job.out, 'dead_letters')}); check --format ({job.corpus.format} here), "
+            "--text-field / --text-column "
             "and --max-document-bytes"
         )
     if not job.counts_only:

@@ -3,9 +3,9 @@
 Three real vocabularies of different kinds: cl100k (rank-only .tiktoken, with its special tokens), Llama 3 (GGUF
 merge list with ignore_merges and control tokens) and a Hugging Face tokenizer.json (NFKC normalizer, added
 tokens). The input chooses the vocabulary, the call (encode_ordinary, encode with all specials allowed, encode with
-the default disallowed specials, encode_batch over several threads, with the flat API on the same documents: lists, Arrow arrays of their bytes,
-decode_flat) and how its payload becomes text (bytes, UTF-8
-with invalid bytes, UTF-16 with lone surrogates, or any code point).
+the default disallowed specials, encode_batch over several threads, with the flat API on the same documents:
+lists, Arrow arrays of their bytes, decode_flat) and how its payload becomes text (bytes, UTF-8 with invalid bytes,
+UTF-16 with lone surrogates, or any code point).
 
 Oracles: the same ids (or the same documented exception) on both backends; for cl100k, tiktoken's ids; the ids
 decode back to the input (to its NFKC form for the normalized vocabulary; lone surrogates of str input become

@@ -42,7 +42,8 @@ REPORT = re.compile(r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error
 
 
 def sanitized_core() -> Path:
-    """build/sanitize's module, or the one named by BEAM_BPE_SANITIZED_CORE (e.g. a scratch build with a planted bug)."""
+    """build/sanitize's module, or the one named by BEAM_BPE_SANITIZED_CORE (e.g. a scratch build with a planted
+    bug)."""
     if os.environ.get("BEAM_BPE_SANITIZED_CORE"):
         return Path(os.environ["BEAM_BPE_SANITIZED_CORE"]).resolve()
     found = sorted(BUILD.glob("_core*.so"))
@@ -124,9 +125,22 @@ def sanitize(pytest_args: list[str], phases: list[str]) -> int:
 # ---------------------------------------------------------------------------------------------- fuzz
 def fuzz_command(target: str, runs: int, max_time: int) -> list[str]:
     work = ROOT / "build" / "fuzz" / target
-    cmd = [sys.executable, str(HERE / f"fuzz_{target}.py"), f"-seed_corpus={work / 'corpus'}", f"-runs={runs}",
-           f"-max_total_time={max_time}", "-timeout=30", "-rss_limit_mb=8192", "-print_final_stats=1",
-           f"-artifact_prefix={work}/", "-print_pcs=0", "-reload=0", "-keep_seed=1", "-len_control=0", "-use_value_profile=1"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(HERE / f"fuzz_{target}.py"),
+        f"-seed_corpus={work / 'corpus'}",
+        f"-runs={runs}",
+        f"-max_total_time={max_time}",
+        "-timeout=30",
+        "-rss_limit_mb=8192",
+        "-print_final_stats=1",
+        f"-artifact_prefix={work}/",
+        "-print_pcs=0",
+        "-reload=0",
+        "-keep_seed=1",
+        "-len_control=0",
+        "-use_value_profile=1",
+    ]
     if MAX_LEN[target]:
         cmd.append(f"-max_len={MAX_LEN[target]}")
     return cmd

@@ -95,8 +95,16 @@ def test_a_misspelt_flag_is_refused_naming_the_nearest(tmp_path, capsys, flag, n
 
 
 def test_beam_options_of_every_runner_we_support_are_known():
-    check_beam_args(["--runner=DaskRunner", "--dask_client_address=h:8786", "--flink_master=h:8081",
-                     "--spark_master_url=spark://h:7077", "--temp_location=gs://b/t", "--direct_num_workers=2"])  # fmt: skip
+    check_beam_args(
+        [
+            "--runner=DaskRunner",
+            "--dask_client_address=h:8786",
+            "--flink_master=h:8081",
+            "--spark_master_url=spark://h:7077",
+            "--temp_location=gs://b/t",
+            "--direct_num_workers=2",
+        ]
+    )
     with pytest.raises(UnknownOptionError, match="unrecognized argument --no_such_option"):
         check_beam_args(["--no_such_option=1"])
 

@@ -26,9 +26,24 @@ REQUIRE_GCP = os.environ.get("BEAM_BPE_REQUIRE_GCP") == "1"
 BUCKET = "gs://example-bucket"
 IMAGE = f"us-docker.pkg.dev/example-project/beam/beam-bpe:{bpe_core.__version__}-beam{BEAM}-py{PYTHON}"
 WHEEL = f"beam_bpe-{bpe_core.__version__}-cp{PYTHON.replace('.', '')}-cp{PYTHON.replace('.', '')}-linux_x86_64.whl"
-DATAFLOW = ["--runner", "DataflowRunner", "--project", "example-project", "--region", "us-central1",
-            "--temp_location", f"{BUCKET}/tmp", "--staging_location", f"{BUCKET}/staging", "--job_name", "beam-bpe-check",
-            "--sdk_container_image", IMAGE, "--sdk_location", "container"]  # fmt: skip
+DATAFLOW = [
+    "--runner",
+    "DataflowRunner",
+    "--project",
+    "example-project",
+    "--region",
+    "us-central1",
+    "--temp_location",
+    f"{BUCKET}/tmp",
+    "--staging_location",
+    f"{BUCKET}/staging",
+    "--job_name",
+    "beam-bpe-check",
+    "--sdk_container_image",
+    IMAGE,
+    "--sdk_location",
+    "container",
+]
 READ_STEPS = {"ReadCorpus", "ReadCorpus/CreateRanges", "ReadCorpus/SpreadRanges", "ReadCorpus/ReadRanges"}
 TRAIN_STEPS = READ_STEPS | {
     "PreTokenizeAndCount", "PreTokenizeAndCount/CountChunks", "PreTokenizeAndCount/SumCounts",
@@ -133,8 +148,21 @@ def check_description(summary: dict, tmp_path, wheel, steps: set[str]) -> dict:
 
 
 def test_train_translates_to_a_dataflow_job(gcs, no_network, wheel, tmp_path):
-    argv = ["--input", f"{BUCKET}/corpus/*.jsonl", "--vocab-size", 512, "--out", f"{BUCKET}/out/tok", "--range-bytes", 8192,
-            *DATAFLOW, "--extra_package", wheel, "--dataflow_job_file", tmp_path / "job.json"]  # fmt: skip
+    argv = [
+        "--input",
+        f"{BUCKET}/corpus/*.jsonl",
+        "--vocab-size",
+        512,
+        "--out",
+        f"{BUCKET}/out/tok",
+        "--range-bytes",
+        8192,
+        *DATAFLOW,
+        "--extra_package",
+        wheel,
+        "--dataflow_job_file",
+        tmp_path / "job.json",
+    ]
     summary = dataflow_job.translate("train", argv, staged_copy=str(tmp_path / "staged"))
     check_description(summary, tmp_path, wheel, TRAIN_STEPS)
     assert summary["ranges"] >= 6  # 3 files cut into 8 KiB ranges

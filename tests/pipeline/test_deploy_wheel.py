@@ -26,8 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_wheel_has_the_native_core_and_loads_it_in_a_fresh_venv(tmp_path):
     dist = tmp_path / "dist"
-    build = subprocess.run(["bash", ROOT / "deploy" / "build_wheel.sh", "--out", dist, "--", "--no-build-isolation"],
-                           capture_output=True, text=True, env=dict(os.environ, PYTHON=sys.executable), timeout=900)  # fmt: skip
+    build = subprocess.run(
+        ["bash", ROOT / "deploy" / "build_wheel.sh", "--out", dist, "--", "--no-build-isolation"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHON=sys.executable),
+        timeout=900,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     wheels = list(dist.glob("beam_bpe-*.whl"))
     assert len(wheels) == 1, wheels

@@ -37,8 +37,20 @@ def _batch(
     texts: list[str], *, range_index: int = 0, batch_index: int = 0, last: bool = True, dead=()
 ) -> DocumentBatch:
     positions = [10 * i for i in range(len(texts))]
-    return DocumentBatch(range_index, batch_index, last, "src.jsonl", 0, 1, "offset", positions, list(texts), list(dead),
-                         len(texts) + len(dead), sum(len(t) for t in texts))  # fmt: skip
+    return DocumentBatch(
+        range_index,
+        batch_index,
+        last,
+        "src.jsonl",
+        0,
+        1,
+        "offset",
+        positions,
+        list(texts),
+        list(dead),
+        len(texts) + len(dead),
+        sum(len(t) for t in texts),
+    )
 
 
 def test_a_batch_becomes_flat_ids_equal_to_the_library_and_tiktoken():
@@ -112,8 +124,11 @@ def test_encode_documents_stage_in_a_pipeline(r50k_file):  # noqa: F811 - the fi
         _batch(docs[20:], batch_index=1),
         _batch(["x"], range_index=1),
     ]
-    expected = [(0, 0, [tok.encode_ordinary(d) + [50256] for d in docs[:20]]), (0, 1, [tok.encode_ordinary(d) + [50256] for d in docs[20:]]),
-                (1, 0, [tok.encode_ordinary("x") + [50256]])]  # fmt: skip
+    expected = [
+        (0, 0, [tok.encode_ordinary(d) + [50256] for d in docs[:20]]),
+        (0, 1, [tok.encode_ordinary(d) + [50256] for d in docs[20:]]),
+        (1, 0, [tok.encode_ordinary("x") + [50256]]),
+    ]
 
     def as_lists(e):
         offsets = np.concatenate([[0], np.cumsum(e.lengths)])

@@ -27,9 +27,20 @@ def _encoded(
 ) -> EncodedBatch:
     positions = np.arange(len(docs), dtype=np.int64) * 100 + batch_index * 10_000
     tokens = np.array([i for d in docs for i in d], dtype=dtype)
-    return EncodedBatch(range_index, batch_index, last, f"/data/src-{range_index}.jsonl", "offset", positions,
-                        np.cumsum([0] + [len(d) for d in docs], dtype=np.int64), tokens, list(dead), len(docs) + len(dead),
-                        sum(len(d) for d in docs), 0)  # fmt: skip
+    return EncodedBatch(
+        range_index,
+        batch_index,
+        last,
+        f"/data/src-{range_index}.jsonl",
+        "offset",
+        positions,
+        np.cumsum([0] + [len(d) for d in docs], dtype=np.int64),
+        tokens,
+        list(dead),
+        len(docs) + len(dead),
+        sum(len(d) for d in docs),
+        0,
+    )
 
 
 def _docs(seed: int, n: int, vocab: int) -> list[list[int]]:
@@ -144,8 +155,12 @@ def test_megatron_dtype_threshold_and_bad_files():
     assert (token_dtype(65499), token_dtype(65500), token_dtype(200_000)) == (np.uint16, np.int32, np.int32)
     assert shard_dtype("megatron", 65_536) == "int32" and shard_dtype("parquet", 65_536) == "uint16"
     good = MegatronIndex.from_lengths(np.int32, [1, 2]).to_bytes()
-    for bad, message in ((b"MMIDIDY" + good[7:], "not a Megatron index"), (good[:9] + struct.pack("<Q", 2) + good[17:], "version 2"),
-                         (good[:-1], "truncated"), (good[:17] + b"\x09" + good[18:], "unknown dtype code 9")):  # fmt: skip
+    for bad, message in (
+        (b"MMIDIDY" + good[7:], "not a Megatron index"),
+        (good[:9] + struct.pack("<Q", 2) + good[17:], "version 2"),
+        (good[:-1], "truncated"),
+        (good[:17] + b"\x09" + good[18:], "unknown dtype code 9"),
+    ):
         with pytest.raises(MegatronFormatError, match=message):
             MegatronIndex.from_bytes(bad, "x.idx")
 

@@ -163,9 +163,28 @@ def test_dolma_files_equal_dolma_tokens(preset, tmp_path):
         hf = tmp_path / "tokenizer.json"
         tok.to_huggingface(str(hf))
         dtype = "uint16" if preset == "r50k" else "uint32"
-        command = [str(cli), "tokens", "--documents", str(src), "--destination", str(theirs), "--tokenizer.name_or_path", str(hf),
-                   "--tokenizer.eos_token_id", str(eos), "--tokenizer.pad_token_id", str(eos), "--processes", "1",
-                   "--batch_size", "1", "--ring_size", "1", "--dtype", dtype]  # fmt: skip
+        command = [
+            str(cli),
+            "tokens",
+            "--documents",
+            str(src),
+            "--destination",
+            str(theirs),
+            "--tokenizer.name_or_path",
+            str(hf),
+            "--tokenizer.eos_token_id",
+            str(eos),
+            "--tokenizer.pad_token_id",
+            str(eos),
+            "--processes",
+            "1",
+            "--batch_size",
+            "1",
+            "--ring_size",
+            "1",
+            "--dtype",
+            dtype,
+        ]
         subprocess.run(command, check=True, capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": ""})
         [npy] = sorted(theirs.glob("*.npy"))
     else:

@@ -153,7 +153,8 @@ def test_tally_sums_the_workers_lines(tmp_path):
     sizes = {0: 100, 1: 50, 2: 10}
     a, b = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
     a.write_text(
-        '{"r": 0, "d": 3, "b": 40, "e": false}\n{"r": 0, "d": 2, "b": 70, "e": true}\n{"r": 1, "d": 1, "b": 30, "e": false}\n'
+        '{"r": 0, "d": 3, "b": 40, "e": false}\n{"r": 0, "d": 2, "b": 70, "e": true}\n'
+        '{"r": 1, "d": 1, "b": 30, "e": false}\n'
     )
     b.write_text('{"r": 2, "d": 4, "b": 999, "e": false}\n{"r": 2, "d"')  # a line being written: not read yet
     tally = progress._Tally(sizes)

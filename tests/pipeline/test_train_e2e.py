@@ -219,8 +219,26 @@ def test_huggingface_tie_break_reproduces_bpetrainer(tmp_path):
     lines = [line for doc in corpus("docs_python_rst", 25) for line in doc.split("\n")]
     path = write_bytes(tmp_path / "lines.txt", ("\n".join(lines) + "\n").encode())
     out = tmp_path / "out"
-    assert run_cli("train", "--input", path, "--format", "text", "--pretokenizer", GPT2_HF_PATTERN, "--tie-break", "huggingface",
-                   "--vocab-size", 1000, "--range-bytes", 100_000, "--out", out) == 0  # fmt: skip
+    assert (
+        run_cli(
+            "train",
+            "--input",
+            path,
+            "--format",
+            "text",
+            "--pretokenizer",
+            GPT2_HF_PATTERN,
+            "--tie-break",
+            "huggingface",
+            "--vocab-size",
+            1000,
+            "--range-bytes",
+            100_000,
+            "--out",
+            out,
+        )
+        == 0
+    )
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     trainer = trainers.BpeTrainer(vocab_size=1000, min_frequency=2, show_progress=False,

@@ -131,16 +131,26 @@ def text_cases(c: Corpus) -> list[Path]:
 def parquet_cases(c: Corpus) -> list[Path]:
     wrong = "wrong schema"
     return [
-        c.rows("parquet/good.parquet", pa.table({"text": ["row 0", None, "row \x00 2", "x" * (CAP + 1), "row 4"]}),
-               [("ok", "row 0"), ("dead", "null value"), ("ok", "row \x00 2"), ("dead", "longer than"), ("ok", "row 4")]),
+        c.rows(
+            "parquet/good.parquet",
+            pa.table({"text": ["row 0", None, "row \x00 2", "x" * (CAP + 1), "row 4"]}),
+            [("ok", "row 0"), ("dead", "null value"), ("ok", "row \x00 2"), ("dead", "longer than"), ("ok", "row 4")],
+        ),
         c.rows("parquet/no-column.parquet", pa.table({"body": ["a", "b"]}), [("dead", "no column 'text'")] * 2),
         c.rows("parquet/ints.parquet", pa.table({"text": [1, 2]}), [("dead", wrong)] * 2),
         c.rows("parquet/lists.parquet", pa.table({"text": [["a"], ["b", "c"]]}), [("dead", wrong)] * 2),
         c.rows("parquet/structs.parquet", pa.table({"text": [{"a": "x"}, {"a": "y"}]}), [("dead", wrong)] * 2),
-        c.rows("parquet/binary.parquet", pa.table({"text": pa.array([b"ok bytes", b"\xff\xfe bad"], pa.binary())}),
-               [("ok", "ok bytes"), ("dead", "undecodable")]),
-        c.rows("parquet/large.parquet", pa.table({"text": pa.array(["large string"], pa.large_string())}), [("ok", "large string")]),
-    ]  # fmt: skip
+        c.rows(
+            "parquet/binary.parquet",
+            pa.table({"text": pa.array([b"ok bytes", b"\xff\xfe bad"], pa.binary())}),
+            [("ok", "ok bytes"), ("dead", "undecodable")],
+        ),
+        c.rows(
+            "parquet/large.parquet",
+            pa.table({"text": pa.array(["large string"], pa.large_string())}),
+            [("ok", "large string")],
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -208,10 +218,15 @@ def test_hostile_files_through_the_train_pipeline(fmt, hostile, tmp_path, reliab
     m = json.loads((out / "manifest.json").read_text())
     assert (m["documents_read"], m["documents_counted"], m["dead_letters"]) == (len(expected), len(good), len(dead))
     reasons = Counter(v[1] for v in expected.values() if v[0] == "dead")
-    reliability.row(AREA, f"train pipeline, {fmt}: {len(expected)} records in {len(files[fmt])} hostile files "
-                    f"({', '.join(sorted(reasons))})", "every good document counted as bpe_core.count_chunks counts it; "
-                    "every bad record a dead letter at its file and position with its reason; read = counted + dead",
-                    inputs=len(expected), dead_letters=len(dead))  # fmt: skip
+    reliability.row(
+        AREA,
+        f"train pipeline, {fmt}: {len(expected)} records in {len(files[fmt])} hostile files "
+        f"({', '.join(sorted(reasons))})",
+        "every good document counted as bpe_core.count_chunks counts it; "
+        "every bad record a dead letter at its file and position with its reason; read = counted + dead",
+        inputs=len(expected),
+        dead_letters=len(dead),
+    )
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "text", "parquet"])
@@ -245,11 +260,15 @@ def test_hostile_files_through_the_encode_pipeline(fmt, hostile, r50k_artifact, 
     m = json.loads((out / "manifest.json").read_text())
     assert (m["documents_read"], m["documents_written"], m["dead_letters"]) == (len(expected), len(ok), len(dead))
     assert m["verified"] == len(ok)
-    reliability.row(AREA, f"encode pipeline --verify, {fmt}: {len(expected)} records in {len(files[fmt])} hostile files",
-                    "every good document encoded to the library's ids and decoded back by the streaming decoder; "
-                    "every bad record a dead letter with its reason; read = written + dead; decode --shards finds "
-                    "documents of files named with spaces, non-ASCII, '[1]', '@' and '#'",
-                    inputs=len(expected), dead_letters=len(dead))  # fmt: skip
+    reliability.row(
+        AREA,
+        f"encode pipeline --verify, {fmt}: {len(expected)} records in {len(files[fmt])} hostile files",
+        "every good document encoded to the library's ids and decoded back by the streaming decoder; "
+        "every bad record a dead letter with its reason; read = written + dead; decode --shards finds "
+        "documents of files named with spaces, non-ASCII, '[1]', '@' and '#'",
+        inputs=len(expected),
+        dead_letters=len(dead),
+    )
 
 
 def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, reliability):
@@ -303,11 +322,16 @@ def test_the_adversarial_cases_through_both_pipelines(r50k_artifact, tmp_path, r
     assert sorted(tok.decode(ids) for ids in written.values()) == sorted(expected_good)
     for m in manifests.values():
         assert m["documents_read"] == m.get("documents_counted", m.get("documents_written")) + m["dead_letters"]
-    reliability.row(AREA, f"../shared/data/adversarial: {len(texts)} text cases (JSONL), {len(blobs)} byte cases "
-                    "(text lines), jquery.min.js, through both pipelines",
-                    "nothing crashes, hangs or is lost: counts equal bpe_core.count_chunks; every encoded document "
-                    "decodes to its text; dead letters only for invalid UTF-8 and lone surrogate escapes (with and without --verify)",
-                    inputs=len(cases) + 1, dead_letters=len(dead))  # fmt: skip
+    reliability.row(
+        AREA,
+        f"../shared/data/adversarial: {len(texts)} text cases (JSONL), {len(blobs)} byte cases "
+        "(text lines), jquery.min.js, through both pipelines",
+        "nothing crashes, hangs or is lost: counts equal bpe_core.count_chunks; every encoded document "
+        "decodes to its text; dead letters only for invalid UTF-8 and lone surrogate escapes "
+        "(with and without --verify)",
+        inputs=len(cases) + 1,
+        dead_letters=len(dead),
+    )
 
 
 def _has_lone_surrogate(text: str) -> bool:

@@ -39,7 +39,8 @@ def test_reliability_md_names_exactly_the_recording_tests():
     named = {re.sub(r"\[.*$", "", m) for m in re.findall(r"\| `([^`]+)` \|", text)}
     assert named == recording_tests(), (
         "RELIABILITY.md is out of date (run `make reliability`): "
-        f"rows for missing tests {sorted(named - recording_tests())}, tests without rows {sorted(recording_tests() - named)}"
+        f"rows for missing tests {sorted(named - recording_tests())}, "
+        f"tests without rows {sorted(recording_tests() - named)}"
     )
 
 

@@ -82,11 +82,16 @@ def test_count_stage_memory_is_bounded_by_max_distinct_not_by_the_input(monkeypa
     assert flushes >= 4 * 8, "the accumulator was not flushed at its limit"
     assert peak_large < 1.25 * peak_small, (peak_small, peak_large)  # does not grow with the input
     assert peak_unbounded > 2 * peak_large  # the limit is what bounds it
-    reliability.row(SCALE, f"count stage on {sum(map(len, large)) // 1000} kB of text of ~{len(large) * 2000 // 1000}k distinct chunks, "
-                    f"max_distinct={limit}", "memory bounded by max_distinct and the 1 MiB slice, not by the input "
-                    "and one slice of texts (4x the input: < 1.25x the peak); without the bound it grows",
-                    peak_traced_mib=round(peak_large / MIB, 1), peak_traced_mib_4x_smaller_input=round(peak_small / MIB, 1),
-                    peak_traced_mib_unbounded=round(peak_unbounded / MIB, 1))  # fmt: skip
+    reliability.row(
+        SCALE,
+        f"count stage on {sum(map(len, large)) // 1000} kB of text of ~{len(large) * 2000 // 1000}k distinct chunks, "
+        f"max_distinct={limit}",
+        "memory bounded by max_distinct and the 1 MiB slice, not by the input "
+        "and one slice of texts (4x the input: < 1.25x the peak); without the bound it grows",
+        peak_traced_mib=round(peak_large / MIB, 1),
+        peak_traced_mib_4x_smaller_input=round(peak_small / MIB, 1),
+        peak_traced_mib_unbounded=round(peak_unbounded / MIB, 1),
+    )
 
 
 # ------------------------------------------------------------------ the driver
@@ -118,10 +123,14 @@ def test_driver_memory_is_bounded_by_max_chunks_and_a_loop_that_would_not_fit_is
     assert dropped["chunks"] == len(full) - k and dropped["occurrences"] == sum(full.values()) - sum(expected.values())
     assert dropped["threshold_count"] == min(expected.values())
     assert peaks[k] < peaks[0] / 2, peaks  # 2k chunks + one record batch (65,536 rows) against all of them
-    reliability.row(SCALE, f"driver reading {len(full):,} distinct chunks with --max-chunks {k:,}",
-                    "holds at most 2 x max_chunks chunks plus one record batch of 65,536 (pruned as it reads), and keeps "
-                    "exactly the top chunks the unbounded read keeps, with the same report",
-                    peak_traced_mib=round(peaks[k] / MIB, 1), peak_traced_mib_unbounded=round(peaks[0] / MIB, 1))  # fmt: skip
+    reliability.row(
+        SCALE,
+        f"driver reading {len(full):,} distinct chunks with --max-chunks {k:,}",
+        "holds at most 2 x max_chunks chunks plus one record batch of 65,536 (pruned as it reads), and keeps "
+        "exactly the top chunks the unbounded read keeps, with the same report",
+        peak_traced_mib=round(peaks[k] / MIB, 1),
+        peak_traced_mib_unbounded=round(peaks[0] / MIB, 1),
+    )
     # 2. the same driver in a fresh process: its peak falls with the limit
     fresh = {}
     for limit in (0, k):
@@ -210,11 +219,17 @@ def test_memory_peaks_do_not_grow_with_a_long_line_or_a_gzip_bomb(tmp_path, r50k
         base_encode,
         peak_line_encode,
     )
-    reliability.row(HOSTILE, f"a line of {size // MIB} MiB between two short documents, through both pipelines "
-                    "(4 MiB ranges, 40 of them inside the line)", "a dead letter naming its size; the peak of the "
-                    "process stays within 48 MiB of a 2-line corpus's: it does not grow with the line",
-                    peak_mib_train=peak_line // 1024, peak_mib_train_two_line_corpus=base // 1024,
-                    peak_mib_encode=peak_line_encode // 1024, peak_mib_encode_two_line_corpus=base_encode // 1024)  # fmt: skip
+    reliability.row(
+        HOSTILE,
+        f"a line of {size // MIB} MiB between two short documents, through both pipelines "
+        "(4 MiB ranges, 40 of them inside the line)",
+        "a dead letter naming its size; the peak of the "
+        "process stays within 48 MiB of a 2-line corpus's: it does not grow with the line",
+        peak_mib_train=peak_line // 1024,
+        peak_mib_train_two_line_corpus=base // 1024,
+        peak_mib_encode=peak_line_encode // 1024,
+        peak_mib_encode_two_line_corpus=base_encode // 1024,
+    )
     zeros = (1 << 30) if FULL else 256 * MIB
     bomb = tmp_path / "zeros.txt.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as f:
@@ -239,10 +254,14 @@ def test_memory_peaks_do_not_grow_with_a_long_line_or_a_gzip_bomb(tmp_path, r50k
     peak_doc = _measured(_line_file(tmp_path / "words.txt", doc, b"ab "), tmp_path / "w")
     per_byte = (peak_doc - base) * 1024 / doc
     assert per_byte < 40, per_byte
-    reliability.row(HOSTILE, f"a {doc // MIB} MiB document of 2-letter words ({doc // 3 / 1e6:.1f} M pieces), under the "
-                    "document limit", "counted; memory about proportional to the document (< 40 bytes per byte), "
-                    "so the default --max-document-bytes (32 MiB) bounds what one document adds to a worker",
-                    bytes_per_byte=round(per_byte, 1), peak_mib=peak_doc // 1024)  # fmt: skip
+    reliability.row(
+        HOSTILE,
+        f"a {doc // MIB} MiB document of 2-letter words ({doc // 3 / 1e6:.1f} M pieces), under the document limit",
+        "counted; memory about proportional to the document (< 40 bytes per byte), "
+        "so the default --max-document-bytes (32 MiB) bounds what one document adds to a worker",
+        bytes_per_byte=round(per_byte, 1),
+        peak_mib=peak_doc // 1024,
+    )
 
 
 def test_a_long_line_is_read_a_bounded_number_of_times(tmp_path, monkeypatch, reliability):
@@ -305,7 +324,12 @@ def test_a_run_without_whitespace_costs_n_log_n(backend, reliability):
             per_byte[n, unit] = stats[0] / len(data)
     for unit in (b"a", b"xy", "日".encode()):
         assert per_byte[sizes[-1], unit] <= 1.05 * per_byte[sizes[0], unit] + 0.01, per_byte
-    reliability.row(HOSTILE, f"{backend}: runs of 'a', 'xy' and '日' without whitespace of {', '.join(f'{s // 1024} KiB' for s in sizes)} (cl100k)",
-                    "one piece each; heap pushes <= 3 per byte and pops <= pushes at every size, constant per byte as "
-                    "the run grows: O(n log n) work", pushes_per_byte_largest=round(max(v for (n, _), v in per_byte.items() if n == sizes[-1]), 2),
-                    inputs=3 * len(sizes))  # fmt: skip
+    reliability.row(
+        HOSTILE,
+        f"{backend}: runs of 'a', 'xy' and '日' without whitespace of "
+        f"{', '.join(f'{s // 1024} KiB' for s in sizes)} (cl100k)",
+        "one piece each; heap pushes <= 3 per byte and pops <= pushes at every size, constant per byte as "
+        "the run grows: O(n log n) work",
+        pushes_per_byte_largest=round(max(v for (n, _), v in per_byte.items() if n == sizes[-1]), 2),
+        inputs=3 * len(sizes),
+    )

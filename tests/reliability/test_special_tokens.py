@@ -132,8 +132,12 @@ def test_cli_encode_text_never_yields_a_special_id_unless_allowed(r50k_artifact,
             rc, out = _cli("encode", "--tokenizer", path, "--text", text, "--allow-special")
             assert rc == 0 and token_id in map(int, out.split()), (token, out)
             tried += 1
-    reliability.row(AREA, f"beam-bpe encode --text spelling each of {tried} special tokens (r50k, a trained vocabulary)",
-                    "CLI: ordinary ids by default; the control id only with --allow-special", inputs=tried)  # fmt: skip
+    reliability.row(
+        AREA,
+        f"beam-bpe encode --text spelling each of {tried} special tokens (r50k, a trained vocabulary)",
+        "CLI: ordinary ids by default; the control id only with --allow-special",
+        inputs=tried,
+    )
 
 
 def _documents(tok: Tokenizer) -> list[str]:
@@ -200,9 +204,13 @@ def test_train_pipeline_counts_special_token_text_as_ordinary_text(tmp_path, rel
     assert not {s.encode() for s in specials} & set(tok.vocab.values()), "a special token's text became a BPE token"
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["documents_counted"] == len(docs)
-    reliability.row(AREA, "train pipeline on 200 documents spelling its own special tokens",
-                    "counted as ordinary text (counts equal bpe_core.count_chunks); the trained vocabulary never "
-                    "produces a special id from that text, and no BPE token spells a special token", inputs=len(docs))  # fmt: skip
+    reliability.row(
+        AREA,
+        "train pipeline on 200 documents spelling its own special tokens",
+        "counted as ordinary text (counts equal bpe_core.count_chunks); the trained vocabulary never "
+        "produces a special id from that text, and no BPE token spells a special token",
+        inputs=len(docs),
+    )
 
 
 def test_nfkc_look_alikes_do_not_become_control_tokens(reliability):

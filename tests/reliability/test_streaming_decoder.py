@@ -97,10 +97,14 @@ def test_bad_ids_raise_naming_them_and_leave_the_decoder_as_it_was(backend, reli
     numpy_ids = np.asarray(tok.encode("naïve ☕"), dtype=np.int64)
     dec = StreamingDecoder(tok)
     assert "".join(dec.step(i) for i in numpy_ids) + dec.flush() == "naïve ☕"  # a model's ids are numpy ints
-    reliability.row(AREA, f"{backend}: {len(BAD_IDS)} bad ids (negative, in a gap of the vocabulary, past its end, "
-                    "2^31, 2^63, 2^64, a float, strings, None, numpy uint64) fed by step() and inside feed()",
-                    "ValueError naming the id (TypeError for a non-integer); the decoder keeps its held-back bytes and goes on as if the call never "
-                    "happened; numpy integer ids are ids", inputs=2 * len(BAD_IDS))  # fmt: skip
+    reliability.row(
+        AREA,
+        f"{backend}: {len(BAD_IDS)} bad ids (negative, in a gap of the vocabulary, past its end, "
+        "2^31, 2^63, 2^64, a float, strings, None, numpy uint64) fed by step() and inside feed()",
+        "ValueError naming the id (TypeError for a non-integer); the decoder keeps its held-back bytes "
+        "and goes on as if the call never happened; numpy integer ids are ids",
+        inputs=2 * len(BAD_IDS),
+    )
 
 
 def _is_token(tok: Tokenizer, token_id: int) -> bool:

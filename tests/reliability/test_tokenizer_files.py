@@ -156,10 +156,15 @@ def test_truncated_files_are_refused_at_every_cut(kind, files, tmp_path, reliabi
     if kind != "merges.txt":
         assert changed_last_merge == 0
     assert unwarned == 0, f"{unwarned} cuts of merges.txt loaded as a smaller tokenizer without a warning"
-    promise = ("refused with TokenizerFileError naming the file; a cut at a line boundary loads the tokens/merges "
-               "before it (the format has no count or hash), never other tokens" + (
-        "; merges.txt: a UserWarning names the tokens no merge makes" if kind == "merges.txt" else "")) if kind in PREFIX_FORMATS else \
-        "refused with TokenizerFileError naming the file, at every cut"  # fmt: skip
+    promise = (
+        (
+            "refused with TokenizerFileError naming the file; a cut at a line boundary loads the tokens/merges "
+            "before it (the format has no count or hash), never other tokens"
+            + ("; merges.txt: a UserWarning names the tokens no merge makes" if kind == "merges.txt" else "")
+        )
+        if kind in PREFIX_FORMATS
+        else "refused with TokenizerFileError naming the file, at every cut"
+    )
     if kind == "merges.txt":
         promise += "; KNOWN LIMIT: a cut inside the last line can leave a shorter valid merge (counted)"
     outcomes["loaded_with_changed_last_merge"] = changed_last_merge
@@ -182,8 +187,12 @@ def test_a_changed_byte_in_any_line_of_the_artifact_fails_its_hash(files, tmp_pa
         if start > data.index(b"\nname "):
             assert "sha256" in message, message
         tried += 1
-    reliability.row(AREA, f"tokenizer.bpe with one byte changed in each of its {tried} lines",
-                    "refused: the sha256 line does not match (a changed header line: its own error first)", inputs=tried)  # fmt: skip
+    reliability.row(
+        AREA,
+        f"tokenizer.bpe with one byte changed in each of its {tried} lines",
+        "refused: the sha256 line does not match (a changed header line: its own error first)",
+        inputs=tried,
+    )
 
 
 def _with_hash(text: str) -> bytes:
@@ -213,24 +222,68 @@ def huge_cases(files: dict[str, bytes]) -> list[tuple[str, str, bytes, str]]:
     hf_added["added_tokens"].append({"id": HUGE, "content": "<x>", "special": True})
     vocab = json.loads(files["vocab.json"])
     return [
-        ("tokenizer.bpe", "vocab section declaring 10**12 entries", _with_hash(art.replace("\nvocab 398\n", f"\nvocab {HUGE}\n")), "fewer lines"),
-        ("tokenizer.bpe", "merges section declaring 10**12 entries", _with_hash(art.replace("\nmerges 142\n", f"\nmerges {HUGE}\n")), "fewer lines"),
+        (
+            "tokenizer.bpe",
+            "vocab section declaring 10**12 entries",
+            _with_hash(art.replace("\nvocab 398\n", f"\nvocab {HUGE}\n")),
+            "fewer lines",
+        ),
+        (
+            "tokenizer.bpe",
+            "merges section declaring 10**12 entries",
+            _with_hash(art.replace("\nmerges 142\n", f"\nmerges {HUGE}\n")),
+            "fewer lines",
+        ),
         ("tokenizer.bpe", "a token with id 10**12", _with_hash(art.replace("\n397 ", f"\n{HUGE} ", 1)), "larger than"),
-        ("tokenizer.bpe", "a special token with id 10**9", _with_hash(art.replace('\n398 "<|end|>"', f'\n{10**9} "<|end|>"')), "dense"),
-        ("tokenizer.tiktoken", "a rank of 10**12", files["tokenizer.tiktoken"] + f"eno= {HUGE}\n".encode(), "larger than"),
-        ("tokenizer.tiktoken", "a rank of 3*10**8", files["tokenizer.tiktoken"] + f"eno= {3 * 10**8}\n".encode(), "dense"),
+        (
+            "tokenizer.bpe",
+            "a special token with id 10**9",
+            _with_hash(art.replace('\n398 "<|end|>"', f'\n{10**9} "<|end|>"')),
+            "dense",
+        ),
+        (
+            "tokenizer.tiktoken",
+            "a rank of 10**12",
+            files["tokenizer.tiktoken"] + f"eno= {HUGE}\n".encode(),
+            "larger than",
+        ),
+        (
+            "tokenizer.tiktoken",
+            "a rank of 3*10**8",
+            files["tokenizer.tiktoken"] + f"eno= {3 * 10**8}\n".encode(),
+            "dense",
+        ),
         ("tokenizer.json", "a vocab id of 10**12", json.dumps(hf_id).encode(), "larger than"),
         ("tokenizer.json", "an added token id of 10**12", json.dumps(hf_added).encode(), "tokenizers gives it id"),
         ("vocab.json", "an id of 10**12", json.dumps(dict(vocab, zz=HUGE)).encode(), "larger than"),
         ("vocab.gguf", "2**40 metadata keys", _gguf_header(count=1 << 40), "metadata keys"),
         ("vocab.gguf", "a key string of 2**40 bytes", _gguf_header(struct.pack("<Q", 1 << 40)), "length"),
-        ("vocab.gguf", "a uint64 array of 2**31-1 elements in a 100-byte file",
-         _gguf_header(_gguf_key("tokenizer.ggml.token_type") + struct.pack("<IIQ", 9, 10, (1 << 31) - 1) + bytes(100)), "truncated"),
-        ("vocab.gguf", "a string array of 2**31-1 elements",
-         _gguf_header(_gguf_key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, (1 << 31) - 1) + struct.pack("<Q", 1) + b"a"), "truncated"),
-        ("vocab.gguf", "a string array of 2**62 elements",
-         _gguf_header(_gguf_key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 1 << 62)), "declares"),
-    ]  # fmt: skip
+        (
+            "vocab.gguf",
+            "a uint64 array of 2**31-1 elements in a 100-byte file",
+            _gguf_header(
+                _gguf_key("tokenizer.ggml.token_type") + struct.pack("<IIQ", 9, 10, (1 << 31) - 1) + bytes(100)
+            ),
+            "truncated",
+        ),
+        (
+            "vocab.gguf",
+            "a string array of 2**31-1 elements",
+            _gguf_header(
+                _gguf_key("tokenizer.ggml.tokens")
+                + struct.pack("<IIQ", 9, 8, (1 << 31) - 1)
+                + struct.pack("<Q", 1)
+                + b"a"
+            ),
+            "truncated",
+        ),
+        (
+            "vocab.gguf",
+            "a string array of 2**62 elements",
+            _gguf_header(_gguf_key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 1 << 62)),
+            "declares",
+        ),
+    ]
 
 
 def test_huge_declared_counts_and_ids_are_refused_without_allocating_them(files, tmp_path, reliability):
@@ -246,8 +299,12 @@ def test_huge_declared_counts_and_ids_are_refused_without_allocating_them(files,
         assert outcome == "refused" and words in message, (kind, what, message)
         assert peak < MEMORY_LIMIT, f"{kind} with {what}: {peak / MIB:.0f} MiB allocated to refuse it"
         peaks.append(peak)
-        reliability.row(AREA, f"{kind}: {what}", f"refused ('{words}'), with less than {MEMORY_LIMIT // MIB} MiB allocated",
-                        peak_traced_mib=round(peak / MIB, 1))  # fmt: skip
+        reliability.row(
+            AREA,
+            f"{kind}: {what}",
+            f"refused ('{words}'), with less than {MEMORY_LIMIT // MIB} MiB allocated",
+            peak_traced_mib=round(peak / MIB, 1),
+        )
 
 
 def defect_cases(files: dict[str, bytes]) -> list[tuple[str, str, bytes, str]]:
@@ -272,15 +329,25 @@ def defect_cases(files: dict[str, bytes]) -> list[tuple[str, str, bytes, str]]:
     return [
         ("tokenizer.bpe", "two ids with the same bytes", _with_hash("\n".join(dup_token)), "duplicate token"),
         ("tokenizer.bpe", "a merge of a missing id", _with_hash("\n".join(missing)), "not a token"),
-        ("tokenizer.tiktoken", "two tokens at one rank", b"\n".join(tik[:-1] + [b"fHx8fHx8fHx8 " + tik[5].split(b" ")[1], b""]), "appears twice"),
-        ("tokenizer.json", "a duplicate JSON key in the vocab", files["tokenizer.json"].replace(b'"a": 97', b'"a": 97, "a": 98', 1), "duplicate"),
+        (
+            "tokenizer.tiktoken",
+            "two tokens at one rank",
+            b"\n".join(tik[:-1] + [b"fHx8fHx8fHx8 " + tik[5].split(b" ")[1], b""]),
+            "appears twice",
+        ),
+        (
+            "tokenizer.json",
+            "a duplicate JSON key in the vocab",
+            files["tokenizer.json"].replace(b'"a": 97', b'"a": 97, "a": 98', 1),
+            "duplicate",
+        ),
         ("tokenizer.json", "two tokens with one id", json.dumps(hf_dup_id).encode(), "share the id"),
         ("tokenizer.json", "an added token listed twice", json.dumps(hf_dup_added).encode(), "listed twice"),
         ("tokenizer.json", "a merge of a missing token", json.dumps(hf_missing).encode(), "not in the vocab"),
         ("vocab.json", "two tokens with one id", json.dumps(dict(vocab, zzz=5)).encode(), "share the id"),
         ("merges.txt", "a merge of a missing token", merges_txt + b"\xc4\xa0 zzz\n", "not in vocab.json"),
         ("merges.txt", "a line of three tokens", merges_txt + b"a b c\n", "two tokens"),
-    ]  # fmt: skip
+    ]
 
 
 def test_duplicate_tokens_and_merges_of_missing_tokens_are_refused_in_every_format(files, tok, tmp_path, reliability):
@@ -341,25 +408,74 @@ COMPONENTS = [
     ("normalizer NFD", ["normalizer"], {"type": "NFD"}, "NFD"),
     ("normalizer BertNormalizer", ["normalizer"], {"type": "BertNormalizer"}, "BertNormalizer"),
     ("normalizer Precompiled", ["normalizer"], {"type": "Precompiled"}, "Precompiled"),
-    ("normalizer Sequence [NFC, Lowercase]", ["normalizer"], {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}, "Lowercase"),
+    (
+        "normalizer Sequence [NFC, Lowercase]",
+        ["normalizer"],
+        {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]},
+        "Lowercase",
+    ),
     ("normalizer as a string", ["normalizer"], "NFC", "not a JSON object"),
     ("pre_tokenizer Whitespace", ["pre_tokenizer"], {"type": "Whitespace"}, "ByteLevel"),
     ("pre_tokenizer Metaspace", ["pre_tokenizer"], {"type": "Metaspace"}, "Metaspace"),
     ("pre_tokenizer BertPreTokenizer", ["pre_tokenizer"], {"type": "BertPreTokenizer"}, "ByteLevel"),
-    ("ByteLevel with add_prefix_space", ["pre_tokenizer"], {"type": "ByteLevel", "add_prefix_space": True}, "add_prefix_space"),
-    ("ByteLevel not last", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Digits"}]}, "ByteLevel"),
-    ("Split with behavior Removed", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Removed"}, {"type": "ByteLevel"}]}, "Removed"),
-    ("Split with an unknown pre-tokenizer inside", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [{"type": "UnicodeScripts"}, {"type": "ByteLevel"}]}, "UnicodeScripts"),
-    ("Split pattern Regex 5", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": 5}}, {"type": "ByteLevel"}]}, "malformed"),
-    ("Split behavior 3", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"String": "a"}, "behavior": 3}, {"type": "ByteLevel"}]}, "malformed"),
-    ("Split regex that does not compile", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(("}}, {"type": "ByteLevel"}]}, "tokenizer"),
+    (
+        "ByteLevel with add_prefix_space",
+        ["pre_tokenizer"],
+        {"type": "ByteLevel", "add_prefix_space": True},
+        "add_prefix_space",
+    ),
+    (
+        "ByteLevel not last",
+        ["pre_tokenizer"],
+        {"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Digits"}]},
+        "ByteLevel",
+    ),
+    (
+        "Split with behavior Removed",
+        ["pre_tokenizer"],
+        {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Removed"},
+                {"type": "ByteLevel"},
+            ],
+        },
+        "Removed",
+    ),
+    (
+        "Split with an unknown pre-tokenizer inside",
+        ["pre_tokenizer"],
+        {"type": "Sequence", "pretokenizers": [{"type": "UnicodeScripts"}, {"type": "ByteLevel"}]},
+        "UnicodeScripts",
+    ),
+    (
+        "Split pattern Regex 5",
+        ["pre_tokenizer"],
+        {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": 5}}, {"type": "ByteLevel"}]},
+        "malformed",
+    ),
+    (
+        "Split behavior 3",
+        ["pre_tokenizer"],
+        {
+            "type": "Sequence",
+            "pretokenizers": [{"type": "Split", "pattern": {"String": "a"}, "behavior": 3}, {"type": "ByteLevel"}],
+        },
+        "malformed",
+    ),
+    (
+        "Split regex that does not compile",
+        ["pre_tokenizer"],
+        {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(("}}, {"type": "ByteLevel"}]},
+        "tokenizer",
+    ),
     ("Sequence of null", ["pre_tokenizer"], {"type": "Sequence", "pretokenizers": None}, "not a list"),
     ("decoder WordPiece", ["decoder"], {"type": "WordPiece"}, "WordPiece"),
     ("decoder Metaspace", ["decoder"], {"type": "Metaspace"}, "Metaspace"),
     ("decoder as a string", ["decoder"], "ByteLevel", "malformed"),
     ("added token flag lstrip 'no'", ["added_tokens", 0, "lstrip"], "no", "lstrip"),
     ("added token without content", ["added_tokens", 0, "content"], None, "content"),
-]  # fmt: skip
+]
 
 
 def test_tokenizer_json_with_unexpected_component_types_is_refused_naming_them(files, tmp_path, reliability):
@@ -391,6 +507,10 @@ def test_corrupt_gguf_bytes_never_crash(files, tmp_path, reliability):
             outcome, _, _ = attempt("vocab.gguf", tmp_path / "g", data[:at] + bytes([value]) + data[at + 1 :], files)
             outcomes[outcome] += 1
     assert outcomes["refused"] > outcomes["loaded"] > 0
-    reliability.row(AREA, f"GGUF ({len(data):,} bytes) with a byte set to 0x00 or 0xFF at {sum(outcomes.values())} offsets",
-                    "TokenizerFileError naming the file, or (a changed token string) a usable tokenizer: never a crash",
-                    inputs=sum(outcomes.values()), **outcomes)  # fmt: skip
+    reliability.row(
+        AREA,
+        f"GGUF ({len(data):,} bytes) with a byte set to 0x00 or 0xFF at {sum(outcomes.values())} offsets",
+        "TokenizerFileError naming the file, or (a changed token string) a usable tokenizer: never a crash",
+        inputs=sum(outcomes.values()),
+        **outcomes,
+    )
