@@ -33,7 +33,7 @@ from pipeline.encode.merge import merge_megatron, merged_files
 from pipeline.encode.shards import SHARD_FORMATS, ShardLayout
 from pipeline.encode.write import WriteShards
 from pipeline.launch.checks import check_launch
-from pipeline.launch.options import pipeline_options, runner_name
+from pipeline.launch.options import pipeline_options, run_to_end, runner_name
 from pipeline.launch.progress import Reporter
 from pipeline.storage.files import COMPLETED, MANIFEST, OutputError, exists, glob, read_bytes, remove
 from pipeline.storage.manifest import finish_output
@@ -279,11 +279,7 @@ def build_encode_graph(pipeline: beam.Pipeline, plan: EncodePlan):
 def _run_pipeline(plan: EncodePlan, beam_args: list[str]) -> None:
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
     build_encode_graph(pipeline, plan)
-    result = pipeline.run()
-    result.wait_until_finish()
-    client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
-    if client is not None:
-        client.close()
+    run_to_end(pipeline)
 
 
 # ------------------------------------------------------------------ identity, resume, refusal

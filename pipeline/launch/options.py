@@ -58,6 +58,15 @@ def _drop_value_of(args: list[str], flag: str) -> list[str]:
     return out
 
 
+def run_to_end(pipeline) -> None:
+    """Run ``pipeline`` and wait for it; close the Dask client the Dask runner opens and never closes."""
+    result = pipeline.run()
+    result.wait_until_finish()
+    client = getattr(result, "client", None)
+    if client is not None:
+        client.close()
+
+
 def is_dask(options: PipelineOptions) -> bool:
     return "dask" in (options.view_as(StandardOptions).runner or "").lower()
 

@@ -6,7 +6,7 @@ import apache_beam as beam
 
 from pipeline.corpus.plan import CorpusPlan, CorpusSpec
 from pipeline.corpus.read import ReadCorpus
-from pipeline.launch.options import pipeline_options
+from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.report.figures import tokenizer_figures
 from pipeline.report.measure import MeasureTokenizers, TokenizerSpec, load_measures
 from pipeline.report.render import write_report_files
@@ -25,11 +25,7 @@ def measure_sample(corpus: CorpusPlan, spec: CorpusSpec, specs: tuple[TokenizerS
         | "ReadCorpus" >> ReadCorpus(corpus, spec)
         | "MeasureTokenizers" >> MeasureTokenizers(specs, fraction, path)
     )
-    result = pipeline.run()
-    result.wait_until_finish()
-    client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
-    if client is not None:
-        client.close()
+    run_to_end(pipeline)
     measures = load_measures(path)
     remove(path)
     return measures

@@ -126,16 +126,12 @@ def count_corpus(plan: TrainPlan, beam_args: list[str]) -> dict:
     """Run the counting pipeline; return the corpus statistics, checked to reconcile."""
     import apache_beam as beam
 
-    from pipeline.launch.options import pipeline_options, runner_name
+    from pipeline.launch.options import pipeline_options, run_to_end, runner_name
 
     job, num_shards = plan.job, plan.num_shards
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
     build_train_graph(pipeline, plan)
-    result = pipeline.run()
-    result.wait_until_finish()
-    client = getattr(result, "client", None)  # Dask: the runner opens a client and never closes it
-    if client is not None:
-        client.close()
+    run_to_end(pipeline)
     counts_dir = join(job.out, "counts")
     try:
         stats = read_stats(counts_dir)

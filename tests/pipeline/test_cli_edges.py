@@ -51,23 +51,15 @@ def test_from_counts_takes_the_counts_folder_or_the_run_folder_alike(tmp_path, c
     capsys.readouterr()
 
 
-def _r50k() -> str:
-    return str(data_path("tiktoken", "r50k_base.tiktoken"))  # skips where the shared data is absent
+def _encode_argv(corpus, out, shard_format: str) -> list[str]:
+    tokenizer = str(data_path("tiktoken", "r50k_base.tiktoken"))  # skips where the shared data is absent
+    files = ["--tokenizer", tokenizer, "--input", str(corpus), "--out", str(out)]
+    return ["encode", *files, "--shard-format", shard_format]
 
 
 def test_llmc_refuses_eos_which_would_double_its_separator(tmp_path, capsys):
     corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
-    argv = [
-        "encode",
-        "--tokenizer",
-        _r50k(),
-        "--input",
-        str(corpus),
-        "--out",
-        str(tmp_path / "o"),
-        "--shard-format",
-        "llmc",
-    ]
+    argv = _encode_argv(corpus, tmp_path / "o", "llmc")
     assert main([*argv, "--eos"]) == 2
     assert "--eos with --shard-format llmc" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -76,17 +68,7 @@ def test_llmc_refuses_eos_which_would_double_its_separator(tmp_path, capsys):
 
 def test_a_different_job_in_the_same_out_names_the_flag_that_differs(tmp_path, capsys):
     corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
-    argv = [
-        "encode",
-        "--tokenizer",
-        _r50k(),
-        "--input",
-        str(corpus),
-        "--out",
-        str(tmp_path / "o"),
-        "--shard-format",
-        "megatron",
-    ]
+    argv = _encode_argv(corpus, tmp_path / "o", "megatron")
     assert main(argv) == 0
     assert main([*argv, "--eos"]) == 2
     err = capsys.readouterr().err
