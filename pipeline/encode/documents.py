@@ -168,8 +168,8 @@ def _token_id(tok: Tokenizer, name: str | None, usual: tuple[str, ...], flag: st
         if not found:
             raise EncodeError(
                 f"{flag}: the tokenizer has none of the usual tokens {list(usual)} among its special tokens "
-                f"{specials}: name one, e.g. {flag} '<|endoftext|>' (a .tiktoken file has no special tokens: convert "
-                "it with the special tokens it is used with)"
+                f"{specials}: name one of them with {flag} TOKEN, or give the tokenizer one (train --special-token "
+                "'<|endoftext|>'; for a .tiktoken file, convert --special-token '<|endoftext|>=ID')"
             )
         return tok.special_tokens[found[0]]
     token_id = tok.special_tokens.get(name, tok.added_tokens.get(name))

@@ -137,7 +137,13 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     s = job.settings
     tok, ref = open_tokenizer(job.tokenizer, s.pretokenizer)  # a bad hash or version stops here, before any work
     bos, eos = shard_io.format_separators(s.shard_format, tok.special_tokens, s.bos, s.eos)  # datatrove, npy, llmc
-    policy = resolve_policy(tok, special_tokens=s.special_tokens, bos=bos, eos=eos)
+    try:
+        policy = resolve_policy(tok, special_tokens=s.special_tokens, bos=bos, eos=eos)
+    except EncodeError as exc:
+        if (bos, eos) == (s.bos, s.eos):
+            raise
+        implied = "an EOS after" if eos != s.eos else "an EOT before"
+        raise EncodeError(f"--shard-format {s.shard_format} puts {implied} each document, and {exc}") from None
     corpus = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
     dtype = shard_io.shard_dtype(s.shard_format, tok.n_vocab)
     identity = job_identity(job, ref.digest, corpus, dataclasses.asdict(policy), dtype)

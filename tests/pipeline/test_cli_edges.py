@@ -73,3 +73,14 @@ def test_a_different_job_in_the_same_out_names_the_flag_that_differs(tmp_path, c
     assert main([*argv, "--eos"]) == 2
     err = capsys.readouterr().err
     assert "(--eos differ)" in err, err
+
+
+def test_a_format_that_needs_an_eos_names_itself_and_the_fix_when_the_tokenizer_has_none(tmp_path, capsys):
+    corpus = write_jsonl_gz(tmp_path / "c.jsonl.gz", TEXTS)
+    tok = tmp_path / "tok"
+    assert main(["train", "--input", str(corpus), "--vocab-size", "300", "--out", str(tok)]) == 0  # no special token
+    argv = _encode_argv(corpus, tmp_path / "o", "datatrove")
+    argv[argv.index("--tokenizer") + 1] = str(tok / "tokenizer.bpe")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--shard-format datatrove puts an EOS after each document" in err and "train --special-token" in err, err
