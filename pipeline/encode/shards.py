@@ -30,7 +30,6 @@ class goes into ``SHARD_WRITERS``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -46,6 +45,7 @@ import pyarrow.parquet as pq
 
 from pipeline.corpus.records import OFFSET, document_id
 from pipeline.encode import datatrove, dolma, llmc, megatron
+from pipeline.encode.streams import HashedStream, TokenShardWriter
 from pipeline.storage.files import exists, open_atomic
 from pipeline.storage.files import read_bytes as read_file
 
@@ -135,34 +135,17 @@ class ShardLayout:
 
 
 # ------------------------------------------------------------------ complete-or-absent writing
-class _HashingWriter(io.RawIOBase):
-    """A write-only stream that hashes and counts what passes through to ``raw``."""
-
-    def __init__(self, raw) -> None:
-        self.raw, self.sha, self.size = raw, hashlib.sha256(), 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        self.raw.write(view)
-        self.sha.update(view)
-        self.size += view.nbytes
-        return view.nbytes
-
-
 @contextlib.contextmanager
 def open_hashing(url: str):
     """The project's atomic writer (``bpe_core._io.open_atomic``) behind a writer that counts and hashes what passes."""
     with open_atomic(url) as f:
-        yield _HashingWriter(f)
+        yield HashedStream(f)
 
 
 def write_file(url: str, data: bytes) -> dict:
     with open_hashing(url) as f:
         f.write(data)
-    return {"bytes": f.size, "sha256": f.sha.hexdigest()}
+    return f.stats()
 
 
 # ------------------------------------------------------------------ part files (one per document batch)
@@ -240,7 +223,7 @@ def parquet_schema(dtype: str, tokenizer_digest: str) -> pa.Schema:
     return pa.schema(fields, metadata={TOKENIZER_KEY: tokenizer_digest.encode()})
 
 
-class _ShardWriter:
+class _ShardWriter(TokenShardWriter):
     """The shared part of the two built-in writers: files opened atomically and hashed, aborted on an exception."""
 
     wants: tuple[str, ...] = ("doc_ids",)
@@ -248,9 +231,9 @@ class _ShardWriter:
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self.files: dict[str, dict] = {}
-        self._streams: dict[str, _HashingWriter] = {}
+        self._streams: dict[str, HashedStream] = {}
 
-    def _open(self, path: str) -> _HashingWriter:
+    def _open(self, path: str) -> HashedStream:
         stream = self._stack.enter_context(open_hashing(path))
         self._streams[posixpath.basename(path.replace("\\", "/"))] = stream
         return stream
@@ -260,7 +243,7 @@ class _ShardWriter:
         if not self.files:
             self._finish()
             self._stack.close()
-            self.files = {name: {"bytes": f.size, "sha256": f.sha.hexdigest()} for name, f in self._streams.items()}
+            self.files = {name: stream.stats() for name, stream in self._streams.items()}
         return self.files
 
     def _finish(self) -> None:
@@ -269,16 +252,6 @@ class _ShardWriter:
     def abort(self, exc: BaseException | None = None) -> None:
         exc = exc or RuntimeError("shard writer aborted")
         self._stack.__exit__(type(exc), exc, exc.__traceback__)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is None:
-            self.close()
-        else:
-            self.abort(exc)
-        return False
 
 
 class ParquetShardWriter(_ShardWriter):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import posixpath
 
 import numpy as np
@@ -22,11 +23,16 @@ class TokenFileError(ValueError):
     """A batch or a setting cannot be written in a trainer format; the message names the value and the fix."""
 
 
-class HashedStream:
-    """A write-only stream that counts and hashes what it passes to ``raw``."""
+class HashedStream(io.RawIOBase):
+    """A write-only stream that counts and hashes what it passes to ``raw`` (a file object, so that pyarrow's
+    Parquet writer can write to it too)."""
 
     def __init__(self, raw) -> None:
+        super().__init__()
         self.raw, self.sha, self.size = raw, hashlib.sha256(), 0
+
+    def writable(self) -> bool:
+        return True
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
@@ -36,7 +42,8 @@ class HashedStream:
         return view.nbytes
 
     def flush(self) -> None:
-        self.raw.flush()
+        if not self.closed and not getattr(self.raw, "closed", False):  # io's close() and __del__ flush too
+            self.raw.flush()
 
     def stats(self) -> dict:
         return {"bytes": self.size, "sha256": self.sha.hexdigest()}
