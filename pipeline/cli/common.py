@@ -23,15 +23,11 @@ from pipeline.corpus.plan import (
     DEFAULT_RANGE_BYTES,
     FORMATS,
     TEXT_UNITS,
-    CorpusError,
     CorpusSpec,
 )
+from pipeline.errors import CorpusError, UsageError  # noqa: F401 - UsageError: until cli/encode.py imports it from pipeline.errors
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
-
-
-class UsageError(ValueError):
-    """Flags that do not go together: reported as ``beam-bpe COMMAND: error: ...``, exit code 2, like argparse's."""
 
 
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the

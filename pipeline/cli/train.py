@@ -13,7 +13,8 @@ from pipeline.cli.common import (
     corpus_spec,
     progress_reporter,
 )
-from pipeline.corpus.plan import CorpusError, InputSpec
+from pipeline.corpus.plan import InputSpec
+from pipeline.errors import CorpusError
 from pipeline.launch.settings import load_config, parse_vocab_sizes, train_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]

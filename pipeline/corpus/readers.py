@@ -29,9 +29,10 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from pipeline.corpus.decompress import DamagedStream, DecompressedFile
-from pipeline.corpus.plan import CorpusError, CorpusSpec, compression_of
+from pipeline.corpus.plan import CorpusSpec, compression_of
 from pipeline.corpus.records import OFFSET, ROW, CorpusRange, DeadLetter, DocumentBatch
 from pipeline.corpus.texts import TextColumn
+from pipeline.errors import CorpusError
 
 READ_BLOCK = 1 << 20
 EXCERPT_CHARS = 120

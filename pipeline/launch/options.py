@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from pipeline.errors import UsageError
+
 DEFAULT_RUNNER = "FnApiRunner"
 RUNNER_ALIASES = {
     "DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
@@ -71,10 +73,6 @@ def is_dask(options: PipelineOptions) -> bool:
     return "dask" in (options.view_as(StandardOptions).runner or "").lower()
 
 
-class UnknownOptionError(ValueError):
-    """An argument that neither beam-bpe nor Beam knows: Beam would only log it and run on without it."""
-
-
 def check_beam_args(beam_args: Sequence[str], *, our_flags: Sequence[str] = ()) -> None:
     """Refuse any argument that no Beam options class parses, naming it and the nearest known flag.
 
@@ -97,11 +95,11 @@ def check_beam_args(beam_args: Sequence[str], *, our_flags: Sequence[str] = ()) 
         return
     flag = flags[0]
     if flag.startswith("--dask_") and dask_error:
-        raise UnknownOptionError(f"{flag} is an option of Beam's Dask runner, which cannot load here ({dask_error}): "
+        raise UsageError(f"{flag} is an option of Beam's Dask runner, which cannot load here ({dask_error}): "
                                  "pip install 'dask[distributed]'")  # fmt: skip
     near = difflib.get_close_matches(flag, [*our_flags, *sorted(known)], n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}?" if near else "; see beam-bpe COMMAND --help and Beam's pipeline options"
-    raise UnknownOptionError(f"unrecognized argument {flag}: neither beam-bpe nor Apache Beam knows it{hint}")
+    raise UsageError(f"unrecognized argument {flag}: neither beam-bpe nor Apache Beam knows it{hint}")
 
 
 def _register_dask_options() -> str | None:

@@ -6,7 +6,8 @@ import json
 import platform
 
 import bpe_core
-from pipeline.storage.files import COMPLETED, MANIFEST, join, write_atomic
+from pipeline.storage.files import COMPLETED, MANIFEST, write_atomic
+from pipeline.storage.paths import join
 
 
 def versions() -> dict:

@@ -15,9 +15,10 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from pipeline_testlib import write_bytes, write_jsonl
 
-from pipeline.corpus.plan import CorpusError, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.corpus.read import ReadCorpus, ReadRangeFn, SelectDeadLetters
 from pipeline.corpus.readers import read_range
+from pipeline.errors import CorpusError
 
 
 def _docs_and_dead(plan, spec):

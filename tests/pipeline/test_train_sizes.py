@@ -10,7 +10,8 @@ from conftest import corpus
 from pipeline_testlib import manifest, run_cli, tokenizer_files, write_jsonl
 
 import bpe_core
-from pipeline.launch.settings import ConfigError, train_settings
+from pipeline.errors import UsageError
+from pipeline.launch.settings import train_settings
 
 SIZES = (300, 420, 610)
 SPECIAL = "<|endoftext|>"
@@ -97,7 +98,7 @@ def test_config_file_lists_sizes(tmp_path):
     ],
 )
 def test_each_size_is_checked(value, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(UsageError, match=message):
         train_settings({}, {"vocab_size": value})
 
 
