@@ -1,6 +1,6 @@
 """Translate a ``beam-bpe train`` or ``encode`` job into the Dataflow job description, without submitting anything.
 
-    python -m pipeline.launch.dataflow train --input gs://B/corpus/*.jsonl --vocab-size 32000 --out gs://B/tok \\
+    python -m pipeline.cli.dataflow train --input gs://B/corpus/*.jsonl --vocab-size 32000 --out gs://B/tok \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --dataflow_job_file job.json [--staged_copy DIR]
 
@@ -124,7 +124,7 @@ def _copy_of(location: str, staged_copy: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.launch.dataflow", description=__doc__.splitlines()[0], allow_abbrev=False
+        prog="python -m pipeline.cli.dataflow", description=__doc__.splitlines()[0], allow_abbrev=False
     )
     parser.add_argument("command", choices=("train", "encode"))
     parser.add_argument(

@@ -15,7 +15,7 @@ from pipeline.cli.common import (
 )
 from pipeline.corpus.plan import InputSpec
 from pipeline.errors import CorpusError
-from pipeline.launch.settings import load_config, parse_vocab_sizes, train_settings
+from pipeline.train.settings import load_config, parse_vocab_sizes, train_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 

@@ -15,7 +15,7 @@ import fsspec
 import bpe_core
 from bpe_core import ChunkCounts, Tokenizer
 from pipeline.launch.progress import Reporter
-from pipeline.launch.settings import TrainSettings
+from pipeline.train.settings import TrainSettings
 from pipeline.storage.files import read_bytes, remove
 from pipeline.storage.paths import join
 

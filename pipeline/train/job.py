@@ -22,7 +22,7 @@ import fsspec
 from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
 from pipeline.errors import CorpusError, ShardFileError, UsageError
 from pipeline.launch.progress import Reporter
-from pipeline.launch.settings import TrainSettings
+from pipeline.train.settings import TrainSettings
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction
 from pipeline.report.render import REPORT_FILES
 from pipeline.storage.files import glob, prepare_output

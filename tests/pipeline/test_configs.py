@@ -11,7 +11,7 @@ import pytest
 import bpe_core
 from pipeline.cli import main
 from pipeline.errors import UsageError
-from pipeline.launch.settings import TrainSettings, load_config, train_settings
+from pipeline.train.settings import TrainSettings, load_config, train_settings
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.*ml"))
 

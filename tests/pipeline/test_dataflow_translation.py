@@ -1,5 +1,5 @@
 """Both pipelines translated into a Dataflow job description, with nothing submitted and no network used
-(pipeline/launch/dataflow.py: the DataflowRunner with --dry_run, then the job file written with --dataflow_job_file).
+(pipeline/cli/dataflow.py: the DataflowRunner with --dry_run, then the job file written with --dataflow_job_file).
 
 Needs apache-beam[gcp]: skipped with a message where it is missing, except under BEAM_BPE_REQUIRE_GCP=1 (set by
 .ci/run, which installs it), where that is a failure. GCS is replaced by an in-memory fsspec filesystem registered
@@ -18,8 +18,8 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 import bpe_core
+from pipeline.cli import dataflow as dataflow_job
 from pipeline.errors import UsageError
-from pipeline.launch import dataflow as dataflow_job
 from pipeline.launch.checks import PYTHON
 
 BEAM = apache_beam.__version__

@@ -176,7 +176,7 @@ def test_dataflow_submit_builds_a_command_that_passes_the_launch_checks():
 def test_dataflow_translate_only_runs_the_translation_module():
     argv = run(DEPLOY / "dataflow" / "submit.sh", "encode", "--translate-only", "--print", "--", "--out", "gs://b/ids",
                env=dict(CLOUD_ENV, JOB_FILE="/tmp/job.json")).stdout.splitlines()  # fmt: skip
-    assert argv[:4] == [sys.executable, "-m", "pipeline.launch.dataflow", "encode"]
+    assert argv[:4] == [sys.executable, "-m", "pipeline.cli.dataflow", "encode"]
     assert argv[-1] == "--dataflow_job_file=/tmp/job.json"
 
 

@@ -192,7 +192,7 @@ def test_dofns_and_specs_pickle():
 def test_counters_count_documents_dead_letters_and_files(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
-    from pipeline.launch.settings import train_settings
+    from pipeline.train.settings import train_settings
     from pipeline.train.job import TrainJob, TrainPlan, build_train_graph
 
     path = write_jsonl(tmp_path / "c.jsonl", [f"doc {i}" for i in range(20)], extra=[b"{oops", b'{"x": 1}'])
