@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from bpe_core import TIE_BREAKS
 from pipeline.cli.common import (
     BEAM_OPTIONS,
     add_corpus_arguments,
@@ -42,7 +43,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     )
     algo.add_argument("--pretokenizer", help="preset (cl100k, o200k, r50k, llama3, qwen2, ...) or a regex")
     algo.add_argument("--normalizer", choices=("NFC", "NFKC"))
-    algo.add_argument("--tie-break", choices=("ids", "huggingface", "bytes"))
+    algo.add_argument("--tie-break", choices=TIE_BREAKS)
     algo.add_argument(
         "--special-token",
         action="append",
