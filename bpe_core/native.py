@@ -210,3 +210,14 @@ def _check_memory(n_words: int, n_tokens: int, estimate: int, memory_limit: int 
 
 def _as_dict(chunk_counts: Mapping[bytes, int]) -> dict:
     return chunk_counts if isinstance(chunk_counts, dict) else dict(chunk_counts.items())
+
+
+def train_supermerges(
+    ids, offsets, counts, alphabet: list[bytes], budget: int, min_count: int, tie_break: str, progress
+):
+    """Phase 2 of a superword tokenizer on the native core: (merges, the new tokens' bytes)."""
+    from bpe_core.constants import TIE_BREAKS
+
+    return _core.train_supermerges(
+        ids, offsets, counts, alphabet, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress
+    )

@@ -869,6 +869,7 @@ nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_br
 
 void bind_pretok(nb::module_& m);  // pretok_bindings.cpp
 void bind_counts(nb::module_& m);  // counts_bindings.cpp
+void bind_superword(nb::module_& m);  // superword_bindings.cpp
 
 NB_MODULE(_core, m) {
     m.doc() = "beam-bpe native core: BPE encoder, decoder and merge loop (see bpe_core/native.py)";
@@ -922,4 +923,5 @@ NB_MODULE(_core, m) {
           nb::arg("hf_rank"), nb::arg("progress").none());
     bind_pretok(m);
     bind_counts(m);
+    bind_superword(m);
 }

@@ -139,12 +139,21 @@ Words ChunkTable::take_words(uint64_t budget) {
     return w;
 }
 
-MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank)
+MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
+                     const std::vector<std::string>& alphabet)
     : w_(std::move(words)), tie_break_(tie_break), pairs_(1 << 16), bytes_to_id_(1 << 16) {
-    for (int b = 0; b < 256; ++b) {
-        hf_rank_[b] = hf_rank.size() == 256 ? hf_rank[b] : static_cast<uint32_t>(b);
-        token_bytes_.emplace_back(1, static_cast<char>(b));
-        bytes_to_id_.insert(reinterpret_cast<const uint8_t*>(token_bytes_.back().data()), 1, b);
+    for (int b = 0; b < 256; ++b) hf_rank_[b] = hf_rank.size() == 256 ? hf_rank[b] : static_cast<uint32_t>(b);
+    if (alphabet.empty()) {
+        for (int b = 0; b < 256; ++b) token_bytes_.emplace_back(1, static_cast<char>(b));
+    } else {
+        token_bytes_ = alphabet;
+    }
+    for (uint32_t id = 0; id < token_bytes_.size(); ++id) {
+        const std::string& t = token_bytes_[id];
+        if (t.empty()) continue;  // an empty or unreachable token owns no bytes (the caller passes it empty)
+        if (!bytes_to_id_.insert(reinterpret_cast<const uint8_t*>(t.data()), t.size(), id))
+            throw std::invalid_argument("the alphabet holds token id " + std::to_string(id) +
+                                        ": the native merge loop holds at most 16,777,215 tokens");
     }
     auto count_pairs = [&](const auto* toks) {
         for (uint32_t wi = 0; wi < w_.words.size(); ++wi) {

@@ -34,12 +34,21 @@ struct Words {
     bool narrow = false;
     std::vector<Word> words;  // one struct, not three arrays: one cache miss per word visited (measured below)
 
-    static bool fits_narrow(uint64_t budget) { return budget + 256 <= 65536; }
+    // alphabet: the ids the words start with (256 bytes in phase 1, the word model's tokens in phase 2).
+    static bool fits_narrow(uint64_t budget, uint64_t alphabet = 256) { return budget + alphabet <= 65536; }
     size_t token_count() const { return narrow ? toks16.size() : toks.size(); }
     void reserve_tokens(size_t n) { narrow ? toks16.reserve(n) : toks.reserve(n); }
     void append(const uint8_t* p, size_t n) {
         if (narrow) {
             toks16.insert(toks16.end(), p, p + n);
+        } else {
+            toks.insert(toks.end(), p, p + n);
+        }
+    }
+    // Phase 2 (superwords): a run of word-model ids; the caller checks that each is below the alphabet's size.
+    void append_ids(const uint32_t* p, size_t n) {
+        if (narrow) {
+            for (size_t i = 0; i < n; ++i) toks16.push_back(static_cast<uint16_t>(p[i]));
         } else {
             toks.insert(toks.end(), p, p + n);
         }
@@ -89,8 +98,11 @@ uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens);
 
 class MergeLoop {
   public:
-    // hf_rank: for "huggingface", the rank of each byte in BpeTrainer's alphabet order.
-    MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank);
+    // hf_rank: for "huggingface", the rank of each byte in BpeTrainer's alphabet order. alphabet: the tokens that
+    // exist before the first merge, by id (empty: the 256 bytes; phase 2 of a superword tokenizer: the word model's
+    // vocabulary, whose first 256 ids are the bytes in phase 1's order, so the three tie-breaks read the same).
+    MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
+              const std::vector<std::string>& alphabet = {});
 
     // Merge until budget new tokens exist or no pair reaches min_count. progress(new_tokens) is called after a
     // merge whenever the number of merges is a multiple of 1000 (as the reference).

@@ -1,0 +1,312 @@
+"""Superword tokenizers (SuperBPE): the slow, obviously correct reference of phase 2, training and encoding.
+
+SuperBPE (Liu et al., arXiv 2503.13423) trains in two phases: an ordinary word-level BPE (the *word model*, whose
+tokens never cross a pre-token boundary), then *supermerges* that may join whole pre-tokens across whitespace.
+"Faster Superword Tokenization" (arXiv 2604.05192) showed that phase 2 is a count over *runs*: after the word model
+is trained, every maximal run of two or more consecutive pre-tokens that are each *eligible* is a key, and its
+count is summed as a chunk's is. A pre-token is eligible when the word model encodes it as exactly one token and
+that token contains a letter (``\\p{L}``, here ``str.isalpha``, which is the same set of characters). Runs never
+cross a document, a special or an added token.
+
+Phase 2 is then the ordinary merge loop with the word model's tokens as its alphabet: each step merges the most
+frequent adjacent pair of symbols inside the runs (ties broken by the same three rules as phase 1), until N new
+tokens exist. A merge whose bytes are already a token reuses that token's id (as phase 1 does), so token bytes stay
+unique.
+
+Encoding: the word model's ids for each pre-token, then, over each maximal run of eligible single-token pre-tokens,
+the supermerges by rank (the lowest-ranked adjacent pair first, the leftmost on ties), as BPE merges bytes.
+
+Choices against kensho-technologies/fastboundlessbpe (the papers' code), written down in ``docs/formats.md``:
+
+- Eligibility is theirs (``reachable_vocab & possible_superwords`` with ``SIMPLE_MERGE_PATTERN = \\p{L}``: the
+  pre-token's bytes are one reachable word token that contains a letter).
+- Their encoder splits runs also at tokens that take part in no supermerge; that gives the same ids (such a token
+  can never merge), so we split only by the rule.
+- Ties: theirs follow their heap's order; ours are the explicit phase-1 rules (``ids``, ``huggingface``,
+  ``bytes``), so that the merges never depend on input order.
+- Pruning: they read at most ``max_bytes`` (1 GB) of text; we count every run of the corpus and prune only by an
+  explicit minimum count / maximum number of runs, reported exactly (as chunks are).
+
+Runs are keyed here as the pipeline stores them: the token ids as little-endian u32 (``run_key``/``run_ids``).
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bpe_core.bpe import merge_ids
+from bpe_core.bytelevel import huggingface_base_order
+from bpe_core.constants import TIE_BREAKS
+from bpe_core.text import Text
+from bpe_core.text import as_str as _as_str
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bpe_core.tokenizer import Tokenizer
+
+ELIGIBILITY = "single-token-with-letter"  # the only rule so far; the artifact names it so a reader can refuse others
+
+
+def run_key(ids: Sequence[int]) -> bytes:
+    """A run's key: its token ids as little-endian u32 (the ``chunk`` column of ``runs/``)."""
+    arr = array.array("I", ids)
+    if sys.byteorder != "little":  # pragma: no cover - no big-endian machine here
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def run_ids(key: bytes) -> list[int]:
+    """The token ids of a run key (the inverse of :func:`run_key`)."""
+    if len(key) % 4:
+        raise ValueError(f"a run key is a whole number of little-endian u32 ids, got {len(key)} bytes")
+    arr = array.array("I")
+    arr.frombytes(key)
+    if sys.byteorder != "little":  # pragma: no cover
+        arr.byteswap()
+    return arr.tolist()
+
+
+def is_eligible_token(data: bytes | None) -> bool:
+    """True where a pre-token that is exactly this token may join a run: valid UTF-8 holding a letter (\\p{L})."""
+    if not data:
+        return False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return any(ch.isalpha() for ch in text)
+
+
+def eligible_table(token_bytes: Sequence[bytes | None]) -> bytearray:
+    """One flag per id: :func:`is_eligible_token` of its bytes."""
+    return bytearray(is_eligible_token(b) for b in token_bytes)
+
+
+def word_pieces(word_model: Tokenizer, text: Text, allowed: frozenset[str] = frozenset()) -> list[list[int] | int]:
+    """The word model's ids of each pre-token of ``text`` (a list per pre-token); a special or added token found in
+    the text is its id alone (an int), which ends any run. Pure Python: the word model's merge table, no cache."""
+    if word_model.pretokenizer is None:
+        raise ValueError("a superword tokenizer needs a word model with a pre-tokenizer: runs are runs of pre-tokens")
+    out: list[list[int] | int] = []
+    lookup = word_model._pairs.__getitem__
+    byte_ids = word_model._byte_ids
+    for segment in word_model._finder.segments(_as_str(text), allowed):
+        if isinstance(segment, int):
+            out.append(segment)
+            continue
+        for piece in word_model.pretokenizer.split(segment):
+            data = piece.encode("utf-8", "surrogateescape")
+            out.append(merge_ids([byte_ids[b] for b in data], lookup))
+    return out
+
+
+def runs_of(pieces: Iterable[list[int] | int], eligible: Sequence[int]) -> list[list[int]]:
+    """The maximal runs of two or more consecutive eligible single-token pre-tokens, in order."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for piece in pieces:
+        if isinstance(piece, list) and len(piece) == 1 and eligible[piece[0]]:
+            run.append(piece[0])
+            continue
+        if len(run) >= 2:
+            runs.append(run)
+        run = []
+    if len(run) >= 2:
+        runs.append(run)
+    return runs
+
+
+def count_runs(texts: Iterable[Text], word_model: Tokenizer) -> dict[bytes, int]:
+    """Phase 2's counts on documents in-process: run key -> number of occurrences (runs never cross a text).
+
+    >>> # count_runs(["the cat sat"], word_model) == {run_key([id_the, id_cat, id_sat]): 1}
+    """
+    eligible = eligible_table(word_model._id_to_bytes)
+    counts: Counter[bytes] = Counter()
+    for text in texts:
+        for run in runs_of(word_pieces(word_model, text), eligible):
+            counts[run_key(run)] += 1
+    return dict(counts)
+
+
+def _tie_key(tie_break: str, token_bytes: Sequence[bytes], hf: dict[int, int]):
+    def tie(pair: tuple[int, int]):
+        left, right = pair
+        if tie_break == "ids":
+            return pair
+        if tie_break == "huggingface":
+            return (hf.get(left, left), hf.get(right, right)) if left < 256 or right < 256 else pair
+        return (token_bytes[left], token_bytes[right])
+
+    return tie
+
+
+def train_supermerges_reference(
+    run_counts: Mapping[bytes, int],
+    token_bytes: Sequence[bytes],
+    n_tokens: int,
+    *,
+    min_frequency: int = 2,
+    tie_break: str = "ids",
+) -> tuple[list[tuple[int, int]], list[bytes]]:
+    """Phase 2 by recounting every pair at every step (slow; the oracle of the native loop).
+
+    ``token_bytes`` is the word model's vocabulary by id (its alphabet); ``n_tokens`` the number of new tokens to
+    make. Returns the supermerges as (left id, right id) in rank order and the vocabulary extended by the new
+    tokens. A step merges the most frequent pair (the smallest tie key among equals) in every run, left to right
+    without overlap; a merge whose bytes are already a token reuses that id and makes no new token (a pair merged
+    again later is listed once, as in phase 1).
+    """
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    vocab = list(token_bytes)
+    bytes_to_id = {b: i for i, b in enumerate(vocab)}
+    words, counts = [], []
+    for key in sorted(run_counts):
+        ids, n = run_ids(key), run_counts[key]
+        if any(not 0 <= i < len(vocab) for i in ids):
+            raise ValueError(f"run {ids} holds an id outside the word model's {len(vocab)} tokens")
+        if n > 0 and len(ids) >= 2:
+            words.append(ids)
+            counts.append(n)
+    tie = _tie_key(tie_break, vocab, {b: i for i, b in enumerate(huggingface_base_order())})
+    merges: list[tuple[int, int]] = []
+    made = 0
+    while made < n_tokens:
+        pairs: Counter[tuple[int, int]] = Counter()
+        for word, n in zip(words, counts, strict=True):
+            for pair in zip(word, word[1:], strict=False):
+                pairs[pair] += n
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], tie(p)))
+        if pairs[best] < max(1, min_frequency):
+            break
+        data = vocab[best[0]] + vocab[best[1]]
+        new_id = bytes_to_id.get(data)
+        if new_id is None:
+            new_id = len(vocab)
+            vocab.append(data)
+            bytes_to_id[data] = new_id
+            made += 1
+        if best not in merges:
+            merges.append(best)
+        words = [_merge_pair(w, best, new_id) for w in words]
+    return merges, vocab
+
+
+def _merge_pair(word: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Supermerges:
+    """The phase-2 half of a superword tokenizer: the supermerges in rank order with their result ids, and the
+    eligibility rule. ``word_size`` is the number of word-model ids (ids below it are word tokens)."""
+
+    merges: tuple[tuple[int, int], ...]
+    results: tuple[int, ...]
+    word_size: int
+    rule: str = ELIGIBILITY
+
+    @classmethod
+    def from_vocab(cls, merges: Sequence[tuple[int, int]], vocab: Mapping[int, bytes], word_size: int) -> Supermerges:
+        """Result ids from the bytes (a merge gives the token whose bytes are left + right)."""
+        bytes_to_id = {b: i for i, b in vocab.items()}
+        results = []
+        for a, b in merges:
+            if a not in vocab or b not in vocab or vocab[a] + vocab[b] not in bytes_to_id:
+                raise ValueError(f"supermerge ({a}, {b}) joins ids whose bytes are not a token of the vocabulary")
+            results.append(bytes_to_id[vocab[a] + vocab[b]])
+        return cls(tuple((int(a), int(b)) for a, b in merges), tuple(results), int(word_size))
+
+    def table(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """(left, right) -> (rank, result id)."""
+        return {pair: (rank, self.results[rank]) for rank, pair in enumerate(self.merges)}
+
+
+def apply_supermerges(run: list[int], table: Mapping[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """BPE over one run's ids: merge the lowest-ranked adjacent pair, the leftmost on ties, until none merges."""
+    run = list(run)
+    while len(run) >= 2:
+        best, at = None, -1
+        for i in range(len(run) - 1):
+            hit = table.get((run[i], run[i + 1]))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best, at = hit, i
+        if best is None:
+            break
+        run[at : at + 2] = [best[1]]
+    return run
+
+
+def encode_reference(
+    word_model: Tokenizer, supermerges: Supermerges, text: Text, allowed: frozenset[str] = frozenset()
+) -> list[int]:
+    """Superword encoding, the oracle: word-model ids per pre-token, then supermerges over each eligible run."""
+    eligible = eligible_table(word_model._id_to_bytes)
+    table = supermerges.table()
+    out: list[int] = []
+    run: list[int] = []
+    for piece in word_pieces(word_model, text, allowed):
+        if isinstance(piece, list) and len(piece) == 1 and eligible[piece[0]]:
+            run.append(piece[0])
+            continue
+        out += apply_supermerges(run, table)
+        run = []
+        out += piece if isinstance(piece, list) else [piece]
+    return out + apply_supermerges(run, table)
+
+
+def train_supermerges(
+    run_counts: Mapping[bytes, int],
+    token_bytes: Sequence[bytes],
+    n_tokens: int,
+    *,
+    min_frequency: int = 2,
+    tie_break: str = "ids",
+    backend: str | None = None,
+    progress=None,
+) -> tuple[list[tuple[int, int]], list[bytes]]:
+    """Phase 2's merge loop: on the native core (the runs go as three columns), or the reference with
+    ``backend="python"``. Returns what :func:`train_supermerges_reference` returns, merge for merge."""
+    from bpe_core import native
+
+    if native.resolve_backend(backend) != "native":
+        return train_supermerges_reference(
+            run_counts, token_bytes, n_tokens, min_frequency=min_frequency, tie_break=tie_break
+        )
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    ids, offsets, counts = run_columns(run_counts)
+    merges, new = native.train_supermerges(
+        ids, offsets, counts, list(token_bytes), n_tokens, max(1, min_frequency), tie_break, progress
+    )
+    return merges, list(token_bytes) + new
+
+
+def run_columns(run_counts: Mapping[bytes, int]):
+    """Runs as columns, sorted by key: (ids uint32, offsets int64, counts int64)."""
+    import numpy as np
+
+    keys = sorted(run_counts)
+    for key in keys:
+        if len(key) % 4:
+            raise ValueError(f"a run key is a whole number of little-endian u32 ids, got {len(key)} bytes: {key!r}")
+    ids = np.frombuffer(b"".join(keys), dtype="<u4").astype(np.uint32, copy=False)
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum([len(k) // 4 for k in keys], out=offsets[1:])
+    counts = np.array([run_counts[k] for k in keys], dtype=np.int64)
+    return ids, offsets, counts
