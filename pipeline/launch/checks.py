@@ -7,7 +7,7 @@ for ``--job_server_timeout`` (300 s); an SDK container of another Beam or Python
 in a loop (Dataflow retries such a job for an hour); a wheel built for another Python is installed on every worker
 and fails there; a local path given to a remote runner is read by workers that cannot see it.
 
->>> check_launch(["--runner", "DataflowRunner"], inputs=["gs://b/c/*.jsonl"], outputs=["gs://b/out"])
+>>> check_launch(["--runner", "DataflowRunner"], paths={"--input": ["gs://b/c/*.jsonl"]})  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
 pipeline.errors.UsageError: DataflowRunner needs --project: pass --project=YOUR_GCP_PROJECT ...
