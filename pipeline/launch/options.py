@@ -69,10 +69,6 @@ def run_to_end(pipeline) -> None:
         client.close()
 
 
-def is_dask(options: PipelineOptions) -> bool:
-    return "dask" in (options.view_as(StandardOptions).runner or "").lower()
-
-
 def check_beam_args(beam_args: Sequence[str], *, our_flags: Sequence[str] = ()) -> None:
     """Refuse any argument that no Beam options class parses, naming it and the nearest known flag.
 
