@@ -136,7 +136,7 @@ class PieceTable {
     static constexpr unsigned kCountShift = 60;
     static constexpr uint64_t kKeyHiMask = (uint64_t(1) << kCountShift) - 1;
     static constexpr size_t kInline = 4;
-    static constexpr size_t kMinLines = 1024;
+    static constexpr size_t kMinLines = 16;
 
     struct Slot {
         uint64_t lo;
