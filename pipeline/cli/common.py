@@ -25,7 +25,7 @@ from pipeline.corpus.plan import (
     TEXT_UNITS,
     CorpusSpec,
 )
-from pipeline.errors import CorpusError, UsageError  # noqa: F401 - UsageError: until cli/encode.py imports it from pipeline.errors
+from pipeline.errors import CorpusError
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 
