@@ -15,6 +15,7 @@ the scale invariance of a power-law spectrum (chunks seen K times in n bytes ~ c
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from dataclasses import asdict, dataclass
@@ -64,6 +65,7 @@ class Estimate:
     seconds: float
     reachable_vocab: int  # at most this many tokens: 256 + special tokens + pair occurrences of the words
     by_min_count: tuple[tuple[int, int, int], ...] = ()  # (K, words, their bytes) left by --min-chunk-count K
+    curve: tuple[tuple[int, int, int], ...] = ()  # the sample's growth: (units, text bytes, unique chunks), means
 
     @property
     def driver_memory(self) -> int:
@@ -175,6 +177,13 @@ def estimate_corpus(
 ) -> Estimate:
     """Sample, count and extrapolate: the predicted figures of training on the whole of ``plan``. The sample is
     ``sample_bytes`` of the files (default: ``sample_budget``)."""
+    est, curve = _sample_and_fit(plan, spec, settings, sample_bytes)
+    return dataclasses.replace(  # this process's memory once the sample's tables are freed
+        est, curve=tuple((p.units, int(p.text_bytes), int(p.chunks)) for p in curve), process_memory=process_memory()
+    )
+
+
+def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]:
     total = sum(_range_file_bytes(plan, r) for r in plan.ranges)
     budget = sample_budget(total) if sample_bytes is None else sample_bytes
     sample = sample_ranges(plan, budget)
@@ -182,7 +191,7 @@ def estimate_corpus(
     exact = sample_file_bytes >= total
     sample_text = sum(sizes)
     if not tables:  # nothing but dead letters in the sample: nothing to predict from
-        return _estimate(settings, total, 0, 0, 0, True, PowerLaw(0, 1), lambda k: (0.0, 0.0), 0)
+        return _estimate(settings, total, 0, 0, 0, True, PowerLaw(0, 1), lambda k: (0.0, 0.0), 0), []
     order = list(range(len(tables)))
     random.Random(SEED).shuffle(order)  # neighbours in the tree are not neighbours in the corpus
     curve, top = growth_curve([tables[i] for i in order], [sizes[i] for i in order])
@@ -197,7 +206,7 @@ def estimate_corpus(
             return float(keep.sum()), float(lengths[keep].sum())
 
         law = PowerLaw(whole.words / sample_text, 1.0)
-        return _estimate(settings, total, sample_text, sample_text, len(tables), True, law, kept, singles)
+        return _estimate(settings, total, sample_text, sample_text, len(tables), True, law, kept, singles), curve
     text_bytes = int(total * sample_text / max(1, sample_file_bytes))
     b_words, b_bytes = tail_exponents(top)
     words = PowerLaw(whole.words / sample_text**b_words, b_words)
@@ -206,7 +215,7 @@ def estimate_corpus(
     def predicted(k: float) -> tuple[float, float]:  # seen k times in n bytes ~ seen once in n / k bytes
         return words(text_bytes / k), word_bytes(text_bytes / k)
 
-    return _estimate(settings, total, text_bytes, sample_text, len(tables), False, words, predicted, singles)
+    return _estimate(settings, total, text_bytes, sample_text, len(tables), False, words, predicted, singles), curve
 
 
 def sample_budget(total: int) -> int:
@@ -300,6 +309,50 @@ def fitting_settings(est: Estimate, settings: TrainSettings, limit: int) -> list
             out.append(f"--min-chunk-count {k:,}")
             break
     return out
+
+
+def preflight(plan: CorpusPlan, spec: CorpusSpec, settings: TrainSettings, *, limit: int, reporter) -> Estimate:
+    """The line every counting run starts with: the estimate as a stage of ``reporter``, its warnings, and the
+    refusal of a driver predicted over ``limit`` bytes (0: no check) before anything is counted or written."""
+    est = estimate_corpus(plan, spec, settings)
+    reporter.stage(
+        "estimate",
+        unique_chunks=est.chunks,
+        driver_memory=est.driver_memory,
+        merge_loop_seconds=round(est.seconds, 1),
+        sample_text_bytes=est.sample_text_bytes,
+        exact=est.exact,
+        driver_memory_limit=limit,
+    )
+    for warning in check_estimate(est, settings, limit):
+        reporter.stage("warning", message=warning)
+    return est
+
+
+def report(est: Estimate, settings: TrainSettings, limit: int) -> str:
+    """``train --estimate``'s report: the sample, its growth, the predicted figures, the check."""
+    how = "read whole: the figures are exact" if est.exact else f"{est.sample_text_bytes / max(1, est.text_bytes):.1%}"
+    lines = [
+        f"corpus   {_size(est.file_bytes)} in files, {'' if est.exact else 'about '}{_size(est.text_bytes)} of text",
+        f"sample   {_size(est.sample_text_bytes)} of text in {est.sample_units} pieces ({how})",
+        "growth in the sample (mean over disjoint unions of pieces):",
+        "      pieces        text   unique chunks",
+        *(f"  {units:10,}  {_size(size):>10}  {chunks:14,}" for units, size, chunks in est.curve),
+        "predicted for the whole corpus:",
+        f"  unique chunks    {est.chunks:,}"
+        + ("" if est.exact else f" (unique chunks ~ {est.growth_a:.3g}·n^{est.growth_b:.2f}, n in bytes of text)"),
+        f"  merge loop       {est.words:,} words of {_size(est.word_bytes)}, {est.merges:,} merges, about "
+        f"{_duration(est.seconds)} of CPU",
+        f"  driver memory    about {_size(est.driver_memory)} (merge loop {_size(est.loop_memory)} + this process "
+        f"{_size(est.process_memory)}); --driver-memory {_size(limit) if limit else 'off'}",
+        f"  vocabulary       at most about {est.reachable_vocab:,} tokens can be reached",
+    ]
+    try:
+        lines += [f"warning: {w}" for w in check_estimate(est, settings, limit)]
+        lines.append("fits: the run would go ahead" if limit else "no --driver-memory check (0)")
+    except UsageError as exc:
+        lines.append(f"refused: {exc}")
+    return "\n".join(lines)
 
 
 def _round_down(n: int) -> int:
