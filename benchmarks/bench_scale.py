@@ -1,6 +1,7 @@
 """Scale benchmark (issue 16 item 4, not a test): the train and encode pipelines on growing corpora, one command.
 
-    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode,estimate] [--work DIR]
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode,estimate,several]
+        [--work DIR]
 
 The corpora (``scale-{GB}.jsonl``, cached in ``--work``) are built from the shared corpora: every pass over them
 shuffles the documents and inserts numbered identifiers drawn from a range that widens with the bytes written, so
@@ -11,8 +12,8 @@ RSS, MB/s and unique chunks, the ratios the issue asks for and the fitted expone
 linear), with the load average beside every figure.
 
 Layout: corpus building (shared by the parts), the train part (``bench_train``), the encode part
-(``bench_encode``), the training pre-flight's error (``bench_estimate``), ``main``. Each part keeps to its own
-functions.
+(``bench_encode``), the training pre-flight's error (``bench_estimate``), several tokenizers in one read
+(``bench_several``), ``main``. Each part keeps to its own functions.
 """
 
 from __future__ import annotations
@@ -395,6 +396,44 @@ def _print_estimate_row(r: dict) -> None:
     )
 
 
+# ----------------------------------------------------------------------------------------------- several tokenizers
+
+
+def bench_several(work: Path, corpora: dict[float, Path], *, presets: tuple[str, str] = ("cl100k", "o200k")) -> list:
+    """One ``encode --tokenizer A --tokenizer B`` run against two single-tokenizer runs (issue 27 item 1): CPU
+    seconds (the command and its workers) and wall, megatron shards, 2 workers, every file compared byte for byte
+    (megatron_data_path.txt names its folder: compared with the folder's name taken out).
+
+        .venv/bin/python benchmarks/bench_scale.py --parts several --sizes 1
+    """
+    ranks = [str(ROOT.parent / "shared" / "data" / "tiktoken" / f"{p}_base.tiktoken") for p in presets]
+    stems = [f"{p}_base" for p in presets]
+    common = ["--shard-format", "megatron", "--overwrite", "--no-progress", *MULTI]
+    rows = []
+    for gb, path in sorted(corpora.items()):
+        one_out, two_out = work / f"several-one-{gb:g}", work / f"several-two-{gb:g}"
+        tokens = [arg for rank in ranks for arg in ("--tokenizer", rank)]
+        one = measure([str(BIN / "beam-bpe"), "encode", *tokens, "--input", str(path), "--out", str(one_out), *common])
+        two = [measure([str(BIN / "beam-bpe"), "encode", "--tokenizer", rank, "--input", str(path), "--out",
+                        str(two_out / stem), *common]) for rank, stem in zip(ranks, stems, strict=True)]  # fmt: skip
+        same = all(_folder_files(one_out / s) == _folder_files(two_out / s) for s in stems)
+        cpu2, wall2 = sum(m["cpu"] for m in two), sum(m["wall"] for m in two)
+        rows.append({"gb": gb, "one": one, "two": two, "identical": same})
+        print(
+            f"\n{gb:g} GB, {' + '.join(presets)}: one run cpu {one['cpu']:.1f} s wall {one['wall']:.1f} s "
+            f"(load {one['load']:.1f}); two runs cpu {cpu2:.1f} s wall {wall2:.1f} s (load "
+            f"{two[0]['load']:.1f}, {two[1]['load']:.1f})\n  cpu one / two {one['cpu'] / cpu2:.2f} (target <= 0.9), "
+            f"wall {one['wall'] / wall2:.2f}; files identical: {same}"
+        )
+    return rows
+
+
+def _folder_files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.name: p.read_bytes().replace(str(folder).encode(), b"OUT") for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
@@ -403,7 +442,7 @@ def main() -> None:
         return _measure_main(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="0.1,0.3,1,2", help="GB of text per corpus, comma-separated")
-    parser.add_argument("--parts", default="train,encode", help="train, encode, estimate (comma-separated)")
+    parser.add_argument("--parts", default="train,encode", help="train, encode, estimate, several (comma-separated)")
     parser.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "beam-bpe-scale"),
                         help="folder for the corpora (kept between runs) and the outputs")  # fmt: skip
     parser.add_argument("--pretokenizer", default="cl100k")
@@ -420,6 +459,8 @@ def main() -> None:
         globals()["bench_encode"](work, corpora)
     if "estimate" in parts:
         bench_estimate(work, corpora, pretokenizer=args.pretokenizer, vocab_size=args.vocab_size)
+    if "several" in parts:
+        bench_several(work, corpora)
 
 
 if __name__ == "__main__":
