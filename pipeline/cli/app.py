@@ -68,6 +68,7 @@ CORPUS_ONLY = (
     "verify",
     "overwrite",
     "no_progress",
+    "workers",
 )
 
 
@@ -237,6 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "takes_beam_args", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.given_flags = _given_flags(parser, args, argv)
+    if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
+        from pipeline.launch.options import with_workers  # imports Apache Beam
+
+        try:  # --workers N is Beam's multi-process runner: its options, before they are checked and passed on
+            extra = with_workers(args.workers, extra)
+        except UsageError as exc:
+            _subparser(parser, args).error(str(exc))
     if extra and runs_a_pipeline(args):
         from pipeline.launch.options import check_beam_args  # imports Apache Beam
 

@@ -15,6 +15,7 @@ from pipeline.cli.common import (
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
+    add_workers_argument,
     corpus_spec,
     progress_reporter,
 )
@@ -87,6 +88,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
     )
     add_progress_argument(out)
+    add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 

@@ -11,6 +11,7 @@ from pipeline.cli.common import (
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
+    add_workers_argument,
     corpus_spec,
     progress_reporter,
 )
@@ -64,6 +65,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     )
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
     add_progress_argument(out)
+    add_workers_argument(out)
     rep = p.add_argument_group("report (needs the report extra: pip install 'beam-bpe[report]')")
     rep.add_argument(
         "--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png"
