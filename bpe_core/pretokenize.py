@@ -99,14 +99,23 @@ class PreTokenizer:
 
     @property
     def native_kind(self) -> str | None:
-        """The hand-written pre-tokenizer that splits exactly as these regexes do, or None (then `regex` splits).
+        """The native pre-tokenizer that splits exactly as these regexes do, or None (then `regex` splits).
 
-        Set when the patterns are exactly one preset's (whatever the name or the normalizer: it runs before the
-        split), the native core loaded, and its property tables come from the `regex` version imported now (else
-        None, with one RuntimeWarning saying why).
+        A hand-written one when the patterns are exactly one preset's (whatever the name or the normalizer: it runs
+        before the split), the native core loaded, and its property tables come from the `regex` version imported
+        now (else, with one RuntimeWarning saying why, the compiled matcher). Otherwise the compiled matcher
+        (``bpe_core/pretok_compiler.py``, ``"rx:N"``) when every pattern is in its subset: every pattern of the
+        llama.cpp table, and the same patterns read from a tokenizer.json or given by hand. Its classes are derived
+        from the `regex` imported now, so no version check applies.
         """
         kind = native_preset_for(self.patterns)
-        return kind if kind is not None and _native_split_usable() else None
+        if kind is not None and _native_split_usable():
+            return kind
+        if not native.available():
+            return None
+        from bpe_core.pretok_compiler import native_name
+
+        return native_name(self.patterns)
 
     def split_bytes(self, data: bytes) -> list[bytes]:
         """The pieces of UTF-8 ``data`` (normalized first), as bytes; their concatenation is the normalized data.
