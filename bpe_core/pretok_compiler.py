@@ -30,6 +30,11 @@ from dataclasses import dataclass, field
 import regex
 
 MAX_CLASSES = 32
+# The escapes compiled: property classes, shorthand classes, control characters, hex code points, escaped symbols.
+_ESCAPE = regex.compile(
+    r"\\(?:[pP]\{\^?[A-Za-z_ =&]+\}|[pP][A-Za-z]|[sSdDwWrntfv]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}"
+    r"|[^A-Za-z0-9])"
+)
 MAX_ALTERNATIVES = 32
 
 
@@ -138,8 +143,7 @@ class _Parser:
             self.i = end
             return Atom(self.flagged(p[i:end], ci))
         if c == "\\":
-            m = regex.compile(r"\\(?:[pP]\{\^?[A-Za-z_ =&]+\}|[pP][A-Za-z]|[sSdDwWrntfv]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}"
-                              r"|U[0-9A-Fa-f]{8}|[^A-Za-z0-9])").match(p, i)  # fmt: skip
+            m = _ESCAPE.match(p, i)
             if m is None:
                 raise self.error("an escape outside the compiled subset")
             self.i = m.end()
