@@ -69,7 +69,7 @@ def plan_branches(job: EncodeJob, tokenizers: list[str], beam_args: list[str]) -
     for stem, path in zip(tokenizer_folders(tokenizers), tokenizers, strict=True):
         plan = plan_encode(dataclasses.replace(job, tokenizer=path, out=join(job.out, stem)), beam_args)
         layout = plan.layout
-        finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
+        finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite, corpus=plan.corpus)
         if finished is not None:
             branches.append(Branch(stem, plan, frozenset(), finished))
             continue
