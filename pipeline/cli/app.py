@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Sequence
 
 import bpe_core
-from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
+from bpe_core import Tokenizer, TokenizerFileError
 from pipeline.cli.common import (
     add_verbose_argument,
     failure_line,
@@ -96,39 +96,6 @@ def _given_flags(
     return [(by_flag[a.split("=", 1)[0]], a.split("=", 1)[0]) for a in argv if a.split("=", 1)[0] in by_flag]
 
 
-def _parse_ids(text: str) -> list[int]:
-    """Ids written as ``1 2 3``, ``1,2,3`` or a JSON list; anything else is named in the error."""
-    text = text.strip()
-    words = json.loads(text) if text.startswith("[") else text.replace(",", " ").split()
-    try:
-        return [int(i) for i in words]
-    except (TypeError, ValueError):
-        bad = next(w for w in words if not str(w).lstrip("-").isdigit())
-        raise UsageError(f'{bad!r} is not a token id: ids are integers, e.g. "15339 1917" or [15339, 1917]') from None
-
-
-def cmd_decode(args: argparse.Namespace) -> int:
-    if args.shards:  # one document of an encoding output
-        from pipeline.cli.encode import cmd_decode_shards
-
-        return cmd_decode_shards(args)
-    tok = _load(args)
-    if args.stream:
-        decoder = StreamingDecoder(tok, skip_special=args.skip_special)
-        for line in sys.stdin:
-            sys.stdout.write(decoder.feed(_parse_ids(line)))
-            sys.stdout.flush()
-        sys.stdout.write(decoder.flush())
-        return 0
-    if args.ids is None:
-        raise UsageError('decode needs --ids "1 2 3" or --stream')
-    ids = _parse_ids(args.ids)
-    if args.skip_special:
-        ids = [i for i in ids if not tok.is_special(i)]
-    sys.stdout.write(tok.decode(ids) + "\n")
-    return 0
-
-
 def cmd_convert(args: argparse.Namespace) -> int:
     tok = _load_with_special_tokens(args) if args.special_token else _load(args)
     tok.save(args.out)
@@ -176,19 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     with_tokenizer("info", "describe a tokenizer file").set_defaults(func=cmd_info)
-    from pipeline.cli.encode import add_decode_shards_arguments, add_encode_corpus_arguments
+    from pipeline.cli.decode import add_decode_parser
+    from pipeline.cli.encode import add_encode_corpus_arguments
 
     p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
     p.add_argument("--text", help="text to encode (default: stdin)")
     p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
     add_encode_corpus_arguments(p)
     p.set_defaults(func=cmd_encode, takes_beam_args=True)
-    p = with_tokenizer("decode", "print the text of ids")
-    p.add_argument("--ids", help='ids, e.g. "1 2 3" or "[1, 2, 3]"')
-    p.add_argument("--stream", action="store_true", help="read ids from stdin, write text as soon as complete")
-    p.add_argument("--skip-special", action="store_true", help="leave special tokens out of the text")
-    add_decode_shards_arguments(p)
-    p.set_defaults(func=cmd_decode)
+    add_decode_parser(sub)
     p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
     p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
     p.add_argument("--special-token", action="append", default=[], metavar="TOKEN=ID",

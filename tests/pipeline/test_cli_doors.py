@@ -4,6 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import time
 
 import pytest
 from conftest import corpus, ours_openai
@@ -100,3 +106,132 @@ def test_encode_with_workers_runs_two_processes_and_writes_the_same_files(tmp_pa
 def test_encode_text_refuses_workers(capsys, r50k_file):
     assert run_cli("encode", "--tokenizer", r50k_file, "--text", "hi", "--workers", "2") == 2
     assert "--workers belongs to the encoding pipeline" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ decode
+TEXT = "naïve café 日本語 ☕ no newline at the end"
+
+
+def test_decode_raw_writes_the_bytes_exactly(r50k_file, capsysbinary):
+    tok = ours_openai("r50k")
+    ids = tok.encode(TEXT)
+    assert run_cli("decode", "--tokenizer", r50k_file, "--ids", " ".join(map(str, ids)), "--raw") == 0
+    assert capsysbinary.readouterr().out == TEXT.encode()
+    cut = ids[: next(n for n in range(1, len(ids)) if not _is_utf8(tok.decode_bytes(ids[:n])))]
+    assert run_cli("decode", "--tokenizer", r50k_file, "--ids", ",".join(map(str, cut)), "--raw") == 0
+    assert capsysbinary.readouterr().out == tok.decode_bytes(cut)  # a cut character keeps its bytes
+    assert run_cli("decode", "--tokenizer", r50k_file, "--ids", " ".join(map(str, ids))) == 0
+    assert capsysbinary.readouterr().out == TEXT.encode() + b"\n"  # without --raw: a line, as before
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _decode_process(r50k_file: str, *flags: str, stdout=None):
+    command = [sys.executable, "-m", "pipeline.cli", "decode", "--tokenizer", r50k_file, *flags]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _read_some(proc, wanted: int, deadline: float = 60.0) -> bytes:
+    """What the process has written once ``wanted`` bytes arrived (or the deadline passed: then fewer)."""
+    got, end = b"", time.monotonic() + deadline
+    while len(got) < wanted and time.monotonic() < end:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            data = os.read(proc.stdout.fileno(), 65536)
+            if not data:
+                break
+            got += data
+    return got
+
+
+@pytest.mark.parametrize("separator", [" ", ",", "\n"])
+def test_decode_stream_writes_text_as_the_ids_arrive(r50k_file, separator):
+    tok = ours_openai("r50k")
+    first, second = tok.encode("Hello world,"), tok.encode(" and goodbye.")
+    proc = _decode_process(r50k_file, "--stream")
+    try:
+        proc.stdin.write(separator.join(map(str, first)).encode() + separator.encode())
+        proc.stdin.flush()  # no newline (with " " and ","), stdin still open: the text must come now
+        assert _read_some(proc, len("Hello world,")) == b"Hello world,"
+        proc.stdin.write(separator.join(map(str, second)).encode())  # the last id ends at EOF
+        proc.stdin.close()
+        assert proc.stdout.read() == b" and goodbye."
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_decode_stream_memory_does_not_grow_with_a_long_line(r50k_file, tmp_path):
+    """One line of 20 MB of ids: the decoder's peak memory stays that of a short input (a74ce39 held the line, its
+    words and its ints: 675 MB for 22 MB)."""
+    tok = ours_openai("r50k")
+    ids = " ".join(map(str, tok.encode(" ".join(corpus("en_bible_kjv", 40)))))
+    line = (ids + " ") * max(1, 20_000_000 // len(ids))
+    peaks = {}
+    for name, data in (("short", ids), ("long", line)):
+        out = tmp_path / f"{name}.txt"
+        # VmHWM, not ru_maxrss: the latter keeps the forked parent's size (this test's 20 MB string) across exec
+        code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+                "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM')); "
+                "print(hwm.split()[1], file=sys.stderr); sys.exit(rc)")  # fmt: skip
+        with open(out, "wb") as sink:
+            run = subprocess.run([sys.executable, "-c", code, "decode", "--tokenizer", r50k_file, "--stream", "--raw"],
+                                 input=data.encode(), stdout=sink, stderr=subprocess.PIPE, check=True)  # fmt: skip
+        peaks[name] = int(run.stderr.split()[-1])  # KiB
+        assert out.read_bytes() == tok.decode_bytes([int(w) for w in data.split()])
+    assert len(line) > 19_000_000
+    assert peaks["long"] - peaks["short"] < 20_000, peaks
+
+
+def test_decode_stream_names_a_word_that_is_no_id(r50k_file):
+    proc = _decode_process(r50k_file, "--stream")
+    _, err = proc.communicate(b"15339 19x17 ", timeout=60)
+    assert proc.returncode == 2
+    assert b"'19x17' is not a token id" in err
+
+
+@pytest.fixture(scope="module")
+def encoded(tmp_path_factory, r50k_file):
+    """A finished parquet output of two small JSONL files, encoded from inside its root folder."""
+    root = tmp_path_factory.mktemp("enc")
+    write_jsonl(root / "data" / "a.jsonl", docs()[:50])
+    write_jsonl(root / "data" / "b.jsonl", docs()[50:])
+    assert run_cli("encode", "--tokenizer", r50k_file, "--input", root / "data" / "*.jsonl", "--out", root / "out",
+                   "--shard-size", "8KB", "--no-progress") == 0  # fmt: skip
+    return root
+
+
+def test_decode_shards_takes_the_tokenizer_from_the_manifest(encoded, r50k_file, capsys):
+    doc = f"{encoded / 'data' / 'b.jsonl'}@0"
+    assert run_cli("decode", "--shards", encoded / "out", "--doc", doc) == 0
+    assert capsys.readouterr().out == docs()[50] + "\n"
+    assert run_cli("decode", "--shards", encoded / "out", "--doc", "3", "--tokenizer", r50k_file, "--raw") == 0
+    assert capsys.readouterr().out == docs()[3]
+
+
+def test_decode_shards_checks_the_digest_of_the_tokenizer_given_or_named(encoded, tmp_path, capsys, monkeypatch):
+    other = tmp_path / "cl100k.bpe"
+    ours_openai("cl100k").save(str(other))
+    assert run_cli("decode", "--shards", encoded / "out", "--doc", "0", "--tokenizer", other) == 2
+    assert "is not the tokenizer" in capsys.readouterr().err
+    manifest = json.loads((encoded / "out" / "manifest.json").read_text())
+    moved = dict(manifest, tokenizer=dict(manifest["tokenizer"], path=str(other)))
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in (encoded / "out").iterdir():
+        if f.is_file():
+            (copy / f.name).write_bytes(f.read_bytes())
+    (copy / "manifest.json").write_text(json.dumps(moved))
+    assert run_cli("decode", "--shards", copy, "--doc", "0") == 2
+    assert f"{other} (named in the manifest) is no longer the tokenizer" in capsys.readouterr().err
+    gone = dict(manifest, tokenizer=dict(manifest["tokenizer"], path=str(tmp_path / "gone.bpe")))
+    (copy / "manifest.json").write_text(json.dumps(gone))
+    assert run_cli("decode", "--shards", copy, "--doc", "0") == 2
+    assert "cannot be loaded here" in capsys.readouterr().err
