@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bpe_core import native
-from bpe_core.text import as_text as _as_text
 
 if TYPE_CHECKING:
     from bpe_core.special_tokens import SpecialSet
@@ -90,15 +89,7 @@ def decode_flat(tok: Tokenizer, ids: Any, offsets: Any, *, errors: str = "replac
     ``len(ids)``."""
     ids_array = _as_id_array(ids)
     offsets_array = _as_offsets(offsets)
-    if tok.backend == "native":
-        texts, bad = tok._decoder().decode_flat(ids_array, offsets_array, errors)
-        if texts is not None:
-            return texts
-        tok.decode_bytes(ids_array[offsets_array[bad] : offsets_array[bad + 1]].tolist())  # raises the reference's
-        raise AssertionError("decode_flat: the native decoder refused ids that decode_bytes took")  # pragma: no cover
-    _check_offsets(offsets_array, len(ids_array))
-    bounds = offsets_array.tolist()
-    return [tok.decode(ids_array[a:b].tolist(), errors) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return tok._backend.decode_flat(ids_array, offsets_array, errors)
 
 
 # ----------------------------------------------------------------------------------------------- encoding
@@ -122,23 +113,12 @@ def _encode(
     return _concat(parts, dtype)
 
 
-def _fast(tok: Tokenizer, allowed: frozenset[str]) -> bool:
-    """True where the native core splits and encodes the whole texts itself (no token to find, no normalizer)."""
-    if tok.backend != "native":
-        return False
-    tok._encoder()  # sets _native_kind
-    return tok._native_kind is not None and tok._finder.is_plain(allowed)
-
-
 def _encode_texts(
     tok: Tokenizer, texts: list, allowed: frozenset[str], disallowed: frozenset[str], threads: int, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
-    if not _fast(tok, allowed):
+    if not tok._backend.splits_whole_texts(allowed):
         return _from_lists(_encode_lists(tok, texts, allowed, disallowed, threads), dtype)
-    docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]
-    for text in docs if disallowed else ():
-        tok._finder.check_disallowed(text, disallowed)
-    return tok._encoder().encode_flat(docs, tok._native_kind, threads, dtype == np.uint32)
+    return tok._backend.flat(texts, disallowed, threads, dtype)
 
 
 def _encode_lists(
@@ -160,7 +140,7 @@ def _encode_arrow(
     _, offsets_buf, data_buf = chunk.buffers()
     offsets_addr = 0 if offsets_buf is None else offsets_buf.address + chunk.offset * width
     data_addr, data_size = (0, 0) if data_buf is None else (data_buf.address, data_buf.size)
-    fast = _fast(tok, allowed)
+    fast = tok._backend.splits_whole_texts(allowed)
     if n == 0 or not fast or offsets_buf is None:
         _validate_arrow(chunk, offsets_addr, width, data_addr, data_size)
         texts = chunk.to_pylist()
@@ -168,13 +148,11 @@ def _encode_arrow(
             _check_disallowed_all(tok, texts, disallowed)
         if not fast:
             return _from_lists(_encode_lists(tok, texts, allowed, frozenset(), threads), dtype)
-        return tok._encoder().encode_flat(texts, tok._native_kind, threads, dtype == np.uint32)
+        return tok._backend.flat(texts, frozenset(), threads, dtype)
     if disallowed:
         _validate_arrow(chunk, offsets_addr, width, data_addr, data_size)
         _check_disallowed_arrow(tok, chunk, offsets_addr, width, data_buf, disallowed)
-    result = tok._encoder().encode_flat_arrow(
-        offsets_addr, width, data_addr, data_size, n, tok._native_kind, threads, dtype == np.uint32
-    )
+    result = tok._backend.flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, dtype)
     if result[0] is None:
         _, index, problem, at = result
         raise InvalidTextError(index, _problem_text(problem, at, chunk, index))
@@ -325,11 +303,6 @@ def _as_offsets(offsets: Any) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"offsets must be integers, got an array of {array.dtype}")
     return np.ascontiguousarray(array, dtype=np.int64)
-
-
-def _check_offsets(offsets: np.ndarray, n_ids: int) -> None:
-    if offsets[0] < 0 or offsets[-1] > n_ids or (np.diff(offsets) < 0).any():
-        raise ValueError(f"offsets must rise from 0 to at most len(ids) = {n_ids}; got {offsets.tolist()[:10]}")
 
 
 __all__ = ["InvalidTextError", "decode_flat", "encode_flat", "encode_ordinary_flat", "id_dtype"]

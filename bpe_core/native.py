@@ -172,11 +172,10 @@ def train_table_merges(
     memory_limit: int | None = None,
 ) -> tuple[list[tuple[int, int]], list[bytes]]:
     """``train_merges`` on a native ChunkTable (emptied as its chunks become the loop's words), with the same
-    memory estimate, log line and MemoryError."""
+    memory estimate, log line and MemoryError. ``tie_break`` is one of ``TIE_BREAKS``: ``bpe_core.train`` checked
+    it (``check_train_arguments``)."""
     from bpe_core.constants import TIE_BREAKS
 
-    if tie_break not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     n_words, n_tokens = table.train_sizes()
     _check_memory(n_words, n_tokens, _core.estimate_train_memory(n_words, n_tokens), memory_limit)
     return _core.train_table(table, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress)

@@ -8,11 +8,10 @@ complete becomes U+FFFD at once. For every split of a token stream, the concaten
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from bpe_core import native
+from bpe_core.backend import ReferenceBackend, ReferenceStream
 from bpe_core.vocab import as_token_id
 
 if TYPE_CHECKING:  # stream -> tokenizer only: the Tokenizer never imports this module
@@ -34,53 +33,43 @@ class StreamingDecoder:
     def __init__(self, tokenizer: Tokenizer, *, skip_special: bool = False, errors: str = "replace") -> None:
         self.tokenizer = tokenizer
         self.skip_special = skip_special
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors)
-        # The native byte state: the same pending bytes and CPython's stateful UTF-8 decoder, without a Python
-        # call per token. Bad ids come back as None and are reported by the reference path below.
-        self._native = None
-        if getattr(tokenizer, "backend", "python") == "native":
-            self._native = native.make_stream_state(tokenizer._decoder(), errors, skip_special)
+        # The backend's byte state (bpe_core.backend): the native one holds the same pending bytes and runs
+        # CPython's stateful UTF-8 decoder without a Python call per token; its bad ids come back as None and are
+        # reported here as the reference reports them. The reference's raises its errors itself.
+        backend = getattr(tokenizer, "_backend", None)
+        if backend is None:
+            backend = ReferenceBackend(tokenizer)
+        self._state = backend.stream_state(errors, skip_special)
+        self._native = None if isinstance(self._state, ReferenceStream) else self._state
 
     def step(self, token_id: int) -> str:
         """Add one token; return the text that became complete."""
         token_id = as_token_id(token_id)
-        if self._native is not None:
-            try:
-                text = self._native.step(token_id)
-            except TypeError:  # not an integer at all (None, a float): reported below as the reference does
-                text = None
-            if text is not None:
-                return text
-            self.tokenizer.token_bytes(token_id)  # raises the reference's error for a bad id
-            raise ValueError(f"token id {token_id!r} is not in this vocabulary")
-        if self.skip_special and self.tokenizer.is_special(token_id):
-            return ""
-        return self._decoder.decode(self.tokenizer.token_bytes(token_id))
+        try:
+            text = self._state.step(token_id)
+        except TypeError:  # not an integer at all (None, a float): reported below as the reference does
+            if self._native is None:
+                raise
+            text = None
+        if text is not None:
+            return text
+        self.tokenizer.token_bytes(token_id)  # raises the reference's error for a bad id
+        raise ValueError(f"token id {token_id!r} is not in this vocabulary")
 
     def feed(self, ids: Iterable[int]) -> str:
         """Add several tokens; return the text that became complete."""
         ids = list(ids)
-        if self._native is not None:
-            text = self._native.feed(ids)
-            if text is not None:
-                return text
-            self.tokenizer.decode_bytes(ids)  # raises the reference's error for a bad id
-            raise ValueError(f"token ids not in this vocabulary: {ids[:10]}")
-        if self.skip_special:
-            ids = [i for i in ids if not self.tokenizer.is_special(i)]
-        return self._decoder.decode(self.tokenizer.decode_bytes(ids))
+        text = self._state.feed(ids)
+        if text is not None:
+            return text
+        self.tokenizer.decode_bytes(ids)  # raises the reference's error for a bad id
+        raise ValueError(f"token ids not in this vocabulary: {ids[:10]}")
 
     def flush(self) -> str:
         """End of stream: held-back bytes become U+FFFD (with errors='replace'); the decoder is reset."""
-        if self._native is not None:
-            return self._native.flush()
-        text = self._decoder.decode(b"", final=True)
-        self._decoder.reset()
-        return text
+        return self._state.flush()
 
     @property
     def pending(self) -> bytes:
         """The bytes held back, waiting for the rest of a UTF-8 sequence."""
-        if self._native is not None:
-            return self._native.pending
-        return self._decoder.getstate()[0]
+        return self._state.pending

@@ -11,17 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from bpe_core import native
 from bpe_core.added_tokens import AddedTokenFlags
+from bpe_core.backend import make_backend
 from bpe_core.bpe import ID_MASK, MergeTable, RankTable, merge_ids
 from bpe_core.errors import TokenizerFileError
 from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 from bpe_core.special_tokens import SpecialSet, TokenFinder
 from bpe_core.text import Text
-from bpe_core.text import as_str as _as_str
-from bpe_core.text import as_text as _as_text
 from bpe_core.tokenizer_data import TokenizerData
 
 CHUNK_CACHE_LIMIT = 1 << 18
-NATIVE_BATCH_PIECES = 1 << 18  # Python-split pieces per call into the native encoder (about 1 MB of text)
 
 
 class Tokenizer:
@@ -96,8 +94,7 @@ class Tokenizer:
         self._finder = TokenFinder(self.special_tokens, self.added_tokens, self.token_flags, self.pretokenizer)
         self._derived_merges: list[tuple[int, int]] | None = None
         self._unreachable_ids: list[int] | None = None
-        self._native_encoder = self._native_decoder = None  # built on first use
-        self._native_kind: str | None = None  # the hand-written pre-tokenizer's name, set with the encoder
+        self._backend = make_backend(self, self.backend)  # the engine: encode, batch, flat, decode, stream
 
     def __getstate__(self) -> dict:
         keep = (
@@ -123,16 +120,17 @@ class Tokenizer:
         """Switch between the C++ core (``"native"``, or None: native where it loads) and the Python reference
         (``"python"``), in place; returns self. The ids never depend on the backend."""
         self.backend = native.resolve_backend(backend)
-        self._native_encoder = self._native_decoder = None
+        self._backend = make_backend(self, self.backend)
         return self
 
     def _encoder(self):
-        if self._native_encoder is None:
-            pairs = None if self._merge_ids is None else self._pairs
-            self._native_encoder = native.make_encoder(self._encodable_vocab(), pairs, self.ignore_merges)
-            pre = self.pretokenizer
-            self._native_kind = None if pre is None else getattr(pre, "native_kind", None)
-        return self._native_encoder
+        """The native core's encoder (built on first use; the native backend only)."""
+        return self._backend.encoder()
+
+    @property
+    def _native_kind(self) -> str | None:
+        """The hand-written pre-tokenizer's name the native encoder splits with (set with the encoder)."""
+        return getattr(self._backend, "kind", None)
 
     def _encodable_vocab(self) -> dict[int, bytes]:
         """The tokens that own their bytes: all an encoder may output (the empty and unreachable ones are left out,
@@ -142,9 +140,8 @@ class Tokenizer:
         return {tid: data for data, tid in self._bytes_to_id.items()}
 
     def _decoder(self):
-        if self._native_decoder is None:
-            self._native_decoder = native.make_decoder(self._id_to_bytes, self._special_ids)
-        return self._native_decoder
+        """The native core's decoder (built on first use; the native backend only)."""
+        return self._backend.decoder()
 
     # ----------------------------------------------------------------- properties
     @property
@@ -295,24 +292,14 @@ class Tokenizer:
         """
         allowed = self._finder.resolve_allowed(allowed_special)
         disallowed = self._finder.resolve_disallowed(disallowed_special, allowed)
-        if self.backend == "native":
-            text = _as_text(text)
-            self._finder.check_disallowed(text, disallowed)
-            encoder = self._encoder()
-            return encoder.encode(self._native_request(text, allowed), self._native_kind)
-        text = _as_str(text)
-        self._finder.check_disallowed(text, disallowed)
-        return self._encode_text(text, allowed)
+        return self._backend.encode(text, allowed, disallowed)
 
     def encode_ordinary(self, text: Text) -> list[int]:
         """Encode text treating special-token text as plain text (added non-special tokens still match).
 
         >>> tok.encode_ordinary("<|endoftext|>")  # several ordinary tokens  # doctest: +SKIP
         """
-        if self.backend == "native":
-            encoder = self._encoder()
-            return encoder.encode(self._native_request(_as_text(text), frozenset()), self._native_kind)
-        return self._encode_text(_as_str(text), frozenset())
+        return self._backend.encode_ordinary(text)
 
     def encode_batch(
         self,
@@ -330,19 +317,14 @@ class Tokenizer:
         >>> tok.encode_batch(["hello", "world"], num_threads=2)  # doctest: +SKIP
         """
         threads = native.resolve_threads(num_threads)
-        if self.backend == "native":
-            allowed = self._finder.resolve_allowed(allowed_special)
-            return self._native_batch(
-                texts, allowed, self._finder.resolve_disallowed(disallowed_special, allowed), threads
-            )
-        return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in texts]
+        allowed = self._finder.resolve_allowed(allowed_special)
+        return self._backend.batch(
+            texts, allowed, self._finder.resolve_disallowed(disallowed_special, allowed), threads
+        )
 
     def encode_ordinary_batch(self, texts: Iterable[Text], *, num_threads: int | None = None) -> list[list[int]]:
         """``encode_ordinary`` of each text, in order, on native threads as :meth:`encode_batch`."""
-        threads = native.resolve_threads(num_threads)
-        if self.backend == "native":
-            return self._native_batch(texts, frozenset(), frozenset(), threads)
-        return [self.encode_ordinary(t) for t in texts]
+        return self._backend.batch(texts, frozenset(), frozenset(), native.resolve_threads(num_threads))
 
     def encode_ordinary_flat(self, texts, *, num_threads: int | None = None):
         """``encode_ordinary_batch`` as two NumPy arrays ``(ids, offsets)``: text i is ``ids[offsets[i]:offsets[i+1]]``;
@@ -374,46 +356,6 @@ class Tokenizer:
         from bpe_core import flat
 
         return flat.decode_flat(self, ids, offsets, errors=errors)
-
-    def _native_batch(
-        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
-    ) -> list[list[int]]:
-        """Whole texts go to the native encoder in one call when it splits them itself; else one call per
-        NATIVE_BATCH_PIECES Python-split pieces (the pieces of a 20 MB batch held at once cost 530 MB)."""
-        encoder = self._encoder()
-        kind = self._native_kind
-        if kind is not None and self._finder.is_plain(allowed):
-            docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]
-            for text in docs if disallowed else ():
-                self._finder.check_disallowed(text, disallowed)
-            return encoder.encode_batch(docs, kind, threads)
-        out: list[list[int]] = []
-        requests: list[Text | Sequence[Text | int]] = []
-        pending = 0
-        for text in texts:
-            text = _as_text(text)
-            self._finder.check_disallowed(text, disallowed)
-            requests.append(self._native_request(text, allowed))
-            pending += len(requests[-1])
-            if pending >= NATIVE_BATCH_PIECES:
-                out += encoder.encode_batch(requests, kind, threads)
-                requests, pending = [], 0
-        return out + encoder.encode_batch(requests, kind, threads) if requests else out
-
-    def _native_request(self, text: Text, allowed: frozenset[str]) -> Text | Sequence[Text | int]:
-        """What the native encoder takes for one text. With a hand-written pre-tokenizer: the text itself when it
-        is one plain segment (bytes stay bytes: invalid UTF-8 splits as its surrogateescape decoding), else its
-        normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
-        kind = self._native_kind
-        if kind is not None and self._finder.is_plain(allowed):
-            return text
-        text = _as_str(text)
-        if kind is None:
-            return self._pieces(text, allowed)
-        pre = self.pretokenizer
-        if pre is None or not pre.normalizer:
-            return list(self._finder.segments(text, allowed))
-        return [s if isinstance(s, int) else pre.normalize(s) for s in self._finder.segments(text, allowed)]
 
     def _encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
         """The reference: segments, then the regex split and BPE of each (with the chunk cache)."""
@@ -472,22 +414,15 @@ class Tokenizer:
 
     def encode_piece_bytes(self, data: bytes, *, stats: list[int] | None = None) -> list[int]:
         """BPE of one pre-token given as bytes, without the cache (for tests and the trainer's checks)."""
-        if self.backend == "native":
-            ids, pushes, pops = self._encoder().merge_bytes(bytes(data), stats is not None)
-            if stats is not None:
-                stats[:] = [pushes, pops]
-            return ids
-        ids = [self._byte_ids[b] for b in data]
-        return merge_ids(ids, self._pairs.__getitem__, stats)
+        return self._backend.merge_piece(data, stats)
 
     # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenated token bytes; unknown ids raise a ValueError naming them."""
         ids = ids if isinstance(ids, (list, tuple)) else list(ids)
-        if self.backend == "native":
-            data = self._decoder().decode_bytes(ids)
-            if data is not None:
-                return data  # else: a bad id, reported below with the reference's message
+        data = self._backend.decode_bytes(ids)
+        if data is not None:
+            return data  # else: the reference path (or a bad id, reported below with the reference's message)
         table = self._id_to_bytes
         try:
             if ids and min(ids) < 0:

@@ -157,9 +157,9 @@ def test_backend_argument_is_validated():
 
 
 def test_batches_cut_into_several_native_calls_keep_order(monkeypatch):
-    from bpe_core import tokenizer
+    from bpe_core import backend
 
-    monkeypatch.setattr(tokenizer, "NATIVE_BATCH_PIECES", 7)
+    monkeypatch.setattr(backend, "NATIVE_BATCH_PIECES", 7)
     ours = ours_openai("cl100k")
     docs = [d[:500] for d in corpus("fortunes_multi", 60)] + ["", "a<|endoftext|>b"]
     expected = [python_twin_cl100k().encode(d, allowed_special="all") for d in docs]

@@ -1,4 +1,4 @@
-// Python texts read and encoded on native threads (included by module.cpp only).
+// Python texts read and encoded on native threads (included by the binding files only).
 //
 // The requests are read under the GIL into Sources: pointers to the code points of str objects (as CPython stores
 // them: UCS1, UCS2 or UCS4) or to the bytes of bytes objects, which the request keeps alive and which are immutable.

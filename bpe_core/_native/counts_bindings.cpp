@@ -18,7 +18,7 @@ using namespace bpe;
 
 void bind_counts(nb::module_& m);
 nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_break,
-                         const std::vector<uint32_t>& hf_rank, nb::object progress);  // module.cpp
+                         const std::vector<uint32_t>& hf_rank, nb::object progress);  // trainer_bindings.cpp
 nb::tuple sorted_table(CountsColumns&& t);
 
 namespace {

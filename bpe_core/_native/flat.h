@@ -1,4 +1,4 @@
-// Flat batch encoding (included by module.cpp only): many documents in, one array of ids and one of offsets out
+// Flat batch encoding (included by encoder_bindings.cpp only): many documents in, one array of ids and one of offsets out
 // (bpe_core/flat.py, Tokenizer.encode_ordinary_flat), without a Python object per token or per document.
 //
 // The documents are Sources (batch.h): the code points of Python str objects, or the UTF-8 of an Arrow string

@@ -1,10 +1,10 @@
 """Recognise a tokenizer file by its content and load it.
 
 Recognised: the own artifact (``tokenizer.bpe``), GGUF (``GGUF`` magic), Hugging Face ``tokenizer.json`` (a JSON
-object with a ``model``), GPT-2 ``vocab.json`` (a JSON object of integer ids, with ``merges.txt`` beside it) or
-``merges.txt`` (with ``vocab.json`` beside it), and ``.tiktoken`` rank files. A folder is searched for
-``tokenizer.json``, ``tokenizer.bpe``, then ``vocab.json``. Only the first 4 KiB decide, so a multi-gigabyte
-GGUF model file is never read whole.
+object with a ``model``), Mistral's Tekken files (a JSON object with a ``config`` object and a ``vocab`` list), GPT-2
+``vocab.json`` (a JSON object of integer ids, with ``merges.txt`` beside it) or ``merges.txt`` (with ``vocab.json``
+beside it), and ``.tiktoken`` rank files. A folder is searched for ``tokenizer.json``, ``tokenizer.bpe``, then
+``vocab.json``. Only the first 4 KiB decide, so a multi-gigabyte GGUF model file is never read whole.
 """
 
 from __future__ import annotations
@@ -75,14 +75,15 @@ def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Toke
         return _load_tiktoken(path, pretokenizer)
     raise TokenizerFileError(
         path,
-        "not a tokenizer file this version recognises (beam-bpe artifact, tokenizer.json, vocab.json + "
-        "merges.txt, GGUF or .tiktoken rank file)",
+        "not a tokenizer file this version recognises (beam-bpe artifact, tokenizer.json, Tekken .json, "
+        "vocab.json + merges.txt, GGUF or .tiktoken rank file)",
     )
 
 
 def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
     from bpe_core.formats.gpt2_files import load_gpt2_files
     from bpe_core.formats.huggingface import loads_huggingface, parse_json
+    from bpe_core.formats.tekken import is_tekken, tekken_data
 
     spec = parse_json(data, path)
     if isinstance(spec, dict) and spec and all(isinstance(v, int) for v in spec.values()):
@@ -90,7 +91,14 @@ def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) ->
     if isinstance(spec, dict) and isinstance(spec.get("model"), dict):
         _refuse_override(path, pretokenizer, "a Hugging Face tokenizer.json")
         return loads_huggingface(data, path)
-    raise TokenizerFileError(path, "a JSON file that is neither a tokenizer.json (no 'model') nor a GPT-2 vocab.json")
+    if is_tekken(spec):
+        _refuse_override(path, pretokenizer, "a Mistral Tekken file")
+        return tekken_data(spec, path)
+    raise TokenizerFileError(
+        path,
+        "a JSON file that is none of a tokenizer.json (no 'model'), a Tekken file (no 'config' and 'vocab' list) "
+        "and a GPT-2 vocab.json",
+    )
 
 
 def _load_tiktoken(path: str, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:

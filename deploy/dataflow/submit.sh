@@ -9,7 +9,7 @@
 # ($PACKAGING: container, wheel or setup; deploy/README.md), then yours, which win over both.
 #   --print           print the command, one argument per line, and stop
 #   --translate-only  translate the job into its Dataflow description ($JOB_FILE, default dataflow-COMMAND-job.json)
-#                     with nothing submitted (python -m pipeline.launch.dataflow)
+#                     with nothing submitted (python -m pipeline.cli.dataflow)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -17,7 +17,7 @@ source "$HERE/../lib.sh"
 
 start_submit "$HERE" sdk "$@"
 if [[ "$TRANSLATE_ONLY" == 1 ]]; then
-    run_or_print "$(python_bin)" -m pipeline.launch.dataflow "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}" \
+    run_or_print "$(python_bin)" -m pipeline.cli.dataflow "$COMMAND" "${OPTIONS[@]}" "${USER_ARGS[@]}" \
         "--dataflow_job_file=${JOB_FILE:-dataflow-$COMMAND-job.json}"
 else
     submit_job

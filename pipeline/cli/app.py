@@ -15,13 +15,13 @@ from collections.abc import Sequence
 import bpe_core
 from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
 from pipeline.cli.common import (
-    UsageError,
     add_verbose_argument,
     failure_line,
     in_a_pipeline_step,
     is_verbose,
     quiet_tracebacks,
 )
+from pipeline.errors import UsageError
 
 
 def _load(args: argparse.Namespace) -> Tokenizer:
@@ -68,6 +68,7 @@ CORPUS_ONLY = (
     "verify",
     "overwrite",
     "no_progress",
+    "workers",
 )
 
 
@@ -237,12 +238,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "takes_beam_args", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.given_flags = _given_flags(parser, args, argv)
+    if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
+        from pipeline.launch.options import with_workers  # imports Apache Beam
+
+        try:  # --workers N is Beam's multi-process runner: its options, before they are checked and passed on
+            extra = with_workers(args.workers, extra)
+        except UsageError as exc:
+            _subparser(parser, args).error(str(exc))
     if extra and runs_a_pipeline(args):
-        from pipeline.launch.options import UnknownOptionError, check_beam_args  # imports Apache Beam
+        from pipeline.launch.options import check_beam_args  # imports Apache Beam
 
         try:  # what neither we nor Beam parse would be logged by Beam and ignored: refused before any work
             check_beam_args(extra, our_flags=[flag for _, flag in _all_flags(parser, args)])
-        except UnknownOptionError as exc:
+        except UsageError as exc:
             _subparser(parser, args).error(str(exc))  # the sub-command's usage, not the top level's
     pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
     with quiet_tracebacks(pipeline and not verbose) as thread_errors:

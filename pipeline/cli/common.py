@@ -23,20 +23,16 @@ from pipeline.corpus.plan import (
     DEFAULT_RANGE_BYTES,
     FORMATS,
     TEXT_UNITS,
-    CorpusError,
     CorpusSpec,
 )
+from pipeline.errors import CorpusError
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 
 
-class UsageError(ValueError):
-    """Flags that do not go together: reported as ``beam-bpe COMMAND: error: ...``, exit code 2, like argparse's."""
-
-
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
-default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address
-HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
+default, in this process; --workers N for N worker processes on this machine), --runner DaskRunner
+--dask_client_address HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
 # What a failed run leaves in --out and what a rerun of the same command does, as each pipeline guarantees
 # (tests/reliability/test_faults.py checks both for every stage of each).
 AFTER_FAILURE = {
@@ -131,6 +127,24 @@ def infer_format(patterns: list[str]) -> str:
             "reads one format; run them separately or give --format"
         )
     return formats.pop() if formats else "jsonl"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers: give a whole number of at least 1")
+    return value
+
+
+def add_workers_argument(group) -> None:
+    """``--workers N``: Beam's multi-process runner on this machine (the CLI turns it into Beam's options)."""
+    group.add_argument("--workers", type=positive_int, metavar="N",
+                       help="run on N worker processes on this machine (Beam's multi-process runner; default: one "
+                            "process, the in-process runner); not with --runner or --direct_* options")  # fmt: skip
 
 
 def add_verbose_argument(p: argparse.ArgumentParser, *, default=False) -> None:

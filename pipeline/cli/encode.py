@@ -12,14 +12,19 @@ import sys
 
 from pipeline.cli.common import (
     BEAM_OPTIONS,
-    UsageError,
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
+    add_workers_argument,
     corpus_spec,
     progress_reporter,
 )
 from pipeline.corpus.plan import InputSpec
+from pipeline.encode.formats import DEFAULT as DEFAULT_FORMAT
+from pipeline.encode.formats import FORMATS
+from pipeline.encode.formats import help_text as formats_help
+from pipeline.encode.policy import SPECIAL_POLICIES
+from pipeline.errors import ShardFileError, UsageError
 
 EPILOG = f"With --input, {BEAM_OPTIONS}"
 
@@ -37,10 +42,9 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
     out.add_argument(
         "--shard-format",
-        choices=("parquet", "megatron", "datatrove", "npy", "llmc"),
-        default="parquet",
-        help="parquet (default); megatron (.bin/.idx); datatrove (.ds, nanotron); npy (dolma/OLMo memmap); "
-        "llmc (llm.c .bin). datatrove and npy add an EOS after each document, llmc an EOT before each",
+        choices=tuple(FORMATS),
+        default=DEFAULT_FORMAT,
+        help=formats_help(),
     )
     out.add_argument(
         "--shard-size",
@@ -71,8 +75,8 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out.add_argument(
         "--special-tokens",
-        choices=("ordinary", "allowed"),
-        default="ordinary",
+        choices=SPECIAL_POLICIES,
+        default=SPECIAL_POLICIES[0],
         help="text spelling a special token: encoded as ordinary text (default) or as the control token",
     )
     out.add_argument(
@@ -84,6 +88,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
     )
     add_progress_argument(out)
+    add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
@@ -95,9 +100,9 @@ def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace):
-    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.launch.dataflow encode``
+    """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.cli.dataflow encode``
     translates)."""
-    from pipeline.encode.job import EncodeJob, EncodeSettings, parse_size  # imports Apache Beam: only for the pipeline
+    from pipeline.encode.settings import EncodeJob, EncodeSettings, parse_size
 
     if args.text is not None:
         raise UsageError("give --text (one text) or --input (a corpus), not both")
@@ -128,7 +133,8 @@ def job_from_args(args: argparse.Namespace):
 
 
 def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.encode.job import run_encode, summary_line
+    from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
+    from pipeline.encode.manifest import summary_line
 
     job = job_from_args(args)
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
@@ -139,7 +145,7 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
 def cmd_decode_shards(args: argparse.Namespace) -> int:
     """Print one document of an encoding output, decoded with ``--tokenizer`` (checked against the manifest)."""
     from bpe_core import Tokenizer
-    from pipeline.encode.shards import ShardError, find_document, load_manifest
+    from pipeline.encode.readback import find_document, load_manifest
 
     if args.doc is None:
         raise UsageError("--shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
@@ -147,11 +153,11 @@ def cmd_decode_shards(args: argparse.Namespace) -> int:
     tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
     wanted = manifest["tokenizer"].get("digest")
     if wanted is None:
-        raise ShardError(
+        raise ShardFileError(
             f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe"
         )
     if tok.digest() != wanted:
-        raise ShardError(
+        raise ShardFileError(
             f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "
             f"--tokenizer {manifest['tokenizer'].get('path', 'PATH')}"
         )

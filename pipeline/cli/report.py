@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.cli.common import (
+    BEAM_OPTIONS,
+    add_corpus_arguments,
+    add_verbose_argument,
+    add_workers_argument,
+    corpus_spec,
+)
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION
 
 
@@ -29,6 +35,7 @@ def add_report_parser(sub) -> argparse.ArgumentParser:
         help=f"share of the documents in the sample, chosen by a hash of their id (default {DEFAULT_EVAL_FRACTION})",
     )
     p.add_argument("--out", required=True, help="directory for report.json, report.md and compression.png")
+    add_workers_argument(p)
     add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report, takes_beam_args=True)
     return p
@@ -41,18 +48,18 @@ def cmd_report(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.report.measure import TokenizerSpec
     from pipeline.report.render import check_report_extra
     from pipeline.report.run import run_report, unique_labels
-    from pipeline.train.job import _absolute
+    from pipeline.storage.paths import absolute
 
     check_report_extra("beam-bpe report")
     fraction = check_fraction(args.eval_fraction)
-    paths = [_absolute(p) for p in args.tokenizer]
+    paths = [absolute(p) for p in args.tokenizer]
     specs = tuple(
         TokenizerSpec(label, path, args.pretokenizer) for label, path in zip(unique_labels(paths), paths, strict=True)
     )
     for spec in specs:
         spec.load()  # a file that cannot be read fails here, before any work
-    inputs = [InputSpec(_absolute(p)) for p in args.input]
-    out = _absolute(args.out)
+    inputs = [InputSpec(absolute(p)) for p in args.input]
+    out = absolute(args.out)
     check_launch(beam_args, paths={"--input": [i.pattern for i in inputs], "--out": [out]})
     spec = corpus_spec(args)
     corpus = plan_corpus(inputs, spec, range_bytes=args.range_bytes)

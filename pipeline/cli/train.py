@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import argparse
 
+from bpe_core import TIE_BREAKS
 from pipeline.cli.common import (
     BEAM_OPTIONS,
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
+    add_workers_argument,
     corpus_spec,
     progress_reporter,
 )
-from pipeline.corpus.plan import CorpusError, InputSpec
-from pipeline.launch.settings import load_config, parse_vocab_sizes, train_settings
+from pipeline.corpus.plan import InputSpec
+from pipeline.errors import CorpusError
+from pipeline.train.settings import load_config, parse_vocab_sizes, train_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
 
@@ -41,7 +44,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     )
     algo.add_argument("--pretokenizer", help="preset (cl100k, o200k, r50k, llama3, qwen2, ...) or a regex")
     algo.add_argument("--normalizer", choices=("NFC", "NFKC"))
-    algo.add_argument("--tie-break", choices=("ids", "huggingface", "bytes"))
+    algo.add_argument("--tie-break", choices=TIE_BREAKS)
     algo.add_argument(
         "--special-token",
         action="append",
@@ -62,6 +65,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     )
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
     add_progress_argument(out)
+    add_workers_argument(out)
     rep = p.add_argument_group("report (needs the report extra: pip install 'beam-bpe[report]')")
     rep.add_argument(
         "--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png"

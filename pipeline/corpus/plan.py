@@ -15,6 +15,8 @@ import fsspec
 import pyarrow.parquet as pq
 
 from pipeline.corpus.records import CorpusRange
+from pipeline.errors import CorpusError
+from pipeline.storage.paths import full_url, is_url
 
 FORMATS = ("text", "jsonl", "parquet")
 TEXT_UNITS = ("line", "file")
@@ -25,10 +27,6 @@ DEFAULT_RANGE_BYTES = 4 << 20
 # without a limit, one 64 MiB line took 2 GB to count (a 1 GB line would need ~30 GB) and a gzip bomb of one line
 # took the decompressed size in memory (measured in tests/reliability/test_hostile_inputs.py).
 DEFAULT_MAX_DOCUMENT_BYTES = 32 << 20
-
-
-class CorpusError(ValueError):
-    """The corpus cannot be read as given; the message names the input and the fix."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +142,7 @@ def _refuse_aliases(paths: list[str]) -> None:
     """Refuse one local file reached under two names (a symlink or a hard link): it would be read twice."""
     seen: dict[tuple[int, int], str] = {}
     for path in paths:
-        if "://" in path:
+        if is_url(path):
             continue  # object stores have no links
         try:
             st = os.stat(path)
@@ -177,12 +175,7 @@ def _expand_one(pattern: str) -> list[tuple[str, int]]:
     files = [(name, int(info.get("size") or 0)) for name, info in found.items() if info.get("type") != "directory"]
     if not files:
         raise CorpusError(f"--input {pattern!r} matches no file: check the path or the glob (quote it in the shell)")
-    return [(_full_url(fs, name), size) for name, size in files]
-
-
-def _full_url(fs: fsspec.AbstractFileSystem, path: str) -> str:
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return path if protocol in ("file", "local") else fs.unstrip_protocol(path)
+    return [(full_url(fs, name), size) for name, size in files]
 
 
 def _check_readable(path: str) -> None:

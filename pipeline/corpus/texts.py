@@ -78,8 +78,3 @@ def text_bytes(texts) -> np.ndarray:
         offsets = np.frombuffer(texts.buffers()[1], np.int64 if pa.types.is_large_string(texts.type) else np.int32)
         return np.diff(offsets[texts.offset : texts.offset + len(texts) + 1]).astype(np.int64)
     return np.fromiter((len(t.encode("utf-8", "surrogatepass")) for t in texts), np.int64, len(texts))
-
-
-def as_arrow_or_list(texts):
-    """What the flat encoder takes: the Arrow array of a TextColumn, else the list as given."""
-    return texts.arrow if isinstance(texts, TextColumn) else texts

@@ -1,1 +1,17 @@
-"""Encoding: the encode stage, the shard layout and writers (one module per shard format), the encode job."""
+"""Encoding: a corpus into token-id shards (``beam-bpe encode --input``), and reading them back (``decode --shards``).
+
+job.py          the entry point: plan (tokenizer, corpus, shards), run the Beam graph, finish the output
+settings.py     EncodeSettings, EncodeJob (checked once when made), parse_size (--shard-size)
+policy.py       the special-token policy and the separators a shard format implies (EncodePolicy, job_policy)
+tokenizer.py    TokenizerRef: the tokenizer loaded once per worker, its digest checked; open_tokenizer
+documents.py    stage: document batches -> encoded batches (flat ids, dead letters, --verify)
+write.py        stage: encoded batches -> part files -> one writer per shard (WriteShards)
+layout.py       ShardLayout: shard names and globs, folders, ranges per shard (assign_shards)
+parts.py        part files: one Arrow IPC file per encoded batch until its shard is written
+shards.py       one shard's files from its parts (its format's writer), dead letters, stats file
+streams.py      hashed, complete-or-absent files (HashedStream, ShardFiles, write_file)
+resume.py       the job's identity and fingerprint; finish, resume, refuse or start afresh; complete shards
+manifest.py     manifest.json from the shards' stats; the summary line
+readback.py     load_manifest, iter_documents, find_document (decode --shards)
+formats/        one module per shard format and the registry FORMATS (formats/__init__.py)
+"""

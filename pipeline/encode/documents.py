@@ -8,23 +8,17 @@ A document the batch call refuses (``InvalidTextError`` names it; any other fail
 dead letter and the others are encoded; BOS/EOS are inserted into the flat arrays with numpy; ``--verify`` decodes
 the flat arrays with ``Tokenizer.decode_flat`` and compares each document with its text.
 
-The special-token policy is resolved in exactly one place, :func:`resolve_policy`, into an :class:`EncodePolicy`:
-by default text that spells a special token is encoded as ordinary text; ``special_tokens="allowed"`` opts in to
-control tokens; BOS/EOS ids are added per document on request.
+The special-token policy and the separators are resolved in pipeline/encode/policy.py (:class:`EncodePolicy`); the
+tokenizer's reference is pipeline/encode/tokenizer.py.
 """
 
 from __future__ import annotations
 
-import gc
-import hashlib
 import itertools
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
-import fsspec
 import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
@@ -32,152 +26,12 @@ from apache_beam.metrics import Metrics
 from bpe_core import InvalidTextError, StreamingDecoder, Tokenizer
 from pipeline.corpus.records import DeadLetter, DocumentBatch
 from pipeline.corpus.texts import TextColumn, text_bytes
+from pipeline.encode.policy import EncodePolicy
+from pipeline.encode.tokenizer import TokenizerRef
 
 NAMESPACE = "beam_bpe.encode_documents"
-SPECIAL_POLICIES = ("ordinary", "allowed")
-AUTO = "auto"
-# Special tokens taken for --bos / --eos without a value, in this order of preference.
-BOS_NAMES = ("<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>")
-EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>")
 VERIFY_CHUNKS = (1, 2, 3, 5, 8, 13)  # ids fed to the streaming decoder per call, cycling: splits of every kind
 EXCERPT_CHARS = 120
-
-
-class EncodeError(ValueError):
-    """The encoding job cannot run as asked (tokenizer, policy, token names); the message says the fix."""
-
-
-# ------------------------------------------------------------------ the tokenizer, by reference
-@dataclass(frozen=True)
-class TokenizerRef:
-    """What a worker needs to load the tokenizer: its path or URL (any file or folder ``Tokenizer.from_file``
-    reads), the pre-tokenizer for rank-only files, and the digest of what the launcher loaded. Small and
-    picklable; the tokenizer itself never travels."""
-
-    url: str
-    digest: str
-    pretokenizer: str | None = None
-
-    def load(self) -> Tokenizer:
-        """The tokenizer, loaded once per process (shared by the DoFn instances of the process) and checked to be
-        the one the launcher saw."""
-        with _CACHE_LOCK:
-            tok = _CACHE.get(self)
-            if tok is None:
-                tok = Tokenizer.from_file(self.url, pretokenizer=self.pretokenizer)
-                digest = tok.digest()
-                if digest != self.digest:
-                    raise EncodeError(
-                        f"the tokenizer {self.url} changed since the job started (digest {digest[:12]}..., expected "
-                        f"{self.digest[:12]}...): rerun the job, or keep the file unchanged while it runs"
-                    )
-                _CACHE[self] = tok
-                _freeze_long_lived()
-            return tok
-
-
-def _freeze_long_lived() -> None:
-    """Move what a worker holds after loading the tokenizer (its Python tables, Beam's modules) out of the cyclic
-    garbage collector's reach: every full collection walked them again. Measured with 2 multi_processing workers on
-    the 0.3 GB scale corpus (cl100k): 13.4 s of CPU, was 14.3 s (two runs each). Only where the tokenizer was loaded
-    here, a worker: the launching process (a notebook, the in-process runners) reuses the tokenizer that
-    open_tokenizer cached and is left as it is."""
-    gc.collect()
-    gc.freeze()
-
-
-_CACHE: dict[TokenizerRef, Tokenizer] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def open_tokenizer(url: str, pretokenizer: str | None = None) -> tuple[Tokenizer, TokenizerRef]:
-    """Load a tokenizer on the launching machine: a file failing its hash or version check fails here, before any
-    work. In-process runners reuse this very object (loading cl100k takes 0.7 s, a third of encoding 4 MB).
-
-    >>> tok, ref = open_tokenizer("out/tokenizer.bpe")  # doctest: +SKIP
-    """
-    tok = Tokenizer.from_file(url, pretokenizer=pretokenizer)
-    ref = TokenizerRef(url, tok.digest(), pretokenizer)
-    with _CACHE_LOCK:
-        _CACHE.setdefault(ref, tok)
-    return tok, ref
-
-
-def file_sha256(url: str) -> str | None:
-    """sha256 of a tokenizer file's bytes (None for a folder), for the manifest."""
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with fs.open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# ------------------------------------------------------------------ the special-token policy
-@dataclass(frozen=True)
-class EncodePolicy:
-    """How documents become ids: special-token text ordinary (default) or allowed, and the BOS/EOS ids to add."""
-
-    special_tokens: str = "ordinary"
-    bos_id: int | None = None
-    eos_id: int | None = None
-
-    def encode_flat(self, tok: Tokenizer, texts) -> tuple[np.ndarray, np.ndarray]:
-        """``(ids, offsets)`` of the texts (a list of str or an Arrow string array), without BOS/EOS: the one place
-        where the policy meets the tokenizer."""
-        # One thread per call: the runner already runs one bundle per core (workers x harness threads), and the
-        # native threads on top would oversubscribe every core and hold a chunk cache each.
-        if self.special_tokens == "allowed":
-            return tok.encode_flat(texts, allowed_special="all", disallowed_special=(), num_threads=1)
-        return tok.encode_ordinary_flat(texts, num_threads=1)
-
-    def encode(self, tok: Tokenizer, texts) -> list[list[int]]:
-        """The ids of each text as lists (for small callers and tests; the pipeline keeps the flat arrays)."""
-        ids, offsets = self.encode_flat(tok, texts)
-        return [ids[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-
-    @property
-    def extra_tokens(self) -> int:
-        return (self.bos_id is not None) + (self.eos_id is not None)
-
-
-def resolve_policy(
-    tok: Tokenizer, *, special_tokens: str = "ordinary", bos: str | None = None, eos: str | None = None
-) -> EncodePolicy:
-    """Check the flags against the tokenizer and fix the ids: ``bos``/``eos`` are None (off), ``"auto"`` (the
-    tokenizer's usual token) or a token's text.
-
-    >>> resolve_policy(tok, eos="auto")  # doctest: +SKIP
-    EncodePolicy(special_tokens='ordinary', bos_id=None, eos_id=50256)
-    """
-    if special_tokens not in SPECIAL_POLICIES:
-        raise EncodeError(f"--special-tokens must be one of {', '.join(SPECIAL_POLICIES)}, got {special_tokens!r}")
-    return EncodePolicy(
-        special_tokens, _token_id(tok, bos, BOS_NAMES, "--bos"), _token_id(tok, eos, EOS_NAMES, "--eos")
-    )
-
-
-def _token_id(tok: Tokenizer, name: str | None, usual: tuple[str, ...], flag: str) -> int | None:
-    if name is None:
-        return None
-    specials = sorted(tok.special_tokens)
-    if name == AUTO:
-        found = [t for t in usual if t in tok.special_tokens]
-        if not found:
-            raise EncodeError(
-                f"{flag}: the tokenizer has none of the usual tokens {list(usual)} among its special tokens "
-                f"{specials}: name one of them with {flag} TOKEN, or give the tokenizer one (train --special-token "
-                "'<|endoftext|>'; for a .tiktoken file, convert --special-token '<|endoftext|>=ID')"
-            )
-        return tok.special_tokens[found[0]]
-    token_id = tok.special_tokens.get(name, tok.added_tokens.get(name))
-    if token_id is None:
-        raise EncodeError(
-            f"{flag} {name!r} is not a special or added token of the tokenizer; its special tokens: {specials}"
-        )
-    return token_id
 
 
 # ------------------------------------------------------------------ encoding a batch (no Beam)

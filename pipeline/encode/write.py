@@ -22,14 +22,9 @@ from apache_beam.metrics import Metrics
 
 from pipeline.corpus.records import DeadLetter
 from pipeline.encode.documents import EncodedBatch
-from pipeline.encode.shards import (
-    ShardLayout,
-    read_stats,
-    write_dead_letters,
-    write_part,
-    write_shard,
-    write_stats,
-)
+from pipeline.encode.layout import TMP_DIR, ShardLayout
+from pipeline.encode.parts import write_part
+from pipeline.encode.shards import read_stats, write_dead_letters, write_shard, write_stats
 from pipeline.storage.files import remove
 
 NAMESPACE = "beam_bpe.write_shards"
@@ -121,7 +116,7 @@ class FinalizeShardFn(beam.DoFn):
             "ranges": [dict(_sums(rp), index=r, source=rp[0].source) for r, rp in _by_range(parts)],
         }
         write_stats(layout, index, stats)  # last: from here on the shard is complete
-        remove(layout.path("_tmp", layout.name(index)))
+        remove(layout.path(TMP_DIR, layout.name(index)))
         self.shards.inc()
         self.dead_letters.inc(len(dead))
         return stats

@@ -7,10 +7,10 @@ for ``--job_server_timeout`` (300 s); an SDK container of another Beam or Python
 in a loop (Dataflow retries such a job for an hour); a wheel built for another Python is installed on every worker
 and fails there; a local path given to a remote runner is read by workers that cannot see it.
 
->>> check_launch(["--runner", "DataflowRunner"], inputs=["gs://b/c/*.jsonl"], outputs=["gs://b/out"])
+>>> check_launch(["--runner", "DataflowRunner"], paths={"--input": ["gs://b/c/*.jsonl"]})  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-pipeline.launch.checks.LaunchError: DataflowRunner needs --project: pass --project=YOUR_GCP_PROJECT ...
+pipeline.errors.UsageError: DataflowRunner needs --project: pass --project=YOUR_GCP_PROJECT ...
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 import bpe_core
+from pipeline.errors import UsageError
 
 BEAM_VERSION = apache_beam.__version__
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -47,10 +48,6 @@ OFFICIAL_IMAGE = re.compile(r"(^|/)beam_python(?P<py>\d+\.\d+)_sdk$")
 OWN_TAG = re.compile(r"^(?P<bpe>[0-9][^-]*)-beam(?P<beam>[0-9][^-]*)-py(?P<py>\d+\.\d+)$")
 
 
-class LaunchError(ValueError):
-    """A runner option is wrong or missing; the message names the option and the fix."""
-
-
 def runner_kind(runner: str | None) -> str:
     """``dataflow``, ``flink``, ``spark``, ``portable``, ``dask`` or ``local`` from a ``--runner`` value."""
     name = (runner or "").rsplit(".", 1)[-1].lower().removesuffix("runner")
@@ -58,11 +55,11 @@ def runner_kind(runner: str | None) -> str:
 
 
 def check_launch(beam_args: Sequence[str], *, paths: Mapping[str, Sequence[str]] | None = None) -> None:
-    """Raise LaunchError for a runner option that cannot work; ``paths`` maps the job's flags to the paths that
+    """Raise UsageError for a runner option that cannot work; ``paths`` maps the job's flags to the paths that
     workers read or write (``{"--input": [...], "--out": [...]}``).
 
     >>> check_launch(["--runner=DataflowRunner", "--project=p1", "--region=us-central1"])  # doctest: +SKIP
-    LaunchError: DataflowRunner needs --temp_location: pass --temp_location=gs://YOUR_BUCKET/tmp (...)
+    UsageError: DataflowRunner needs --temp_location: pass --temp_location=gs://YOUR_BUCKET/tmp (...)
     """
     options = PipelineOptions(list(beam_args))
     kind = runner_kind(options.view_as(StandardOptions).runner)
@@ -89,24 +86,24 @@ def check_launch(beam_args: Sequence[str], *, paths: Mapping[str, Sequence[str]]
 # ------------------------------------------------------------------ runners
 def _check_dataflow(options: PipelineOptions) -> None:
     if not _importable("google.cloud.storage") or not _importable("apache_beam.runners.dataflow.internal.apiclient"):
-        raise LaunchError(f"DataflowRunner needs Beam's GCP extra: pip install 'apache-beam[gcp]=={BEAM_VERSION}'")
+        raise UsageError(f"DataflowRunner needs Beam's GCP extra: pip install 'apache-beam[gcp]=={BEAM_VERSION}'")
     gcp = options.view_as(GoogleCloudOptions)
     if not gcp.project:
-        raise LaunchError(
+        raise UsageError(
             "DataflowRunner needs --project: pass --project=YOUR_GCP_PROJECT (deploy/dataflow/*.options do)"
         )
     if not gcp.region:
-        raise LaunchError(
+        raise UsageError(
             "DataflowRunner needs --region: pass --region=us-central1 (or your region; deploy/dataflow/*.options do)"
         )
     for flag, value in (("--temp_location", gcp.temp_location), ("--staging_location", gcp.staging_location)):
         if value and not re.match(r"^gs://[a-z0-9][-a-z0-9_.]{1,220}[a-z0-9](/|$)", value):
-            raise LaunchError(
+            raise UsageError(
                 f"{flag}={value} is not a gs://BUCKET/PATH URL with a valid bucket name (3 to 63 of a-z 0-9 - _ .): "
                 "DataflowRunner stages and writes temporary files there"
             )
     if not gcp.temp_location:
-        raise LaunchError(
+        raise UsageError(
             "DataflowRunner needs --temp_location: pass --temp_location=gs://YOUR_BUCKET/tmp (a bucket in the job's "
             "region; without it Beam tries to create a default bucket, retries for minutes and fails)"
         )
@@ -131,7 +128,7 @@ def _check_spark(options: PipelineOptions) -> None:
     spark = options.view_as(SparkRunnerOptions)
     if spark.spark_submit_uber_jar:
         if not spark.spark_rest_url:
-            raise LaunchError(
+            raise UsageError(
                 "--spark_submit_uber_jar needs --spark_rest_url=http://SPARK_MASTER:6066 "
                 "(the master's REST submission port)"
             )
@@ -156,7 +153,7 @@ def _check_job_endpoint(options: PipelineOptions, *, required: bool) -> bool:
     endpoint = options.view_as(PortableOptions).job_endpoint
     if not endpoint:
         if required:
-            raise LaunchError(
+            raise UsageError(
                 "PortableRunner needs --job_endpoint=HOST:PORT: start a job server "
                 "(deploy/flink/README.md, deploy/spark/README.md)"
             )
@@ -173,11 +170,11 @@ def _check_job_endpoint(options: PipelineOptions, *, required: bool) -> bool:
 def _check_job_server_jar(flag: str, jar: str | None, alternative: str) -> None:
     """Without a job endpoint, Beam runs a Java job server here: a jar from Maven Central and a JRE."""
     if jar and "://" not in jar and not os.path.isfile(jar):
-        raise LaunchError(
+        raise UsageError(
             f"{flag}={jar}: no such file: download the job server jar, or drop {flag} to let Beam fetch it"
         )
     if shutil.which("java") is None:
-        raise LaunchError(
+        raise UsageError(
             f"this runner starts a Java job server on this machine, and no `java` is on PATH: install a JRE 11+ "
             f"(apt-get install default-jre-headless), or pass {alternative}, or run the job server container and pass "
             "--job_endpoint=HOST:8099"
@@ -188,7 +185,7 @@ def _dask_address(options: PipelineOptions) -> str | None:
     try:
         from apache_beam.runners.dask.dask_runner import DaskOptions
     except ImportError:
-        raise LaunchError(f"the DaskRunner needs dask: pip install 'apache-beam[dask]=={BEAM_VERSION}'") from None
+        raise UsageError(f"the DaskRunner needs dask: pip install 'apache-beam[dask]=={BEAM_VERSION}'") from None
     return options.view_as(DaskOptions).address
 
 
@@ -198,7 +195,7 @@ def _check_reachable(flag: str, address: str, fix: str) -> None:
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
             pass
     except OSError as exc:
-        raise LaunchError(f"{flag}={address}: cannot connect to {host}:{port} ({exc.strerror or exc}): {fix}") from None
+        raise UsageError(f"{flag}={address}: cannot connect to {host}:{port} ({exc.strerror or exc}): {fix}") from None
 
 
 def _host_port(flag: str, address: str) -> tuple[str, int]:
@@ -208,7 +205,7 @@ def _host_port(flag: str, address: str) -> tuple[str, int]:
     except ValueError:
         port = None
     if not parts.hostname or port is None:
-        raise LaunchError(f"{flag}={address}: expected HOST:PORT (or a URL with a port), e.g. localhost:8099")
+        raise UsageError(f"{flag}={address}: expected HOST:PORT (or a URL with a port), e.g. localhost:8099")
     return parts.hostname, port
 
 
@@ -249,7 +246,7 @@ def _check_image(flag: str, image: str) -> None:
     elif os.environ.get(SKIP_IMAGE_CHECK_ENV) == "1":
         return
     else:
-        raise LaunchError(
+        raise UsageError(
             f"{flag}={image}: cannot tell which Beam and Python versions the image has: tag it "
             f"{name}:{bpe_core.__version__}-beam{BEAM_VERSION}-py{PYTHON} (deploy/build_container.sh does), or set "
             f"{SKIP_IMAGE_CHECK_ENV}=1 after checking that it has apache-beam {BEAM_VERSION} and Python {PYTHON}"
@@ -257,7 +254,7 @@ def _check_image(flag: str, image: str) -> None:
     wanted = {"beam-bpe": bpe_core.__version__, "Beam": BEAM_VERSION, "Python": PYTHON}
     wrong = [f"{k} {v} (this launcher has {wanted[k]})" for k, v in found.items() if v != wanted[k]]
     if wrong:
-        raise LaunchError(
+        raise UsageError(
             f"{flag}={image} does not match this launcher: {', '.join(wrong)}; workers would fail to start or run "
             "other code: rebuild the image with deploy/build_container.sh "
             f"(FROM apache/beam_python{PYTHON}_sdk:{BEAM_VERSION}), "
@@ -278,7 +275,7 @@ def _check_packages(options: PipelineOptions) -> None:
         if path.endswith(".whl"):
             check_wheel(path)
         elif "://" not in path and not os.path.isfile(path):
-            raise LaunchError(f"--extra_package={path}: no such file")
+            raise UsageError(f"--extra_package={path}: no such file")
     if setup.setup_file:
         _check_setup_file(setup.setup_file)
 
@@ -289,26 +286,26 @@ def check_wheel(path: str, *, python: str = PYTHON) -> None:
 
     flag = "--extra_package"
     if "://" not in path and not os.path.isfile(path):
-        raise LaunchError(f"{flag}={path}: no such file: build it with deploy/build_wheel.sh")
+        raise UsageError(f"{flag}={path}: no such file: build it with deploy/build_wheel.sh")
     try:
         name, version, _, tags = parse_wheel_filename(os.path.basename(path))
     except InvalidWheelFilename as exc:
-        raise LaunchError(f"{flag}={path}: not a wheel file name ({exc})") from None
+        raise UsageError(f"{flag}={path}: not a wheel file name ({exc})") from None
     cp = "cp" + python.replace(".", "")
     pythons = {t.interpreter for t in tags}
     if not pythons & {cp, "py3", "py" + python.replace(".", "")} and not any(t.abi == "abi3" for t in tags):
-        raise LaunchError(
+        raise UsageError(
             f"{flag}={path} is built for {', '.join(sorted(pythons))}, but workers run Python {python} (the launcher's "
             f"version, which picks the SDK container): rebuild it with deploy/build_wheel.sh using python{python}"
         )
     platforms = {t.platform for t in tags}
     if not any(p == "any" or re.match(r"^(many|musl)?linux", p) for p in platforms):
-        raise LaunchError(
+        raise UsageError(
             f"{flag}={path} is built for {', '.join(sorted(platforms))}, but Beam workers run Linux: build it on "
             f"Linux, or in the SDK image (deploy/build_wheel.sh --in-sdk-image)"
         )
     if name == "beam-bpe" and str(version) != bpe_core.__version__:
-        raise LaunchError(
+        raise UsageError(
             f"{flag}={path} is beam-bpe {version}, but this launcher runs beam-bpe {bpe_core.__version__}: workers "
             "would run other code; rebuild the wheel with deploy/build_wheel.sh"
         )
@@ -316,7 +313,7 @@ def check_wheel(path: str, *, python: str = PYTHON) -> None:
 
 def _check_setup_file(path: str) -> None:
     if not os.path.isfile(path):
-        raise LaunchError(
+        raise UsageError(
             f"--setup_file={path}: no such file: pass the repository's pyproject.toml (--setup_file=./pyproject.toml)"
         )
     if os.path.basename(path) == "pyproject.toml":
@@ -324,7 +321,7 @@ def _check_setup_file(path: str) -> None:
         if not missing and not _importable("build.__main__"):  # a build/ folder on sys.path is not pypa's build
             missing = ["build"]
         if missing:
-            raise LaunchError(
+            raise UsageError(
                 f"--setup_file={path}: Beam builds the sdist with `python -m build --no-isolation`, which needs "
                 f"{', '.join(missing) or 'build'} here: pip install build scikit-build-core nanobind"
             )
@@ -351,7 +348,7 @@ def _check_shared_paths(kind: str, paths: Mapping[str, Sequence[str]]) -> None:
         for path in values:
             scheme = path.split("://", 1)[0] if "://" in path else ""
             if scheme in ("", "memory"):
-                raise LaunchError(
+                raise UsageError(
                     f"{flag} {path} is on this machine, but the {kind} workers run elsewhere and cannot read or write "
                     f"it: use a URL they share ({'gs://BUCKET/...' if kind == 'dataflow' else 's3://, gs://, hdfs://'}"
                     f"), or file:///PATH for a filesystem mounted at the same path on every worker"

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from pipeline.errors import UsageError
+
 DEFAULT_RUNNER = "FnApiRunner"
 RUNNER_ALIASES = {
     "DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
@@ -46,6 +48,27 @@ def pipeline_options(beam_args: Sequence[str], *, num_ranges: int) -> PipelineOp
     return PipelineOptions(args)
 
 
+def with_workers(workers: int, beam_args: Sequence[str]) -> list[str]:
+    """The Beam args of ``--workers N``: Beam's multi-process local runner with N worker processes, refused beside
+    another ``--runner`` or a ``--direct_*`` option (the two would contradict each other).
+
+    >>> with_workers(4, ["--temp_location=/tmp/x"])
+    ['--temp_location=/tmp/x', '--direct_running_mode=multi_processing', '--direct_num_workers=4']
+    """
+    for arg in beam_args:
+        flag, _, value = arg.partition("=")
+        if flag.startswith("--direct_"):
+            raise UsageError(f"--workers {workers} sets {flag} itself (multi_processing, {workers} workers): drop "
+                             f"{flag}, or drop --workers and give Beam's --direct_* options alone")  # fmt: skip
+    runner = runner_name(beam_args)
+    if runner != DEFAULT_RUNNER:
+        raise UsageError(
+            f"--workers {workers} runs Beam's multi-process runner on this machine, but --runner {runner} was given: "
+            f"drop --workers (size {runner}'s workers with its own options) or drop --runner"
+        )
+    return [*beam_args, "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+
+
 def _drop_value_of(args: list[str], flag: str) -> list[str]:
     out, skip = [], False
     for a in args:
@@ -65,14 +88,6 @@ def run_to_end(pipeline) -> None:
     client = getattr(result, "client", None)
     if client is not None:
         client.close()
-
-
-def is_dask(options: PipelineOptions) -> bool:
-    return "dask" in (options.view_as(StandardOptions).runner or "").lower()
-
-
-class UnknownOptionError(ValueError):
-    """An argument that neither beam-bpe nor Beam knows: Beam would only log it and run on without it."""
 
 
 def check_beam_args(beam_args: Sequence[str], *, our_flags: Sequence[str] = ()) -> None:
@@ -97,11 +112,11 @@ def check_beam_args(beam_args: Sequence[str], *, our_flags: Sequence[str] = ()) 
         return
     flag = flags[0]
     if flag.startswith("--dask_") and dask_error:
-        raise UnknownOptionError(f"{flag} is an option of Beam's Dask runner, which cannot load here ({dask_error}): "
+        raise UsageError(f"{flag} is an option of Beam's Dask runner, which cannot load here ({dask_error}): "
                                  "pip install 'dask[distributed]'")  # fmt: skip
     near = difflib.get_close_matches(flag, [*our_flags, *sorted(known)], n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}?" if near else "; see beam-bpe COMMAND --help and Beam's pipeline options"
-    raise UnknownOptionError(f"unrecognized argument {flag}: neither beam-bpe nor Apache Beam knows it{hint}")
+    raise UsageError(f"unrecognized argument {flag}: neither beam-bpe nor Apache Beam knows it{hint}")
 
 
 def _register_dask_options() -> str | None:

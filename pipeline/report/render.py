@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from pipeline.storage.files import join, write_atomic
+from pipeline.storage.files import write_atomic
+from pipeline.storage.paths import join
 
 INSTALL = "pip install 'beam-bpe[report]'"
 
@@ -75,6 +76,9 @@ def compression_png(report: dict) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+REPORT_FILES = ("report.json", "report.md", "compression.png")
 
 
 def write_report_files(report: dict, out_dir: str) -> list[str]:

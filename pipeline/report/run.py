@@ -10,7 +10,8 @@ from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.report.figures import tokenizer_figures
 from pipeline.report.measure import MeasureTokenizers, TokenizerSpec, load_measures
 from pipeline.report.render import write_report_files
-from pipeline.storage.files import join, remove
+from pipeline.storage.files import remove
+from pipeline.storage.paths import join
 
 MEASURES = ".report-measures.npz"
 

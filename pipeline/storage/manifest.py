@@ -6,7 +6,8 @@ import json
 import platform
 
 import bpe_core
-from pipeline.storage.files import COMPLETED, MANIFEST, join, write_atomic
+from pipeline.storage.files import COMPLETED, MANIFEST, write_atomic
+from pipeline.storage.paths import join
 
 
 def versions() -> dict:
@@ -29,3 +30,14 @@ def finish_output(out_dir: str, manifest: dict) -> None:
     manifest = dict(manifest, versions=versions())
     write_atomic(join(out_dir, MANIFEST), (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     write_atomic(join(out_dir, COMPLETED), b"")
+
+
+def check_reconciled(stats: dict, kept: str) -> None:
+    """``documents_read == {kept} + dead_letters``: every document a run read is in its output or in its dead
+    letters (``kept``: ``documents_written`` for encode, ``documents_counted`` for train)."""
+    read, done, dead = stats["documents_read"], stats[kept], stats["dead_letters"]
+    if read != done + dead:
+        raise RuntimeError(
+            f"counts do not reconcile: documents_read={read} but {kept}={done} + dead_letters={dead}; "
+            "a stage lost documents: this is a bug, please report it with the manifest"
+        )

@@ -21,20 +21,17 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 
 from bpe_core import ChunkCounts, PreTokenizer
 from bpe_core.sorted_counts import ChunkTable, SortedCounts, sorted_counts_from_dict
-from pipeline.storage.files import glob, join, read_bytes, write_atomic
+from pipeline.errors import ShardFileError
+from pipeline.storage.files import glob, read_bytes, write_atomic
+from pipeline.storage.paths import is_local, join
 
 SCHEMA = pa.schema([("chunk", pa.binary()), ("count", pa.int64())])
 PRETOKENIZER_KEY = b"beam_bpe.pretokenizer"
 STATS_FILE = "_stats.json"
 INT64_MAX = (1 << 63) - 1
-
-
-class CountsError(ValueError):
-    """A counts directory is missing, incomplete or inconsistent; the message names the file."""
 
 
 def shard_name(shard: int, num_shards: int) -> str:
@@ -61,7 +58,7 @@ def table_columns(table: pa.Table | pa.RecordBatch) -> SortedCounts:
     chunks, counts = table.column(0), table.column(1)
     n = len(chunks)
     if chunks.null_count or counts.null_count:
-        raise CountsError("a counts table holds nulls: chunk and count must both be set on every row")
+        raise ShardFileError("a counts table holds nulls: chunk and count must both be set on every row")
     _, offsets_buf, data_buf = chunks.buffers()
     offsets = (
         np.frombuffer(offsets_buf, np.int32)[chunks.offset : chunks.offset + n + 1] if n else np.zeros(1, np.int32)
@@ -102,12 +99,12 @@ def shard_paths(counts_dir: str) -> list[str]:
     """The shard files, checked to be the complete set ``0..n-1 of n``."""
     names = [posixpath.basename(p) for p in glob(join(counts_dir, "counts-*-of-*.parquet"))]
     if not names:
-        raise CountsError(f"no counts-*.parquet files in {counts_dir}: pass the --out of a finished train run")
+        raise ShardFileError(f"no counts-*.parquet files in {counts_dir}: pass the --out of a finished train run")
     n = int(names[0].rsplit("-of-", 1)[1].split(".")[0])
     expected = [shard_name(i, n) for i in range(n)]
     if names != expected:
         missing = sorted(set(expected) - set(names))
-        raise CountsError(f"incomplete counts in {counts_dir}: expected {n} shards, missing {missing[:5]}")
+        raise ShardFileError(f"incomplete counts in {counts_dir}: expected {n} shards, missing {missing[:5]}")
     return [join(counts_dir, name) for name in names]
 
 
@@ -117,7 +114,7 @@ def counts_pretokenizer(counts_dir: str) -> PreTokenizer:
     with fsspec.open(path, "rb") as f:
         meta = pq.ParquetFile(f).schema_arrow.metadata or {}
     if PRETOKENIZER_KEY not in meta:
-        raise CountsError(f"{path} does not record its pre-tokenizer: it was not written by beam-bpe train")
+        raise ShardFileError(f"{path} does not record its pre-tokenizer: it was not written by beam-bpe train")
     state = json.loads(meta[PRETOKENIZER_KEY])
     return PreTokenizer(state["patterns"], normalizer=state["normalizer"], name=state["name"])
 
@@ -127,7 +124,7 @@ def read_stats(counts_dir: str) -> dict:
     try:
         return json.loads(read_bytes(path))
     except FileNotFoundError:
-        raise CountsError(f"{path} is missing: the counting run did not finish; rerun it") from None
+        raise ShardFileError(f"{path} is missing: the counting run did not finish; rerun it") from None
 
 
 def iter_counts(counts_dir: str, *, batch_rows: int = 1 << 16) -> Iterator[tuple[list[bytes], list[int]]]:
@@ -162,7 +159,7 @@ def load_counts(counts_dir: str, *, min_chunk_count: int = 0, max_chunks: int = 
             if n < min_chunk_count:
                 low_chunks, low_occ = low_chunks + 1, low_occ + n
             elif chunk in counts:
-                raise CountsError(f"chunk {chunk!r} appears in two shards of {counts_dir}: the counts are corrupt")
+                raise ShardFileError(f"chunk {chunk!r} appears in two shards of {counts_dir}: the counts are corrupt")
             else:
                 counts[chunk] = n
         if max_chunks and len(counts) >= 2 * max_chunks:
@@ -216,7 +213,7 @@ def _fill(table: ChunkTable, paths: list[str], min_chunk_count: int, max_chunks:
             try:
                 table.add(table_columns(batch), shard=shard, num_shards=len(paths), min_count=min_chunk_count)
             except ValueError as exc:
-                raise CountsError(f"{path}: {exc}: the counts are corrupt; count again") from None
+                raise ShardFileError(f"{path}: {exc}: the counts are corrupt; count again") from None
             if max_chunks and len(table) >= 2 * max_chunks:
                 table.keep_top(max_chunks)
 
@@ -239,14 +236,14 @@ def _record_batches(path: str, batch_rows: int = 1 << 16) -> Iterator[pa.RecordB
     # more RSS.
     with _open_parquet(path) as pfile:
         if pfile.schema_arrow.remove_metadata() != SCHEMA:
-            raise CountsError(f"{path} has schema {pfile.schema_arrow}, expected chunk: binary, count: int64")
+            raise ShardFileError(f"{path} has schema {pfile.schema_arrow}, expected chunk: binary, count: int64")
         yield from pfile.iter_batches(batch_size=batch_rows, use_threads=False)
 
 
 @contextlib.contextmanager
 def _open_parquet(path: str) -> Iterator[pq.ParquetFile]:
     fs, local = fsspec.core.url_to_fs(path)
-    if isinstance(fs, LocalFileSystem):  # Arrow's own file reader: no Python file object in between
+    if is_local(fs):  # Arrow's own file reader: no Python file object in between
         yield pq.ParquetFile(local)
         return
     with fs.open(local, "rb") as f:

@@ -15,8 +15,9 @@ import fsspec
 import bpe_core
 from bpe_core import ChunkCounts, Tokenizer
 from pipeline.launch.progress import Reporter
-from pipeline.launch.settings import TrainSettings
-from pipeline.storage.files import join, read_bytes, remove
+from pipeline.train.settings import TrainSettings
+from pipeline.storage.files import read_bytes, remove
+from pipeline.storage.paths import join
 
 TOKENIZER_FILES = ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
 

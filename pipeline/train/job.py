@@ -12,25 +12,29 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusError, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+import fsspec
+
+from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
+from pipeline.errors import CorpusError, ShardFileError, UsageError
 from pipeline.launch.progress import Reporter
-from pipeline.launch.settings import TrainSettings
+from pipeline.train.settings import TrainSettings
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction
-from pipeline.storage.files import OutputError, glob, join, prepare_output
+from pipeline.report.render import REPORT_FILES
+from pipeline.storage.files import glob, prepare_output
 from pipeline.storage.manifest import finish_output
+from pipeline.storage.paths import absolute, join
 from pipeline.train.counts_files import (
-    CountsError,
     counts_pretokenizer,
     load_chunk_table,
     read_stats,
     write_missing_shards,
 )
-from pipeline.train.driver import train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
+from pipeline.train.driver import TOKENIZER_FILES, train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
 
 if TYPE_CHECKING:
     import apache_beam as beam
@@ -64,13 +68,13 @@ class TrainJob:
     compare: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        inputs = tuple(InputSpec(_absolute(i.pattern), i.weight) for i in self.inputs)
-        object.__setattr__(self, "compare", tuple(_absolute(p) for p in self.compare))
+        inputs = tuple(InputSpec(absolute(i.pattern), i.weight) for i in self.inputs)
+        object.__setattr__(self, "compare", tuple(absolute(p) for p in self.compare))
         if self.report and self.eval_fraction is None:
             object.__setattr__(self, "eval_fraction", DEFAULT_EVAL_FRACTION)
         object.__setattr__(self, "inputs", inputs)
-        object.__setattr__(self, "out", _absolute(self.out))
-        object.__setattr__(self, "from_counts", _absolute(self.from_counts))
+        object.__setattr__(self, "out", absolute(self.out))
+        object.__setattr__(self, "from_counts", None if self.from_counts is None else absolute(self.from_counts))
         check_job(self)
 
 
@@ -90,7 +94,7 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
     counts_dir = _counts_folder(job.from_counts) if job.from_counts else join(job.out, "counts")
     if job.from_counts:
         if beam_args:
-            raise OutputError(
+            raise UsageError(
                 f"--from-counts trains on this machine with no pipeline: the Beam options {' '.join(beam_args)} "
                 "would do nothing; drop them"
             )
@@ -135,7 +139,7 @@ def count_corpus(plan: TrainPlan, beam_args: list[str]) -> dict:
     counts_dir = join(job.out, "counts")
     try:
         stats = read_stats(counts_dir)
-    except CountsError:
+    except ShardFileError:
         raise RuntimeError(
             f"the pipeline finished but wrote no statistics to {counts_dir}: the runner "
             f"({runner_name(beam_args)}) did not run the writing step; "
@@ -172,6 +176,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     if job.from_counts:
         prepare_output(
             job.out,
+            owned=owned_files(job.out),
             overwrite=job.overwrite,
             keep=("counts",) if _same(plan.counts_dir, join(job.out, "counts")) else (),
         )
@@ -183,7 +188,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         corpus = plan.corpus
         manifest["runner"] = runner_name(beam_args)
         reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes)
-        prepare_output(job.out, overwrite=job.overwrite)
+        prepare_output(job.out, owned=owned_files(job.out), overwrite=job.overwrite)
         t0 = time.perf_counter()
         sizes = {f.path: f.size for f in corpus.files}
         with reporter.pipeline("count", ranges=corpus.ranges, file_sizes=sizes, beam_args=beam_args):
@@ -247,11 +252,21 @@ def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> 
     report = run_report(plan.corpus, job.corpus, tuple(trained + compare), roles, job.eval_fraction, job.out, beam_args)
     seconds = round(time.perf_counter() - t0, 3)
     reporter.stage("report", documents=report["sample"]["documents"], seconds=seconds)
-    files = ["report.json", "report.md", "compression.png"]
+    files = list(REPORT_FILES)
     return {
         "documents_held_out": report["sample"]["documents"],
         "report": {"eval_fraction": job.eval_fraction, "files": files, "seconds": seconds},
     }
+
+
+def owned_files(out: str) -> tuple[str, ...]:
+    """What a train run writes into ``out`` (besides the manifest and ``COMPLETED``), as names in ``out``: what
+    ``prepare_output`` clears before a run. The folder of each size of an earlier multi-size run (``v{N}``) is
+    found by listing ``out``."""
+    fs, path = fsspec.core.url_to_fs(out)
+    folders = [posixpath.basename(f) for f in fs.glob(path.rstrip("/") + "/v[0-9]*") if fs.isdir(f)]
+    sizes = tuple(name for name in folders if name[1:].isdigit())
+    return ("counts", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
 
 
 def _counts_folder(from_counts: str) -> str:
@@ -259,10 +274,6 @@ def _counts_folder(from_counts: str) -> str:
     if glob(join(from_counts, "counts-*.parquet")):
         return from_counts
     return join(from_counts, "counts")
-
-
-def _absolute(path: str | None) -> str | None:
-    return path if path is None or "://" in path else os.path.abspath(path)
 
 
 def _summary(stats: dict) -> dict:
@@ -277,31 +288,31 @@ def _same(a: str, b: str) -> bool:
 def check_job(job: TrainJob) -> None:
     """Refuse flag combinations that cannot run or would do nothing, naming the flags and the fix."""
     if job.from_counts and job.inputs:
-        raise OutputError("--from-counts trains from existing counts: do not also pass --input")
+        raise UsageError("--from-counts trains from existing counts: do not also pass --input")
     if not job.from_counts and not job.inputs:
-        raise OutputError("nothing to read: pass --input PATH_OR_GLOB (repeatable), or --from-counts DIR")
+        raise UsageError("nothing to read: pass --input PATH_OR_GLOB (repeatable), or --from-counts DIR")
     if job.counts_only and job.from_counts:
-        raise OutputError("--counts-only and --from-counts together do nothing: drop one of them")
+        raise UsageError("--counts-only and --from-counts together do nothing: drop one of them")
     if job.from_counts and job.count_shards:
-        raise OutputError(
+        raise UsageError(
             "--count-shards sets how a counting run writes its counts: with --from-counts it would do nothing; drop it"
         )
     if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks):
-        raise OutputError(
+        raise UsageError(
             "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "
             "would do nothing; pass them to the later run with --from-counts"
         )
     if (job.eval_fraction is not None or job.compare) and not job.report:
-        raise OutputError("--eval-fraction and --compare set up the report: pass --report too (or drop them)")
+        raise UsageError("--eval-fraction and --compare set up the report: pass --report too (or drop them)")
     if job.report and (job.counts_only or job.from_counts):
-        raise OutputError(
+        raise UsageError(
             "--report measures the trained sizes on documents held out of the count: it needs a run that counts and "
             "trains; for counts made earlier, run `beam-bpe report --tokenizer OUT/tokenizer.bpe --input ...`"
         )
     if job.report:
         check_fraction(job.eval_fraction)
     if not job.counts_only and job.settings.vocab_size is None:
-        raise OutputError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
+        raise UsageError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
 
 
 def _counts_settings(counts_dir: str, job: TrainJob) -> TrainSettings:
@@ -309,7 +320,7 @@ def _counts_settings(counts_dir: str, job: TrainJob) -> TrainSettings:
     made_with = counts_pretokenizer(counts_dir)
     wanted = job.settings.pre
     if job.pretokenizer_given and made_with != wanted:
-        raise OutputError(
+        raise UsageError(
             f"the counts in {counts_dir} were made with pre-tokenizer {made_with.describe()}, not "
             f"{wanted.describe()}: drop --pretokenizer and --normalizer, or count again with them"
         )

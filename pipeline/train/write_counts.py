@@ -15,7 +15,8 @@ from apache_beam.metrics import Metrics
 
 from bpe_core import PreTokenizer
 from pipeline.corpus.records import CorpusStats, DeadLetterBatch, ShardCounts
-from pipeline.storage.files import join, write_atomic
+from pipeline.storage.files import write_atomic
+from pipeline.storage.paths import join
 from pipeline.train.counts_files import STATS_FILE, counts_parquet, shard_name
 
 NAMESPACE = "beam_bpe.write_counts"

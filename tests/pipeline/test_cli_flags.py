@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import build_parser, main
-from pipeline.launch.options import UnknownOptionError, check_beam_args
+from pipeline.errors import UsageError
+from pipeline.launch.options import check_beam_args
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "deploy").rglob("README.md"))]
@@ -105,7 +106,7 @@ def test_beam_options_of_every_runner_we_support_are_known():
             "--direct_num_workers=2",
         ]
     )
-    with pytest.raises(UnknownOptionError, match="unrecognized argument --no_such_option"):
+    with pytest.raises(UsageError, match="unrecognized argument --no_such_option"):
         check_beam_args(["--no_such_option=1"])
 
 

@@ -10,7 +10,8 @@ import pytest
 
 import bpe_core
 from pipeline.cli import main
-from pipeline.launch.settings import ConfigError, TrainSettings, load_config, train_settings
+from pipeline.errors import UsageError
+from pipeline.train.settings import TrainSettings, load_config, train_settings
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.*ml"))
 
@@ -39,7 +40,7 @@ def test_shipped_configs_exist():
     ],
 )
 def test_bad_settings_are_refused_with_a_message(settings, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(UsageError, match=message):
         train_settings({}, settings)
 
 
@@ -47,7 +48,7 @@ def test_flags_override_the_file(tmp_path):
     (tmp_path / "c.toml").write_text('vocab_size = 1000\ntie_break = "bytes"\n')
     merged = train_settings(load_config(str(tmp_path / "c.toml")), {"vocab_size": 2000, "tie_break": None})
     assert (merged.vocab_size, merged.tie_break) == (2000, "bytes")
-    with pytest.raises(ConfigError, match="must end in .toml, .yaml or .yml"):
+    with pytest.raises(UsageError, match="must end in .toml, .yaml or .yml"):
         load_config(str(tmp_path / "c.json"))
 
 

@@ -1,5 +1,5 @@
 """Both pipelines translated into a Dataflow job description, with nothing submitted and no network used
-(pipeline/launch/dataflow.py: the DataflowRunner with --dry_run, then the job file written with --dataflow_job_file).
+(pipeline/cli/dataflow.py: the DataflowRunner with --dry_run, then the job file written with --dataflow_job_file).
 
 Needs apache-beam[gcp]: skipped with a message where it is missing, except under BEAM_BPE_REQUIRE_GCP=1 (set by
 .ci/run, which installs it), where that is a failure. GCS is replaced by an in-memory fsspec filesystem registered
@@ -18,8 +18,9 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 import bpe_core
-from pipeline.launch import dataflow as dataflow_job
-from pipeline.launch.checks import PYTHON, LaunchError
+from pipeline.cli import dataflow as dataflow_job
+from pipeline.errors import UsageError
+from pipeline.launch.checks import PYTHON
 
 BEAM = apache_beam.__version__
 REQUIRE_GCP = os.environ.get("BEAM_BPE_REQUIRE_GCP") == "1"
@@ -194,9 +195,9 @@ def _staged_proto(printed: dict):
 def test_translation_runs_the_launch_checks(gcs, no_network, tmp_path):
     argv = ["--input", "/local/corpus.jsonl", "--vocab-size", 300, "--out", f"{BUCKET}/out", *DATAFLOW,
             "--dataflow_job_file", tmp_path / "job.json"]  # fmt: skip
-    with pytest.raises(LaunchError, match=r"--input /local/corpus.jsonl is on this machine"):
+    with pytest.raises(UsageError, match=r"--input /local/corpus.jsonl is on this machine"):
         dataflow_job.translate("train", argv)
-    with pytest.raises(LaunchError, match=r"pass --dataflow_job_file=PATH"):
+    with pytest.raises(UsageError, match=r"pass --dataflow_job_file=PATH"):
         dataflow_job.translate("train", argv[:-2])
     remote = [
         "--input",
@@ -209,6 +210,6 @@ def test_translation_runs_the_launch_checks(gcs, no_network, tmp_path):
     ]
     with pytest.raises(ValueError, match=r"--vocab-size is required to train"):  # the job's own checks, as at launch
         dataflow_job.translate("train", remote)
-    with pytest.raises(LaunchError, match=r"--from-counts trains from existing counts with no pipeline"):
+    with pytest.raises(UsageError, match=r"--from-counts trains from existing counts with no pipeline"):
         dataflow_job.translate("train", ["--from-counts", f"{BUCKET}/tok", "--vocab-size", 300, *remote[2:]])
     assert not (tmp_path / "job.json").exists()

@@ -12,8 +12,9 @@ import pytest
 from pipeline_testlib import run_cli, write_jsonl
 
 import bpe_core
+from pipeline.errors import UsageError
 from pipeline.launch import checks as launch_checks
-from pipeline.launch.checks import LaunchError, check_launch, check_wheel
+from pipeline.launch.checks import check_launch, check_wheel
 
 BEAM = apache_beam.__version__
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -44,7 +45,7 @@ def closed_port() -> int:
 
 
 def fails(args, match, paths=None):
-    with pytest.raises(LaunchError, match=match) as info:
+    with pytest.raises(UsageError, match=match) as info:
         check_launch(args, paths=paths)
     return str(info.value)
 

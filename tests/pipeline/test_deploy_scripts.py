@@ -23,7 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from conftest import require_gcp_extra
 
 import bpe_core
-from pipeline.launch.checks import PYTHON, LaunchError, check_launch
+from pipeline.errors import UsageError
+from pipeline.launch.checks import PYTHON, check_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -175,7 +176,7 @@ def test_dataflow_submit_builds_a_command_that_passes_the_launch_checks():
 def test_dataflow_translate_only_runs_the_translation_module():
     argv = run(DEPLOY / "dataflow" / "submit.sh", "encode", "--translate-only", "--print", "--", "--out", "gs://b/ids",
                env=dict(CLOUD_ENV, JOB_FILE="/tmp/job.json")).stdout.splitlines()  # fmt: skip
-    assert argv[:4] == [sys.executable, "-m", "pipeline.launch.dataflow", "encode"]
+    assert argv[:4] == [sys.executable, "-m", "pipeline.cli.dataflow", "encode"]
     assert argv[-1] == "--dataflow_job_file=/tmp/job.json"
 
 
@@ -229,7 +230,7 @@ def test_flink_submit_uber_jar_or_job_server(listening):
     flags = beam_flags(printed("flink", "train", env={"IMAGE": IMAGE, "JOB_ENDPOINT": listening}), "train")
     assert f"--job_endpoint={listening}" in flags and not any(f.startswith("--flink_master") for f in flags)
     check_launch(flags, paths={"--input": ["s3://b/c/*.jsonl"], "--out": ["s3://b/out"]})
-    with pytest.raises(LaunchError, match="--input /local/c.jsonl is on this machine"):
+    with pytest.raises(UsageError, match="--input /local/c.jsonl is on this machine"):
         check_launch(flags, paths={"--input": ["/local/c.jsonl"], "--out": ["s3://b/out"]})
 
 

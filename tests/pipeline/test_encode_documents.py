@@ -19,18 +19,10 @@ from test_encode_e2e import EOT, r50k_file  # noqa: F401 - a fixture
 import bpe_core
 from bpe_core import PreTokenizer, Tokenizer
 from pipeline.corpus.records import DeadLetter, DocumentBatch
-from pipeline.encode.documents import (
-    NAMESPACE,
-    EncodeDocuments,
-    EncodeDocumentsFn,
-    EncodeError,
-    EncodePolicy,
-    TokenizerRef,
-    encode_batch,
-    first_difference,
-    open_tokenizer,
-    resolve_policy,
-)
+from pipeline.encode.documents import NAMESPACE, EncodeDocuments, EncodeDocumentsFn, encode_batch, first_difference
+from pipeline.encode.policy import EncodePolicy, resolve_policy
+from pipeline.encode.tokenizer import TokenizerRef, open_tokenizer
+from pipeline.errors import UsageError
 
 
 def _batch(
@@ -78,11 +70,11 @@ def test_policy_special_tokens_ordinary_by_default_allowed_on_request_and_bos_eo
 
 def test_policy_errors_name_the_problem_and_the_fix():
     tok = ours_openai("cl100k")
-    with pytest.raises(EncodeError, match="--special-tokens must be one of ordinary, allowed"):
+    with pytest.raises(UsageError, match="--special-tokens must be one of ordinary, allowed"):
         resolve_policy(tok, special_tokens="all")
-    with pytest.raises(EncodeError, match=r"--bos: the tokenizer has none of the usual tokens .* name one"):
+    with pytest.raises(UsageError, match=r"--bos: the tokenizer has none of the usual tokens .* name one"):
         resolve_policy(tok, bos="auto")
-    with pytest.raises(EncodeError, match="'<s>' is not a special or added token"):
+    with pytest.raises(UsageError, match="'<s>' is not a special or added token"):
         resolve_policy(tok, eos="<s>")
 
 
@@ -156,7 +148,7 @@ def test_the_tokenizer_travels_by_reference_and_is_checked_on_the_worker(r50k_fi
     tiktoken_file = tmp_path / "r50k.tiktoken"
     tok.to_tiktoken(str(tiktoken_file))  # OpenAI's r50k_base.tiktoken byte for byte: read with another pre-tokenizer
     changed = TokenizerRef(str(tiktoken_file), ref.digest, "cl100k")
-    with pytest.raises(EncodeError, match="changed since the job started"):
+    with pytest.raises(UsageError, match="changed since the job started"):
         changed.load()
 
 

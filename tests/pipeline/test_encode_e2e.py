@@ -24,9 +24,10 @@ from pipeline_testlib import read_dead_letters, run_cli, write_bytes, write_json
 import bpe_core
 from bpe_core import Tokenizer
 from pipeline.corpus.plan import CorpusSpec, InputSpec
-from pipeline.encode.job import EncodeJob, EncodeSettings, run_encode
-from pipeline.encode.megatron import MegatronReader
-from pipeline.encode.shards import find_document, iter_documents
+from pipeline.encode.formats.megatron import MegatronReader
+from pipeline.encode.job import run_encode
+from pipeline.encode.readback import find_document, iter_documents
+from pipeline.encode.settings import EncodeJob, EncodeSettings
 
 EOT = "<|endoftext|>"
 SPELLS_SPECIAL = f"a document that spells {EOT} in its text"

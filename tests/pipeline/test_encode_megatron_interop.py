@@ -96,7 +96,7 @@ def _megatron_merge(shards: list[str], out_prefix: str, dtype) -> None:
 def test_merge_writes_what_megatrons_merge_writes_and_opens_in_indexed_dataset(vocab, r50k_file, tmp_path, monkeypatch):  # noqa: F811
     import numpy as np
 
-    import pipeline.encode.merge as merge
+    from pipeline.encode.formats import megatron_merge as merge
 
     IndexedDataset = _indexed_dataset()
     monkeypatch.setattr(merge, "CHUNK", 7)  # sections read in several pieces per shard: the streaming is exercised

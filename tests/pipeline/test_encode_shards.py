@@ -17,9 +17,13 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.corpus.records import DeadLetter
 from pipeline.encode.documents import EncodedBatch
-from pipeline.encode.megatron import MegatronFormatError, MegatronIndex, MegatronReader, token_dtype
-from pipeline.encode.shards import ShardLayout, read_part, read_stats, shard_dtype
+from pipeline.encode.formats import FORMATS
+from pipeline.encode.formats.megatron import MegatronIndex, MegatronReader, token_dtype
+from pipeline.encode.layout import ShardLayout
+from pipeline.encode.parts import read_part
+from pipeline.encode.shards import read_stats
 from pipeline.encode.write import FinalizeShardFn, PartInfo, WritePartFn, WriteShards
+from pipeline.errors import ShardFileError
 
 
 def _encoded(
@@ -52,7 +56,7 @@ def _docs(seed: int, n: int, vocab: int) -> list[list[int]]:
     "shard_format,vocab", [("parquet", 50257), ("megatron", 50257), ("parquet", 100277), ("megatron", 100277)]
 )
 def test_write_shards_stage_writes_one_shard_per_range_with_documents_in_order(tmp_path, shard_format, vocab):
-    dtype = shard_dtype(shard_format, vocab)
+    dtype = FORMATS[shard_format].dtype(vocab)
     layout = ShardLayout(str(tmp_path), "tok", 3, shard_format, dtype, "ab" * 32, "fp")
     batches = {(r, b): _docs(10 * r + b, 7, vocab) for r in range(3) for b in range(3 if r == 1 else 1)}
     dead = DeadLetter("/data/src-1.jsonl", 10_050, "offset", "malformed JSON")
@@ -75,7 +79,7 @@ def test_write_shards_stage_writes_one_shard_per_range_with_documents_in_order(t
 
 @pytest.mark.parametrize("shard_format", ["parquet", "megatron"])
 def test_a_shard_of_several_ranges_holds_them_in_input_order_and_names_each(tmp_path, shard_format):
-    dtype = shard_dtype(shard_format, 50257)
+    dtype = FORMATS[shard_format].dtype(50257)
     layout = ShardLayout(str(tmp_path), "tok", 2, shard_format, dtype, "ab" * 32, "fp", range_to_shard=(0, 0, 0, 1))
     batches = {(r, b): _docs(10 * r + b, 5, 50257) for r in range(4) for b in range(2 if r == 1 else 1)}
     elements = [_encoded(r, b, b == (1 if r == 1 else 0), docs, dtype) for (r, b), docs in batches.items()]
@@ -153,7 +157,7 @@ def test_megatron_index_bytes_follow_the_format():
 
 def test_megatron_dtype_threshold_and_bad_files():
     assert (token_dtype(65499), token_dtype(65500), token_dtype(200_000)) == (np.uint16, np.int32, np.int32)
-    assert shard_dtype("megatron", 65_536) == "int32" and shard_dtype("parquet", 65_536) == "uint16"
+    assert FORMATS["megatron"].dtype(65_536) == "int32" and FORMATS["parquet"].dtype(65_536) == "uint16"
     good = MegatronIndex.from_lengths(np.int32, [1, 2]).to_bytes()
     for bad, message in (
         (b"MMIDIDY" + good[7:], "not a Megatron index"),
@@ -161,7 +165,7 @@ def test_megatron_dtype_threshold_and_bad_files():
         (good[:-1], "truncated"),
         (good[:17] + b"\x09" + good[18:], "unknown dtype code 9"),
     ):
-        with pytest.raises(MegatronFormatError, match=message):
+        with pytest.raises(ShardFileError, match=message):
             MegatronIndex.from_bytes(bad, "x.idx")
 
 

@@ -25,8 +25,8 @@ import pytest
 from conftest import ROOT, corpus, openai_encoding, require_module, tiktoken_openai
 
 from bpe_core import Tokenizer
-from pipeline.encode import datatrove, dolma, llmc
-from pipeline.encode.streams import TokenFileError
+from pipeline.encode.formats import datatrove, dolma, llmc
+from pipeline.errors import ShardFileError
 
 EOT = "<|endoftext|>"
 DOLMA_VENV = Path(os.environ.get("BEAM_BPE_DOLMA_VENV", ROOT / ".cache" / "dolma-venv"))
@@ -271,7 +271,7 @@ SUFFIXES = {"datatrove": datatrove.SUFFIXES, "dolma": dolma.SUFFIXES, "llmc": ll
 
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_a_failed_shard_leaves_no_file(fmt, tmp_path):
-    with pytest.raises(TokenFileError, match="0..99"):
+    with pytest.raises(ShardFileError, match="0..99"):
         with WRITERS[fmt](str(tmp_path / "t"), 100) as w:
             cols = dict(doc_ids=["a"], sources=["s"], positions=[0]) if fmt == "dolma" else {}
             w.write(np.array([1, 2], np.uint16), [0, 2], **cols)
@@ -295,7 +295,7 @@ def test_files_and_hashes_are_reported(fmt, tmp_path):
 
 def test_llmc_refuses_more_than_llmc_holds(tmp_path, monkeypatch):
     monkeypatch.setattr(llmc, "MAX_TOKENS", 5)
-    with pytest.raises(TokenFileError, match="fewer than 2\\*\\*31"):
+    with pytest.raises(ShardFileError, match="fewer than 2\\*\\*31"):
         with llmc.LlmcWriter(str(tmp_path / "t"), n_vocab=10, eot_id=0) as w:
             w.write(np.array([1, 2, 3], np.uint16), [0, 3])
             w.write(np.array([1, 2, 3], np.uint16), [0, 3])
@@ -376,7 +376,7 @@ def test_shard_writers_write_the_ids_as_the_encode_stage_gives_them(fmt, tmp_pat
 def test_encode_job_writes_each_format(fmt, preset, tmp_path):
     from pipeline_testlib import run_cli, write_jsonl
 
-    from pipeline.encode.shards import find_document
+    from pipeline.encode.readback import find_document
 
     docs = documents()
     enc = openai_encoding(preset)

@@ -15,9 +15,10 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from pipeline_testlib import write_bytes, write_jsonl
 
-from pipeline.corpus.plan import CorpusError, CorpusSpec, InputSpec, plan_corpus
+from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.corpus.read import ReadCorpus, ReadRangeFn, SelectDeadLetters
 from pipeline.corpus.readers import read_range
+from pipeline.errors import CorpusError
 
 
 def _docs_and_dead(plan, spec):
@@ -191,8 +192,8 @@ def test_dofns_and_specs_pickle():
 def test_counters_count_documents_dead_letters_and_files(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
-    from pipeline.launch.settings import train_settings
     from pipeline.train.job import TrainJob, TrainPlan, build_train_graph
+    from pipeline.train.settings import train_settings
 
     path = write_jsonl(tmp_path / "c.jsonl", [f"doc {i}" for i in range(20)], extra=[b"{oops", b'{"x": 1}'])
     spec = CorpusSpec("jsonl")
@@ -224,9 +225,9 @@ def test_one_file_under_two_names_is_refused_naming_both(tmp_path):
 
 @pytest.mark.parametrize("kind", [pa.string(), pa.large_binary()])
 def test_parquet_cells_over_the_limit_are_dead_letters_in_place(tmp_path, kind, monkeypatch):
-    import pipeline.corpus.readers as readers
+    import pipeline.corpus.formats.parquet as parquet_format
 
-    monkeypatch.setattr(readers, "_PARQUET_SLICE_ROWS", 3)  # long cells at slice edges and inside slices
+    monkeypatch.setattr(parquet_format, "SLICE_ROWS", 3)  # long cells at slice edges and inside slices
     values = ["ab", "é" * 41, "c", None, "x" * 81, "d", "e", "f" * 100, "g"]
     cells = [v.encode() if v is not None and kind == pa.large_binary() else v for v in values]
     pq.write_table(pa.table({"text": pa.array(cells, kind)}), tmp_path / "long.parquet")
@@ -367,9 +368,9 @@ def test_concatenated_zstd_frames_and_gzip_members_are_read_whole(tmp_path):
 def test_blank_and_indented_jsonl_lines_match_a_per_line_parse(tmp_path, indented, monkeypatch):
     # The fast path finds blank lines from each line's first byte; lines opening with whitespace are checked whole.
     # It must take these blocks alone (the exact path would hide a wrong count of records behind a correct result).
-    import pipeline.corpus.readers as readers
+    import pipeline.corpus.formats.jsonl as jsonl_format
 
-    monkeypatch.setattr(readers, "_jsonl_slow", lambda *a: pytest.fail("a valid block went the exact way"))
+    monkeypatch.setattr(jsonl_format, "_jsonl_slow", lambda *a: pytest.fail("a valid block went the exact way"))
     lines = []
     for i in range(2000):
         lines.append(json.dumps({"text": f"doc {i} é"}))

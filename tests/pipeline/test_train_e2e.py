@@ -260,7 +260,7 @@ def test_demo_runs_the_pipeline_end_to_end(tmp_path, capsys):
 
 def test_the_format_comes_from_the_input_names_and_a_run_of_only_dead_letters_fails(tmp_path, capsys):
     from pipeline.cli.common import infer_format
-    from pipeline.corpus.plan import CorpusError
+    from pipeline.errors import CorpusError
 
     assert infer_format(["a/*.txt.gz"]) == "text" and infer_format(["x.parquet", "y.pq"]) == "parquet"
     assert infer_format(["d/", "x.jsonl.zst"]) == "jsonl" and infer_format(["data/*"]) == "jsonl"

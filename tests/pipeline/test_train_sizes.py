@@ -10,7 +10,8 @@ from conftest import corpus
 from pipeline_testlib import manifest, run_cli, tokenizer_files, write_jsonl
 
 import bpe_core
-from pipeline.launch.settings import ConfigError, train_settings
+from pipeline.errors import UsageError
+from pipeline.train.settings import train_settings
 
 SIZES = (300, 420, 610)
 SPECIAL = "<|endoftext|>"
@@ -80,7 +81,7 @@ def test_single_size_layout_and_manifest_settings_are_unchanged(docs, tmp_path):
 
 def test_config_file_lists_sizes(tmp_path):
     (tmp_path / "c.toml").write_text("vocab_size = [4000, 1000, 2000]\n")
-    from pipeline.launch.settings import load_config
+    from pipeline.train.settings import load_config
 
     settings = train_settings(load_config(str(tmp_path / "c.toml")), {}, source=str(tmp_path / "c.toml"))
     assert (settings.vocab_sizes, settings.vocab_size) == ((1000, 2000, 4000), 4000)
@@ -97,7 +98,7 @@ def test_config_file_lists_sizes(tmp_path):
     ],
 )
 def test_each_size_is_checked(value, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(UsageError, match=message):
         train_settings({}, {"vocab_size": value})
 
 

@@ -17,10 +17,10 @@ import bpe_core
 from bpe_core import PreTokenizer
 from bpe_core.sorted_counts import sorted_counts_from_dict
 from pipeline.corpus.records import CorpusStats, DeadLetter, DeadLetterBatch, ShardCounts
+from pipeline.errors import ShardFileError
 from pipeline.train.count import shard_of
 from pipeline.train.counts_files import (
     SCHEMA,
-    CountsError,
     counts_parquet,
     counts_pretokenizer,
     counts_table,
@@ -75,9 +75,9 @@ def test_incomplete_counts_are_refused(tmp_path):
     from pipeline.storage.files import write_atomic
 
     write_atomic(f"{tmp_path}/{shard_name(1, 2)}", counts_parquet({b"x": 1}, PreTokenizer.from_spec("cl100k")))
-    with pytest.raises(CountsError, match="incomplete counts"):
+    with pytest.raises(ShardFileError, match="incomplete counts"):
         load_counts(str(tmp_path))
-    with pytest.raises(CountsError, match="no counts-"):
+    with pytest.raises(ShardFileError, match="no counts-"):
         load_counts(str(tmp_path / "nowhere"))
 
 
@@ -118,10 +118,10 @@ def test_chunk_table_refuses_a_chunk_in_the_wrong_shard_or_out_of_order(tmp_path
     wrong = next(c for c in (b"a", b"b", b"c", b"d") if shard_of(c, 2) == 0)
     write_atomic(f"{tmp_path}/{shard_name(0, 2)}", counts_parquet({}, pre))
     write_atomic(f"{tmp_path}/{shard_name(1, 2)}", counts_parquet({wrong: 3}, pre))
-    with pytest.raises(CountsError, match="hashed to shard 0"):
+    with pytest.raises(ShardFileError, match="hashed to shard 0"):
         load_chunk_table(str(tmp_path))
     one = tmp_path / "one"
     unsorted = pa.table([pa.array([b"b", b"a"], pa.binary()), pa.array([1, 2], pa.int64())], schema=SCHEMA)
     write_atomic(f"{one}/{shard_name(0, 1)}", counts_parquet(unsorted, pre))
-    with pytest.raises(CountsError, match="out of order or repeated"):
+    with pytest.raises(ShardFileError, match="out of order or repeated"):
         load_chunk_table(str(one))

@@ -45,11 +45,6 @@ class Run:
         peaks = [line.split()[1] for line in stderr.splitlines() if line.startswith("RELIABILITY_PEAK_KB")]
         self.peak_bytes = int(peaks[-1]) * 1024 if peaks else None
 
-    @property
-    def last_error_line(self) -> str:
-        lines = [line for line in self.stderr.splitlines() if line.strip() and not line.startswith("RELIABILITY_")]
-        return lines[-1] if lines else ""
-
 
 def run_cli_measured(*args, env: dict | None = None, timeout: float = 600) -> Run:
     """``beam-bpe ARGS`` in a fresh process (in-process runner: one process holds the whole job); returns its exit

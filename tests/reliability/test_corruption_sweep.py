@@ -26,7 +26,7 @@ import zstandard
 from conftest import data_path, tiktoken_openai
 
 from pipeline.cli import main
-from pipeline.encode.shards import iter_documents
+from pipeline.encode.readback import iter_documents
 
 LIMIT = 4096  # --max-document-bytes of every run
 BOM = b"\xef\xbb\xbf"

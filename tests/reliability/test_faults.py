@@ -29,7 +29,8 @@ from bpe_core.sorted_counts import SortedChunkCounter
 from pipeline.cli import main
 from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode import documents as encode_documents
-from pipeline.encode.job import EncodeJob, EncodeSettings, run_encode
+from pipeline.encode.job import run_encode
+from pipeline.encode.settings import EncodeJob, EncodeSettings
 
 from .lib import (
     FULL,

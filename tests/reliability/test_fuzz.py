@@ -233,6 +233,7 @@ def corpus_file(draw):
 def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reliability):
     """Random lines (some invalid UTF-8, some empty, some over the document limit), gzip or not, random range
     sizes, block sizes, batch sizes and limits: every line exactly once, as a document or a dead letter, in order."""
+    import pipeline.corpus.lines as corpus_lines
     import pipeline.corpus.readers as readers
     from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 
@@ -246,8 +247,8 @@ def test_reader_on_random_files_cut_at_random_places(tmp_path, monkeypatch, reli
         if not data:
             return
         ran.append(1)
-        monkeypatch.setattr(readers, "READ_BLOCK", block)
-        monkeypatch.setattr(readers, "BLOCK_LINES", lines_per_block)
+        monkeypatch.setattr(corpus_lines, "READ_BLOCK", block)
+        monkeypatch.setattr(corpus_lines, "BLOCK_LINES", lines_per_block)
         path = tmp_path / ("f.txt.gz" if gz else "f.txt")
         path.write_bytes(gzip.compress(data) if gz else data)
         spec = CorpusSpec("text", max_document_bytes=limit, batch_bytes=batch_bytes)

@@ -21,7 +21,7 @@ from conftest import adversarial_cases, data_path, ours_openai
 
 import bpe_core
 from pipeline.cli import main
-from pipeline.encode.shards import find_document, iter_documents
+from pipeline.encode.readback import find_document, iter_documents
 from pipeline.train.counts_files import load_counts
 
 from .lib import FULL, MIB, is_utf8, write_bytes

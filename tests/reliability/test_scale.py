@@ -267,12 +267,12 @@ def test_memory_peaks_do_not_grow_with_a_long_line_or_a_gzip_bomb(tmp_path, r50k
 def test_a_long_line_is_read_a_bounded_number_of_times(tmp_path, monkeypatch, reliability):
     """Operation count: bytes the reader pulls from the file, for one line cut into 128 ranges (before the fix,
     each range read from its start to the end of the line: about 64 times the file)."""
-    import pipeline.corpus.readers as readers
+    import fsspec
 
     path = _line_file(tmp_path / "line.txt", 8 * MIB)
     size = path.stat().st_size
     pulled = [0]
-    real_open = readers.fsspec.open
+    real_open = fsspec.open
 
     class Counting:
         def __init__(self, f):
@@ -293,7 +293,7 @@ def test_a_long_line_is_read_a_bounded_number_of_times(tmp_path, monkeypatch, re
         def seek(self, *args):
             return self.inner.seek(*args)
 
-    monkeypatch.setattr(readers.fsspec, "open", lambda *a, **k: Counting(real_open(*a, **k)))
+    monkeypatch.setattr(fsspec, "open", lambda *a, **k: Counting(real_open(*a, **k)))
     spec = CorpusSpec("text", max_document_bytes=MIB)
     plan = plan_corpus([InputSpec(str(path))], spec, range_bytes=64 * 1024)
     batches = [b for r in plan.ranges for b in read_range(r, spec)]

@@ -17,7 +17,7 @@ from conftest import corpus, data_path, ours_openai
 import bpe_core
 from bpe_core import Tokenizer
 from pipeline.cli import main
-from pipeline.encode.shards import iter_documents
+from pipeline.encode.readback import iter_documents
 from pipeline.train.counts_files import load_counts
 
 from .lib import FULL, write_jsonl

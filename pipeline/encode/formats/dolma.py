@@ -1,4 +1,5 @@
-"""dolma's / OLMo's token memmaps: ``.npy`` raw ids and ``.csv.gz`` document metadata, as ``dolma tokens`` writes.
+"""``--shard-format npy``: dolma's / OLMo's token memmaps: ``.npy`` raw ids and ``.csv.gz`` document metadata, as
+``dolma tokens`` writes.
 
 As ``dolma.tokenizer.memmap_writer.MemmapWriter`` and ``dolma.tokenizer.tokenizer.Tokenizer.add_special_tokens``
 write them (dolma 1.2)::
@@ -23,10 +24,21 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+from collections.abc import Iterator
 
 import numpy as np
 
-from pipeline.encode.streams import ShardFiles, TokenFileError, TokenShardWriter, check_batch, check_token_id, id_dtype
+from pipeline.encode.formats.base import (
+    ShardFormat,
+    TokenShardWriter,
+    check_batch,
+    check_token_id,
+    eos_after_each,
+    id_dtype,
+    layout_n_vocab,
+)
+from pipeline.encode.streams import ShardFiles
+from pipeline.errors import ShardFileError
 
 SUFFIXES = (".npy", ".csv.gz")
 
@@ -67,7 +79,7 @@ class DolmaWriter(TokenShardWriter):
         arrays of one value per document."""
         ids, offsets = check_batch(ids, offsets, self.n_vocab, doc_ids=doc_ids, sources=sources, positions=positions)
         if doc_ids is None or sources is None or positions is None:
-            raise TokenFileError("dolma's metadata needs doc_ids, sources and positions for every document")
+            raise ShardFileError("dolma's metadata needs doc_ids, sources and positions for every document")
         doc_ids, sources, positions = (_values(c) for c in (doc_ids, sources, positions))
         values = ids.astype(self.dtype, copy=False)
         lengths = np.diff(offsets)
@@ -99,14 +111,14 @@ class DolmaWriter(TokenShardWriter):
 
 
 class DolmaShardWriter(DolmaWriter):
-    """The writer of ``--shard-format npy`` (pipeline/encode/shards.py ``SHARD_WRITERS``): the encode stage has
+    """The writer of ``--shard-format npy`` (``FORMAT`` below): the encode stage has
     already put the EOS after each document (the job's policy); ``id`` is the document id (``path@offset``,
     ``path#row``), ``src`` the input file, ``loc`` the byte offset or row."""
 
     wants: tuple[str, ...] = ("doc_ids", "sources", "positions")
 
     def __init__(self, prefix: str, layout) -> None:
-        super().__init__(prefix, n_vocab=int(np.iinfo(np.dtype(layout.dtype)).max) + 1, eos_id=None)
+        super().__init__(prefix, n_vocab=layout_n_vocab(layout), eos_id=None)
         self.dtype = np.dtype(layout.dtype).newbyteorder("<")  # the job chose memmap_dtype(n_vocab)
 
 
@@ -135,3 +147,27 @@ def read_ids(path: str, n_vocab: int) -> np.ndarray:
     if os.path.getsize(path) == 0:
         return np.zeros(0, memmap_dtype(n_vocab))
     return np.memmap(path, dtype=memmap_dtype(n_vocab), mode="r")
+
+
+def read_dolma_shard(prefix: str, shard: dict) -> Iterator[tuple[str, np.ndarray]]:
+    """(doc_id, ids) of one shard, in order: the document ids are in the .csv.gz; the id width is the file's size
+    per token."""
+    from pipeline.storage.files import read_bytes
+
+    rows = read_metadata(prefix + ".csv.gz")
+    data = read_bytes(prefix + ".npy")
+    ids = np.frombuffer(data, f"<u{len(data) // rows[-1][1]}") if rows and rows[-1][1] else np.zeros(0, "<u2")
+    for start, end, doc_id, _, _ in rows:
+        yield doc_id, ids[start:end]
+
+
+FORMAT = ShardFormat(
+    name="npy",
+    label="npy (dolma/OLMo memmap)",
+    suffixes=SUFFIXES,
+    dtype=lambda n_vocab: memmap_dtype(n_vocab).name,  # uint8 for 256 ids, as dolma chooses
+    writer=DolmaShardWriter,
+    reader=read_dolma_shard,
+    separators=eos_after_each,
+    separator_help="an EOS after each document",
+)

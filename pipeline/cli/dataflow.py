@@ -1,6 +1,6 @@
 """Translate a ``beam-bpe train`` or ``encode`` job into the Dataflow job description, without submitting anything.
 
-    python -m pipeline.launch.dataflow train --input gs://B/corpus/*.jsonl --vocab-size 32000 --out gs://B/tok \\
+    python -m pipeline.cli.dataflow train --input gs://B/corpus/*.jsonl --vocab-size 32000 --out gs://B/tok \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --dataflow_job_file job.json [--staged_copy DIR]
 
@@ -26,7 +26,8 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from pipeline.launch.checks import LaunchError, runner_kind
+from pipeline.errors import UsageError
+from pipeline.launch.checks import runner_kind
 from pipeline.launch.options import pipeline_options
 from pipeline.storage.files import write_atomic
 
@@ -40,15 +41,18 @@ def translate(command: str, argv: Sequence[str], *, staged_copy: str | None = No
     options = PipelineOptions(beam_args)
     job_file = options.view_as(DebugOptions).dataflow_job_file
     if runner_kind(options.view_as(StandardOptions).runner) != "dataflow":
-        raise LaunchError("the translation check is for --runner DataflowRunner")
+        raise UsageError("the translation check is for --runner DataflowRunner")
     if not job_file:
-        raise LaunchError("pass --dataflow_job_file=PATH: the job description is written there")
+        raise UsageError("pass --dataflow_job_file=PATH: the job description is written there")
+    if getattr(args, "workers", None) is not None:
+        raise UsageError(f"--workers {args.workers} runs worker processes on this machine, not on Dataflow: drop it "
+                         "(Dataflow takes --num_workers and --max_num_workers)")  # fmt: skip
     if command == "train":
         pipeline, summary = _train_graph(args, beam_args)
     elif command == "encode":
         pipeline, summary = _encode_graph(args, beam_args)
     else:
-        raise LaunchError(f"the command must be train or encode, got {command!r}")
+        raise UsageError(f"the command must be train or encode, got {command!r}")
     result = pipeline.run()  # --dry_run: translated and built, not submitted
     staged = _describe(result.job, job_file, staged_copy or tempfile.mkdtemp(prefix="beam-bpe-staged-"))
     return dict(summary, job_file=job_file, **staged)
@@ -60,7 +64,7 @@ def _train_graph(args: argparse.Namespace, beam_args: list[str]) -> tuple[beam.P
 
     job = job_from_args(args)
     if job.from_counts:
-        raise LaunchError("--from-counts trains from existing counts with no pipeline: there is no job to translate")
+        raise UsageError("--from-counts trains from existing counts with no pipeline: there is no job to translate")
     plan = tp.plan_train(job, beam_args)  # the same plan as the real launch
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
     tp.build_train_graph(pipeline, plan)
@@ -123,7 +127,7 @@ def _copy_of(location: str, staged_copy: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.launch.dataflow", description=__doc__.splitlines()[0], allow_abbrev=False
+        prog="python -m pipeline.cli.dataflow", description=__doc__.splitlines()[0], allow_abbrev=False
     )
     parser.add_argument("command", choices=("train", "encode"))
     parser.add_argument(

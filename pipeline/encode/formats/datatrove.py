@@ -1,4 +1,5 @@
-"""datatrove's tokenized files (what nanotron reads): ``.ds`` ids, ``.ds.index`` document ends, ``.ds.metadata``.
+"""``--shard-format datatrove``: datatrove's tokenized files (what nanotron reads): ``.ds`` ids, ``.ds.index``
+document ends, ``.ds.metadata``.
 
 As ``datatrove.pipeline.tokens.tokenizer.DocumentTokenizer`` writes them with ``shuffle_documents=False`` and an
 ``eos_token`` (datatrove 0.10, ``TokenizedFile``)::
@@ -22,7 +23,17 @@ from __future__ import annotations
 import humanize
 import numpy as np
 
-from pipeline.encode.streams import ShardFiles, TokenShardWriter, check_batch, check_token_id, id_dtype
+from pipeline.encode.formats.base import (
+    ShardFormat,
+    TokenShardWriter,
+    check_batch,
+    check_token_id,
+    eos_after_each,
+    id_dtype,
+    layout_n_vocab,
+    narrow_dtype,
+)
+from pipeline.encode.streams import ShardFiles
 
 SUFFIXES = (".ds", ".ds.index", ".ds.metadata")
 
@@ -86,7 +97,7 @@ class DatatroveWriter(TokenShardWriter):
 
 
 class DatatroveShardWriter(DatatroveWriter):
-    """The writer of ``--shard-format datatrove`` (pipeline/encode/shards.py ``SHARD_WRITERS``): the encode stage has
+    """The writer of ``--shard-format datatrove`` (``FORMAT`` below): the encode stage has
     already put the EOS after each document (the job's policy), so the ids are written as they come; the metadata
     names the tokenizer by its digest (datatrove's merger splits that line at its one ``|``)."""
 
@@ -95,11 +106,6 @@ class DatatroveShardWriter(DatatroveWriter):
     def __init__(self, prefix: str, layout) -> None:
         name = f"beam-bpe:{layout.tokenizer_digest[:16]}" if layout.tokenizer_digest else "beam-bpe"
         super().__init__(prefix, n_vocab=layout_n_vocab(layout), eos_id=None, tokenizer_name=name)
-
-
-def layout_n_vocab(layout) -> int:
-    """The id bound a shard layout implies (its dtype's range: the encoder checked the ids against the vocabulary)."""
-    return int(np.iinfo(np.dtype(layout.dtype)).max) + 1
 
 
 class DatatroveReader:
@@ -126,3 +132,14 @@ class DatatroveReader:
     def __getitem__(self, i: int) -> np.ndarray:
         start = int(self.ends[i - 1]) if i > 0 else 0
         return self.ids[start : int(self.ends[i])]
+
+
+FORMAT = ShardFormat(
+    name="datatrove",
+    label="datatrove (.ds, nanotron)",
+    suffixes=SUFFIXES,
+    dtype=narrow_dtype,
+    writer=DatatroveShardWriter,
+    separators=eos_after_each,
+    separator_help="an EOS after each document",
+)

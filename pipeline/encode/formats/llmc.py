@@ -1,4 +1,4 @@
-"""llm.c's token files: a 256-int32 header, then the ids, the EOT id before each document.
+"""``--shard-format llmc``: llm.c's token files: a 256-int32 header, then the ids, the EOT id before each document.
 
 As ``dev/data/data_common.py`` ``write_datafile`` and its callers (``fineweb.py``, ``tinystories.py``) write them::
 
@@ -22,7 +22,17 @@ import tempfile
 
 import numpy as np
 
-from pipeline.encode.streams import ShardFiles, TokenFileError, TokenShardWriter, check_batch, check_token_id, id_dtype
+from pipeline.encode.formats.base import (
+    ShardFormat,
+    TokenShardWriter,
+    check_batch,
+    check_token_id,
+    id_dtype,
+    layout_n_vocab,
+    narrow_dtype,
+)
+from pipeline.encode.streams import ShardFiles
+from pipeline.errors import ShardFileError
 
 SUFFIXES = (".bin",)
 HEADER_INTS = 256
@@ -57,7 +67,7 @@ class LlmcWriter(TokenShardWriter):
         if self.eot_id is not None:
             values = np.insert(values, offsets[:-1], np.asarray(self.eot_id, self.dtype))
         if self.tokens + values.size > MAX_TOKENS:
-            raise TokenFileError(
+            raise ShardFileError(
                 f"{self.prefix}.bin would hold {self.tokens + values.size:,} ids: llm.c's files hold fewer than 2**31 "
                 "(write_datafile asserts it); choose a smaller --shard-size"
             )
@@ -86,13 +96,13 @@ class LlmcWriter(TokenShardWriter):
 
 
 class LlmcShardWriter(LlmcWriter):
-    """The writer of ``--shard-format llmc`` (pipeline/encode/shards.py ``SHARD_WRITERS``): the encode stage has
+    """The writer of ``--shard-format llmc`` (``FORMAT`` below): the encode stage has
     already put the EOT before each document (the job's policy: :func:`eot_token`), so the ids go as they come."""
 
     wants: tuple[str, ...] = ()
 
     def __init__(self, prefix: str, layout) -> None:
-        super().__init__(prefix, n_vocab=int(np.iinfo(np.dtype(layout.dtype)).max) + 1, eot_id=None)
+        super().__init__(prefix, n_vocab=layout_n_vocab(layout), eot_id=None)
 
 
 EOT_TOKENS = ("<|begin_of_text|>", "<|endoftext|>")  # llama-3's data scripts put its BOS first; gpt-2's its EOT
@@ -117,8 +127,26 @@ def read_llmc(path: str) -> np.ndarray:
     head = np.frombuffer(data, "<i4", HEADER_INTS) if len(data) >= 4 * HEADER_INTS else None
     layout = {v: size for size, v in LAYOUTS.items()}.get((int(head[0]), int(head[1]))) if head is not None else None
     if layout is None:
-        raise TokenFileError(f"{path}: not an llm.c token file (bad magic or version)")
+        raise ShardFileError(f"{path}: not an llm.c token file (bad magic or version)")
     ids = np.frombuffer(data, "<u2" if layout == 2 else "<u4", offset=4 * HEADER_INTS)
     if ids.size != int(head[2]):
-        raise TokenFileError(f"{path}: the header announces {int(head[2])} ids, the file holds {ids.size}")
+        raise ShardFileError(f"{path}: the header announces {int(head[2])} ids, the file holds {ids.size}")
     return ids
+
+
+def eot_before_each(special_tokens, bos: str | None, eos: str | None) -> tuple[str | None, str | None]:
+    """llm.c's EOT before each document, as ``--bos``, unless ``--bos`` names one (:func:`eot_token`)."""
+    return (eot_token(special_tokens) or "auto") if bos is None else bos, eos
+
+
+FORMAT = ShardFormat(
+    name="llmc",
+    label="llmc (llm.c .bin)",
+    suffixes=SUFFIXES,
+    dtype=narrow_dtype,  # llm.c's gpt-2 layout up to 65,536 ids, its llama-3 layout above
+    writer=LlmcShardWriter,
+    separators=eot_before_each,
+    separator_help="an EOT before each",
+    refuse_eos="--eos with --shard-format llmc: llm.c's files hold one EOT token before each document, not after it "
+    "(the tokenizer's <|endoftext|> or <|begin_of_text|>, or --bos TOKEN); --eos would add a second one",
+)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bpe_core import PreTokenizer
 from bpe_core.train import check_train_arguments
+from pipeline.errors import UsageError
 from pipeline.storage.files import read_bytes
 
 DEFAULTS: dict = {
@@ -33,10 +34,6 @@ DEFAULTS: dict = {
     "max_chunks": 0,
     "name": None,
 }
-
-
-class ConfigError(ValueError):
-    """A setting is invalid; the message names the setting, the value, the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -89,17 +86,17 @@ class TrainSettings:
 def load_config(path: str) -> dict:
     """Read a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file of algorithm settings and check its keys."""
     if not path.endswith((".toml", ".yaml", ".yml")):
-        raise ConfigError(f"{path}: a config file must end in .toml, .yaml or .yml")
+        raise UsageError(f"{path}: a config file must end in .toml, .yaml or .yml")
     text = read_bytes(path).decode("utf-8")
     try:
         data = _parse(path, text)
     except Exception as exc:  # tomllib.TOMLDecodeError, yaml.YAMLError: say which file and where
-        raise ConfigError(f"{path}: cannot parse the config file: {exc}") from None
+        raise UsageError(f"{path}: cannot parse the config file: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a table of settings at the top level, found {type(data).__name__}")
+        raise UsageError(f"{path}: expected a table of settings at the top level, found {type(data).__name__}")
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {unknown}; the settings are {sorted(DEFAULTS)}")
+        raise UsageError(f"{path}: unknown setting(s) {unknown}; the settings are {sorted(DEFAULTS)}")
     return data
 
 
@@ -127,10 +124,10 @@ def train_settings(config: Mapping, flags: Mapping, *, source: str | None = None
     merged.update(given)
     try:
         return _validated(merged)
-    except ConfigError as exc:
+    except UsageError as exc:
         key = str(exc).split(" ", 1)[0]
         if source and key in config and key not in given:
-            raise ConfigError(f"{source}: {exc}") from None
+            raise UsageError(f"{source}: {exc}") from None
         raise
 
 
@@ -151,9 +148,9 @@ def _vocab_sizes(value) -> tuple:
     if not isinstance(value, (list, tuple)):
         return (value,)
     if not value:
-        raise ConfigError("vocab_size is an empty list: give one size or several, e.g. [32000, 64000]")
+        raise UsageError("vocab_size is an empty list: give one size or several, e.g. [32000, 64000]")
     if len(set(value)) != len(value):
-        raise ConfigError(f"vocab_size lists a size twice: {list(value)}; give each size once")
+        raise UsageError(f"vocab_size lists a size twice: {list(value)}; give each size once")
     return tuple(value)
 
 
@@ -163,21 +160,21 @@ def _validated(s: Mapping) -> TrainSettings:
         for size in sizes:
             specials = check_train_arguments(size, s["special_tokens"], s["min_frequency"], s["tie_break"])
     except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     vocab_sizes = () if sizes == (None,) else tuple(sorted(sizes))
     for key in ("min_chunk_count", "max_chunks"):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{key} must be a non-negative integer, got {value!r}")
+            raise UsageError(f"{key} must be a non-negative integer, got {value!r}")
     if s["normalizer"] not in (None, "NFC", "NFKC"):
-        raise ConfigError(f"normalizer must be NFC, NFKC or absent, got {s['normalizer']!r}")
+        raise UsageError(f"normalizer must be NFC, NFKC or absent, got {s['normalizer']!r}")
     if s["name"] is not None and not isinstance(s["name"], str):
-        raise ConfigError(f"name must be a string, got {s['name']!r}")
+        raise UsageError(f"name must be a string, got {s['name']!r}")
     spec = tuple(s["pretokenizer"]) if isinstance(s["pretokenizer"], list) else s["pretokenizer"]
     try:
         pre = PreTokenizer.from_spec(spec, normalizer=s["normalizer"])
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"pretokenizer {json.dumps(spec)}: {exc}") from None
+        raise UsageError(f"pretokenizer {json.dumps(spec)}: {exc}") from None
     return TrainSettings(
         pretokenizer=spec,
         pre=pre,

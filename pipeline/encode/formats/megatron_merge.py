@@ -23,10 +23,10 @@ import struct
 import fsspec
 import numpy as np
 
-from pipeline.encode import megatron
+from pipeline.encode.formats import megatron
 from pipeline.encode.streams import ShardFiles
 
-SUFFIXES = (".bin", ".idx")
+SUFFIXES = megatron.MERGED_SUFFIXES
 CHUNK = 1 << 20  # index entries (and 4 MiB of .bin ids per read) held at once
 _FIXED = len(megatron.HEADER) + struct.calcsize("<QBQQ")
 
@@ -35,9 +35,19 @@ class MergeError(RuntimeError):
     """A shard does not fit the merge (dtype, sizes); the message names the file."""
 
 
-def merged_files(prefix: str) -> list[str]:
-    """The file names of the merged pair of ``prefix`` (``tokens.bin``, ``tokens.idx``)."""
-    return [prefix + suffix for suffix in SUFFIXES]
+def merge_shards(layout, manifest: dict) -> dict:
+    """``--merge``: the complete shards streamed into ``{prefix}.bin`` / ``{prefix}.idx``; the manifest's entry
+    (prefix, files with bytes and sha256, documents, tokens), checked against the shards' totals."""
+    merged = merge_megatron(
+        layout.path(layout.prefix), [layout.path(s["name"]) for s in manifest["shards"]], layout.dtype
+    )
+    if (merged["documents"], merged["tokens"]) != (manifest["documents_written"], manifest["tokens"]):
+        raise RuntimeError(
+            f"the merged {layout.prefix}.bin/.idx hold {merged['documents']} documents and {merged['tokens']} tokens, "
+            f"the shards {manifest['documents_written']} and {manifest['tokens']}: "
+            "a shard changed while it was merged; rerun"
+        )
+    return {"prefix": layout.prefix, **merged}
 
 
 def merge_megatron(out_prefix: str, shard_prefixes: list[str], dtype) -> dict:

@@ -1,0 +1,395 @@
+// Python bindings of the encoder (bpe_core._native._core.Encoder): requests read here with the GIL held, the
+// loops of encoder.cpp / batch.h / flat.h run with it released. Anything whose exact error message belongs to the
+// Python reference (bytes without a token) is detected here and raised with the reference's words.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <nanobind/ndarray.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "batch.h"
+#include "bindings.h"
+#include "encoder.h"
+#include "flat.h"
+#include "pretok.h"
+
+namespace nb = nanobind;
+using namespace bpe;
+using namespace bpe_bindings;
+
+namespace {
+
+nb::object list_of_ids(const uint32_t* ids, size_t n) {
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+    if (!list) throw nb::python_error();
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* v = PyLong_FromUnsignedLong(ids[i]);
+        if (!v) {
+            Py_DECREF(list);
+            throw nb::python_error();
+        }
+        PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+    }
+    return nb::steal(list);
+}
+
+// One Python int per token id, made once: lists of ids then cost an INCREF per token instead of an allocation
+// (ids above 256 are not among CPython's cached small ints). As the reference's chunk cache, whose lists share
+// their int objects, does.
+class IntCache {
+  public:
+    IntCache() = default;
+    IntCache(const IntCache&) = delete;
+    IntCache& operator=(const IntCache&) = delete;
+    ~IntCache() {
+        for (PyObject* o : ints_) Py_XDECREF(o);
+    }
+    nb::object list(const uint32_t* ids, size_t n) {
+        PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+        if (!list) throw nb::python_error();
+        for (size_t i = 0; i < n; ++i) {
+            uint32_t id = ids[i];
+            if (id >= ints_.size()) ints_.resize(size_t(id) + 1, nullptr);
+            PyObject*& o = ints_[id];
+            if (!o) {
+                o = PyLong_FromUnsignedLong(id);
+                if (!o) {
+                    Py_DECREF(list);
+                    throw nb::python_error();
+                }
+            }
+            Py_INCREF(o);
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), o);
+        }
+        return nb::steal(list);
+    }
+
+  private:
+    std::vector<PyObject*> ints_;
+};
+
+
+std::string missing_bytes_message(const Encoder& enc, const std::string& piece) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(piece.data());
+    size_t n = piece.size();
+    std::set<int> missing;
+    for (size_t i = 0; i < n; ++i)
+        if (enc.byte_id(p[i]) < 0) missing.insert(p[i]);
+    std::string msg = "this vocabulary has no token for the byte(s) [";
+    char buf[16];
+    bool first = true;
+    for (int b : missing) {
+        std::snprintf(buf, sizeof buf, "%s'0x%x'", first ? "" : ", ", b);
+        msg += buf;
+        first = false;
+    }
+    return msg + "]";
+}
+
+// Text per GIL release on the calling thread; texts shorter than kReleaseGil keep the GIL.
+constexpr size_t kChunkUnits = size_t(1) << 20;
+constexpr size_t kReleaseGil = size_t(1) << 13;
+
+
+// The calling thread's scratch space (no call re-enters: nothing in an encode runs Python code).
+Scratch& thread_scratch() {
+    static thread_local Scratch scratch;
+    return scratch;
+}
+
+class PyEncoder {
+  public:
+    PyEncoder(nb::handle vocab, nb::handle pair_values, bool ignore_merges) {
+        std::vector<std::pair<uint32_t, std::string_view>> tokens;  // into the bytes objects in `owners`
+        std::vector<nb::object> owners;  // (the dict could change while the GIL is released below)
+        std::vector<std::pair<uint64_t, uint64_t>> pairs;
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        if (!PyDict_Check(vocab.ptr())) throw nb::type_error("vocab must be a dict of id -> bytes");
+        tokens.reserve(PyDict_Size(vocab.ptr()));
+        owners.reserve(PyDict_Size(vocab.ptr()));
+        while (PyDict_Next(vocab.ptr(), &pos, &key, &value)) {
+            unsigned long long id = PyLong_AsUnsignedLongLong(key);
+            if (PyErr_Occurred() || id >= 0xFFFFFFFFull || !PyBytes_Check(value)) {
+                PyErr_Clear();
+                throw nb::value_error("the native encoder takes token ids below 2**32 - 1 with bytes values");
+            }
+            tokens.emplace_back(static_cast<uint32_t>(id),
+                                std::string_view(PyBytes_AS_STRING(value), size_t(PyBytes_GET_SIZE(value))));
+            owners.push_back(nb::borrow(value));
+        }
+        bool rank_only = pair_values.is_none();
+        if (!rank_only) {
+            if (!PyDict_Check(pair_values.ptr())) throw nb::type_error("pair_values must be a dict or None");
+            pos = 0;
+            pairs.reserve(PyDict_Size(pair_values.ptr()));
+            while (PyDict_Next(pair_values.ptr(), &pos, &key, &value)) {
+                unsigned long long k = PyLong_AsUnsignedLongLong(key), v = PyLong_AsUnsignedLongLong(value);
+                if (PyErr_Occurred()) throw nb::python_error();
+                pairs.emplace_back(k, v);
+            }
+        }
+        {
+            nb::gil_scoped_release release;
+            enc_ = std::make_unique<Encoder>(tokens, pairs, rank_only, ignore_merges);
+        }
+    }
+
+    // The ids of one request on the calling thread: a whole text (str or bytes), split by `kind`, or a sequence of
+    // segments (split by `kind`) or pieces (kind None) and token ids.
+    nb::object encode(nb::handle request, nb::handle kind_name) {
+        Pretok kind = parse_kind(kind_name);
+        std::vector<Source> sources;
+        std::vector<nb::object> keep;
+        read_request(request.ptr(), sources, keep);
+        Scratch& scratch = thread_scratch();
+        static thread_local std::vector<uint32_t> out;
+        out.clear();
+        std::string bad;
+        CacheLease cache(pool_);
+        DocStatus s;
+        SignalCheck check;
+        {
+            std::optional<nb::gil_scoped_release> release;
+            std::optional<StopScope> scope;
+            if (units_of(sources, 0, sources.size()) >= kReleaseGil) release.emplace(), scope.emplace(&check);
+            s = encode_sources(*enc_, kind, sources.data(), sources.size(), cache.get(), scratch, out, &bad);
+        }
+        check.raise_if_stopped();
+        if (s == DocStatus::kNeedsGil)
+            s = encode_sources_with_gil(*enc_, kind, sources.data(), sources.size(), cache.get(), scratch, out, &bad);
+        if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
+        nb::object ids = ints_.list(out.data(), out.size());
+        if (out.capacity() > (size_t(1) << 22)) std::vector<uint32_t>().swap(out);  // keep no 16 MB buffer
+        return ids;
+    }
+
+    // One list of ids per request (as encode), in order. With num_threads > 1 and enough text, the documents are
+    // encoded by native threads while this thread builds the lists (ParallelEncode); else on this thread, in
+    // chunks of about kChunkUnits without the GIL.
+    nb::object encode_batch(nb::handle requests, nb::handle kind_name, size_t num_threads) {
+        Pretok kind = parse_kind(kind_name);
+        nb::object outer = nb::steal(sequence_tuple(requests, "requests"));
+        size_t n = static_cast<size_t>(PyTuple_GET_SIZE(outer.ptr()));
+        std::vector<Source> sources;
+        std::vector<nb::object> keep;
+        std::vector<size_t> bounds{0};
+        bounds.reserve(n + 1);
+        for (size_t d = 0; d < n; ++d) {
+            read_request(PyTuple_GET_ITEM(outer.ptr(), d), sources, keep);
+            bounds.push_back(sources.size());
+        }
+        PyObject* result = PyList_New(static_cast<Py_ssize_t>(n));
+        if (!result) throw nb::python_error();
+        nb::object owner = nb::steal(result);
+        size_t threads = n ? threads_for(num_threads, n, units_of(sources, 0, sources.size())) : 1;
+        if (threads >= 2) {
+            ParallelEncode run(*enc_, kind, pool_, sources, bounds, threads);
+            for (size_t d = 0; d < n; ++d) {
+                DocStatus s = run.wait(d);
+                if (s == DocStatus::kFailed) run.rethrow();
+                set_doc(result, d, s, sources, bounds, kind, run.ids(d), run.bad_piece(d));
+            }
+            return owner;
+        }
+        encode_on_caller(result, sources, bounds, kind);
+        return owner;
+    }
+
+    // (ids, offsets) of whole texts (str or bytes) split by `kind` (flat.h): ids uint32, or uint16 unless `wide`.
+    nb::object encode_flat(nb::handle texts, nb::handle kind_name, size_t num_threads, bool wide) {
+        Pretok kind = parse_kind(kind_name);
+        if (kind == Pretok::kNone) throw nb::value_error("encode_flat needs a hand-written pre-tokenizer name");
+        nb::object outer = nb::steal(sequence_tuple(texts, "texts"));
+        size_t n = static_cast<size_t>(PyTuple_GET_SIZE(outer.ptr()));
+        std::vector<Source> docs;
+        docs.reserve(n);
+        for (size_t d = 0; d < n; ++d) docs.push_back(text_source(PyTuple_GET_ITEM(outer.ptr(), d), true));
+        return run_flat(docs, kind, num_threads, wide);
+    }
+
+    // The same for an Arrow string array given by its buffers' addresses (the caller keeps the array alive):
+    // `n + 1` offsets of `width` bytes (4 or 8) and `data_size` bytes of data. Every element is checked first
+    // (validate_utf8_offsets); a bad one gives (None, index, problem, byte offset) instead of (ids, offsets).
+    nb::object encode_flat_arrow(uintptr_t offsets, int width, uintptr_t data, size_t data_size, size_t n,
+                                 nb::handle kind_name, size_t num_threads, bool wide) {
+        Pretok kind = parse_kind(kind_name);
+        if (kind == Pretok::kNone) throw nb::value_error("encode_flat needs a hand-written pre-tokenizer name");
+        if (width != 4 && width != 8) throw nb::value_error("Arrow offsets are 4 or 8 bytes wide");
+        if (n > 0 && (!offsets || (!data && data_size))) throw nb::value_error("null Arrow buffer address");
+        const void* off = reinterpret_cast<const void*>(offsets);
+        const uint8_t* bytes = reinterpret_cast<const uint8_t*>(data);
+        std::string problem;
+        int64_t bad = -1, at = 0;
+        {
+            nb::gil_scoped_release release;
+            bad = validate_utf8_offsets(off, width, bytes, data_size, n, &problem, &at);
+        }
+        if (bad >= 0) return nb::make_tuple(nb::none(), bad, problem, at);
+        std::vector<Source> docs(n);
+        for (size_t d = 0; d < n; ++d) {
+            int64_t a = arrow_offset(off, width, d), b = arrow_offset(off, width, d + 1);
+            docs[d].data = bytes + a;
+            docs[d].length = static_cast<size_t>(b - a);
+            docs[d].whole = true;
+        }
+        return run_flat(docs, kind, num_threads, wide);
+    }
+
+    // BPE of one piece's bytes without cache or whole-piece lookup, with the heap's work: (ids, pushes, pops).
+    nb::object merge_bytes(nb::bytes data, bool with_stats) {
+        std::vector<uint32_t> out;
+        int missing = -1;
+        MergeStats stats;
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(data.c_str());
+        if (!enc_->merge_bytes(p, data.size(), out, &missing, with_stats ? &stats : nullptr))
+            throw nb::value_error(missing_bytes_message(*enc_, std::string(data.c_str(), data.size())).c_str());
+        return nb::make_tuple(list_of_ids(out.data(), out.size()), stats.pushes, stats.pops);
+    }
+
+    void clear_cache() { pool_.clear(); }
+    size_t cache_size() const { return pool_.size(); }
+    size_t pair_count() const { return enc_->pair_count(); }
+
+  private:
+    // encode_flat's work: the documents on threads without the GIL, then (with it) the documents whose str needs
+    // Python's surrogate rules, the first byte without a token in input order, and the two arrays.
+    nb::object run_flat(const std::vector<Source>& docs, Pretok kind, size_t num_threads, bool wide) {
+        size_t n = docs.size();
+        size_t units = units_of(docs, 0, n);
+        size_t threads = n ? threads_for(num_threads, n, units) : 1;
+        FlatRun run;
+        std::atomic<bool> cancel{false};
+        SignalCheck check(&cancel);
+        {
+            nb::gil_scoped_release release;
+            encode_flat_blocks(*enc_, kind, pool_, docs, threads, units, run, &check, cancel);
+        }
+        check.raise_if_stopped();
+        std::vector<std::pair<size_t, std::vector<uint32_t>>> late;
+        std::string bad;
+        for (size_t d = 0; d < n; ++d) {
+            DocStatus s = static_cast<DocStatus>(run.status[d]);
+            if (s == DocStatus::kNeedsGil) {
+                CacheLease cache(pool_);
+                late.emplace_back(d, std::vector<uint32_t>());
+                s = encode_sources_with_gil(*enc_, kind, &docs[d], 1, cache.get(), thread_scratch(),
+                                            late.back().second, &bad);
+                run.counts[d] = static_cast<int64_t>(late.back().second.size());
+            } else if (s == DocStatus::kBadPiece) {
+                for (const FlatBlock& b : run.blocks)
+                    if (b.bad_doc == static_cast<int64_t>(d)) bad = b.bad_piece;
+            } else if (s != DocStatus::kDone) {
+                throw std::runtime_error("encode_flat: a document was not encoded (internal error)");
+            }
+            if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
+        }
+        int64_t* offsets = new int64_t[n + 1];
+        offsets[0] = 0;
+        for (size_t d = 0; d < n; ++d) offsets[d + 1] = offsets[d] + run.counts[d];
+        nb::object offsets_array = owned_array(offsets, n + 1);
+        nb::object ids = wide ? assemble_flat<uint32_t>(run, late, offsets[n])
+                              : assemble_flat<uint16_t>(run, late, offsets[n]);
+        return nb::make_tuple(ids, offsets_array);
+    }
+
+    // Put doc d's list into result (finishing it with the GIL if its str needs Python's surrogate rules), or
+    // raise the reference's error for a byte without a token.
+    void set_doc(PyObject* result, size_t d, DocStatus s, const std::vector<Source>& sources,
+                 const std::vector<size_t>& bounds, Pretok kind, std::vector<uint32_t>& ids, std::string bad) {
+        if (s == DocStatus::kNeedsGil) {
+            CacheLease cache(pool_);
+            s = encode_sources_with_gil(*enc_, kind, sources.data() + bounds[d], bounds[d + 1] - bounds[d],
+                                        cache.get(), thread_scratch(), ids, &bad);
+        }
+        if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
+        PyList_SET_ITEM(result, static_cast<Py_ssize_t>(d), ints_.list(ids.data(), ids.size()).release().ptr());
+        std::vector<uint32_t>().swap(ids);
+    }
+
+    // One thread: chunks of documents encoded into one buffer without the GIL, then their lists built.
+    void encode_on_caller(PyObject* result, const std::vector<Source>& sources, const std::vector<size_t>& bounds,
+                          Pretok kind) {
+        size_t n = bounds.size() - 1;
+        CacheLease cache(pool_);
+        Scratch& scratch = thread_scratch();
+        std::vector<uint32_t> out, doc_ids;
+        std::vector<size_t> starts;
+        std::vector<DocStatus> status;
+        std::string bad;
+        SignalCheck check;
+        for (size_t begin = 0; begin < n;) {
+            size_t end = begin, units = 0;
+            while (end < n && (end == begin || units < kChunkUnits)) units += units_of(sources, bounds[end], bounds[end + 1]), ++end;
+            out.clear();
+            starts.assign(1, 0);
+            status.clear();
+            {
+                std::optional<nb::gil_scoped_release> release;
+                std::optional<StopScope> scope;
+                if (units >= kReleaseGil) release.emplace(), scope.emplace(&check);
+                for (size_t d = begin; d < end && !stopped(); ++d) {
+                    DocStatus s = encode_sources(*enc_, kind, sources.data() + bounds[d], bounds[d + 1] - bounds[d],
+                                                 cache.get(), scratch, out, &bad);
+                    if (s == DocStatus::kNeedsGil) out.resize(starts.back());
+                    status.push_back(s);
+                    starts.push_back(out.size());
+                    if (s == DocStatus::kBadPiece) break;
+                }
+            }
+            check.raise_if_stopped();
+            for (size_t i = 0; i < status.size(); ++i) {
+                doc_ids.assign(out.begin() + starts[i], out.begin() + starts[i + 1]);
+                set_doc(result, begin + i, status[i], sources, bounds, kind, doc_ids, bad);
+            }
+            begin = end;
+        }
+    }
+
+    std::unique_ptr<Encoder> enc_;
+    IntCache ints_;
+    CachePool pool_;
+};
+// Arrow string buffers checked as encode_flat_arrow checks them: (-1, "", 0), or (index, problem, byte offset).
+nb::tuple validate_arrow_strings(uintptr_t offsets, int width, uintptr_t data, size_t data_size, size_t n) {
+    if (width != 4 && width != 8) throw nb::value_error("Arrow offsets are 4 or 8 bytes wide");
+    if (n > 0 && (!offsets || (!data && data_size))) throw nb::value_error("null Arrow buffer address");
+    std::string problem;
+    int64_t bad = -1, at = 0;
+    {
+        nb::gil_scoped_release release;
+        bad = validate_utf8_offsets(reinterpret_cast<const void*>(offsets), width,
+                                    reinterpret_cast<const uint8_t*>(data), data_size, n, &problem, &at);
+    }
+    return nb::make_tuple(bad, problem, at);
+}
+}  // namespace
+
+void bind_encoder(nb::module_& m) {
+    nb::class_<PyEncoder>(m, "Encoder")
+        .def(nb::init<nb::handle, nb::handle, bool>(), nb::arg("vocab"), nb::arg("pair_values").none(),
+             nb::arg("ignore_merges"))
+        .def("encode", &PyEncoder::encode, nb::arg("request"), nb::arg("kind").none())
+        .def("encode_batch", &PyEncoder::encode_batch, nb::arg("requests"), nb::arg("kind").none(),
+             nb::arg("num_threads"))
+        .def("encode_flat", &PyEncoder::encode_flat, nb::arg("texts"), nb::arg("kind"), nb::arg("num_threads"),
+             nb::arg("wide"))
+        .def("encode_flat_arrow", &PyEncoder::encode_flat_arrow, nb::arg("offsets"), nb::arg("width"),
+             nb::arg("data"), nb::arg("data_size"), nb::arg("n"), nb::arg("kind"), nb::arg("num_threads"),
+             nb::arg("wide"))
+        .def("merge_bytes", &PyEncoder::merge_bytes, nb::arg("data"), nb::arg("with_stats") = false)
+        .def("clear_cache", &PyEncoder::clear_cache)
+        .def_prop_ro("cache_size", &PyEncoder::cache_size)
+        .def_prop_ro("pair_count", &PyEncoder::pair_count);
+    m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
+          nb::arg("data_size"), nb::arg("n"));
+}

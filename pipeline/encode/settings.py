@@ -1,0 +1,100 @@
+"""An encoding job's settings, checked once when made: what the command line and the Python API both build.
+
+``EncodeSettings`` (how documents become shards) and ``EncodeJob`` (inputs, output, sizes); ``parse_size`` reads
+``--shard-size``. No Beam here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusSpec, InputSpec
+from pipeline.encode.formats import DEFAULT, get_format
+from pipeline.encode.policy import check_special_tokens
+from pipeline.errors import UsageError
+from pipeline.storage.paths import absolute
+
+DEFAULT_SHARD_SIZE = 1 << 30
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
+
+
+@dataclass(frozen=True)
+class EncodeSettings:
+    """How documents become shards, checked once when made: shard format and prefix, special-token policy,
+    BOS/EOS, verification. The tokenizer's pre-tokenizer and special tokens come from its file, never from here
+    (``pretokenizer`` only names the split of a rank-only ``.tiktoken`` file, which has none)."""
+
+    shard_format: str = DEFAULT
+    pretokenizer: str | None = None
+    special_tokens: str = "ordinary"
+    bos: str | None = None  # None, "auto" or a token's text
+    eos: str | None = None
+    verify: bool = False
+    prefix: str = "tokens"
+    merge: bool = False  # also one merged file for the whole output, where the format has one (megatron)
+
+    def __post_init__(self) -> None:
+        fmt = get_format(self.shard_format)
+        fmt.check_merge(self.merge)
+        if not self.prefix or any(c in self.prefix for c in "/\\*?[]") or self.prefix.startswith("."):
+            raise UsageError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
+        fmt.check_eos(self.eos)
+        check_special_tokens(self.special_tokens)
+
+
+@dataclass(frozen=True)
+class EncodeJob:
+    """Everything an encoding run needs besides the Beam options; local paths made absolute and checked once."""
+
+    tokenizer: str
+    inputs: tuple[InputSpec, ...]
+    out: str
+    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    settings: EncodeSettings = field(default_factory=EncodeSettings)
+    range_bytes: int = DEFAULT_RANGE_BYTES
+    shard_size: int = DEFAULT_SHARD_SIZE
+    overwrite: bool = False
+    fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, int) or self.shard_size < 1:
+            raise UsageError(
+                f"--shard-size must be a positive size such as 1GiB, 256MiB or 1000000, got {self.shard_size!r}"
+            )
+        if not self.inputs:
+            raise UsageError("nothing to encode: pass --input PATH_OR_GLOB (repeatable)")
+        inputs = tuple(InputSpec(absolute(i.pattern), i.weight) for i in self.inputs)
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "tokenizer", absolute(self.tokenizer))
+        object.__setattr__(self, "out", absolute(self.out))
+
+
+def parse_size(text: str) -> int:
+    """``1GiB``, ``256MiB``, ``500MB`` or a number of bytes -> bytes; anything else raises UsageError.
+
+    >>> parse_size("256MiB"), parse_size("1000")
+    (268435456, 1000)
+    """
+    value = str(text).strip().lower().replace(" ", "")
+    number = value.rstrip("kmgtib")
+    unit = value[len(number) :]
+    try:
+        size = float(number) * _SIZE_UNITS[unit]
+    except (KeyError, ValueError):
+        raise UsageError(
+            f"--shard-size must be a size such as 1GiB, 256MiB, 500MB or a number of bytes, got {text!r}"
+        ) from None
+    if size < 1 or size != int(size):
+        raise UsageError(f"--shard-size must be a whole number of bytes of at least 1, got {text!r}")
+    return int(size)
