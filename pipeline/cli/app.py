@@ -20,6 +20,7 @@ from pipeline.cli.common import (
     in_a_pipeline_step,
     is_verbose,
     quiet_tracebacks,
+    special_tokens_policy,
 )
 from pipeline.errors import UsageError
 
@@ -45,7 +46,8 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
     _refuse_corpus_flags(args)
     tok = _load(args)
     text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+    allowed = special_tokens_policy(args) == "allowed"
+    ids = tok.encode(text, allowed_special="all") if allowed else tok.encode_ordinary(text)
     print(" ".join(map(str, ids)))
     return 0
 
@@ -64,7 +66,6 @@ CORPUS_ONLY = (
     "prefix",
     "bos",
     "eos",
-    "special_tokens",
     "verify",
     "overwrite",
     "no_progress",
@@ -75,16 +76,11 @@ CORPUS_ONLY = (
 def _refuse_corpus_flags(args: argparse.Namespace) -> None:
     given = [flag for dest, flag in args.given_flags if dest in CORPUS_ONLY]
     if given:
-        extra = (
-            " (for one text, --allow-special encodes special-token text as special tokens)"
-            if "--special-tokens" in given
-            else ""
-        )
         one = len(given) == 1
         verb, does, them = ("belongs", "does", "it") if one else ("belong", "do", "them")
         raise UsageError(
             f"{', '.join(given)} {verb} to the encoding pipeline (--input ... --out DIR) and {does} "
-            f"nothing with --text or stdin: drop {them}{extra}"
+            f"nothing with --text or stdin: drop {them}"
         )
 
 
@@ -104,7 +100,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
-    """A .tiktoken rank file with the special tokens given as --special-token TOKEN=ID (other formats carry theirs)."""
+    """A .tiktoken rank file with the special tokens given as --special-token NAME=ID (other formats carry theirs)."""
     from bpe_core._io import read_bytes
     from bpe_core.formats.detect import sniff
 
@@ -117,9 +113,7 @@ def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
     for item in args.special_token:
         token, sep, value = item.rpartition("=")
         if not sep or not token or not value.isdigit():
-            raise ValueError(
-                f"--special-token {item!r}: expected TOKEN=ID, e.g. --special-token '<|endoftext|>=100257'"
-            )
+            raise ValueError(f"--special-token {item!r}: expected NAME=ID, e.g. --special-token '<|endoftext|>=100257'")
         specials[token] = int(value)
     return Tokenizer.from_tiktoken(args.tokenizer, pretokenizer=args.pretokenizer, special_tokens=specials)
 
@@ -148,13 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
     p.add_argument("--text", help="text to encode (default: stdin)")
-    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
     add_encode_corpus_arguments(p)
     p.set_defaults(func=cmd_encode, takes_beam_args=True)
     add_decode_parser(sub)
     p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
     p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
-    p.add_argument("--special-token", action="append", default=[], metavar="TOKEN=ID",
+    p.add_argument("--special-token", action="append", default=[], metavar="NAME=ID",
                    help="a special token of a .tiktoken rank file (repeatable; OpenAI's published files get "
                         "tiktoken's by default, and these replace them)")  # fmt: skip
     p.set_defaults(func=cmd_convert)

@@ -13,10 +13,12 @@ from pipeline.cli.common import (
     BEAM_OPTIONS,
     add_corpus_arguments,
     add_progress_argument,
+    add_special_tokens_argument,
     add_verbose_argument,
     add_workers_argument,
     corpus_spec,
     progress_reporter,
+    special_tokens_policy,
 )
 from pipeline.corpus.plan import InputSpec
 from pipeline.encode.formats import DEFAULT as DEFAULT_FORMAT
@@ -72,12 +74,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TOKEN",
         help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)",
     )
-    out.add_argument(
-        "--special-tokens",
-        choices=SPECIAL_POLICIES,
-        default=SPECIAL_POLICIES[0],
-        help="text spelling a special token: encoded as ordinary text (default) or as the control token",
-    )
+    add_special_tokens_argument(out, choices=SPECIAL_POLICIES, what=" (with --text or --input)")
     out.add_argument(
         "--verify", action="store_true", help="decode every document back (streaming) and compare it with its text"
     )
@@ -105,7 +102,7 @@ def job_from_args(args: argparse.Namespace):
     settings = EncodeSettings(
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
-        special_tokens=args.special_tokens,
+        special_tokens=special_tokens_policy(args),
         bos=args.bos,
         eos=args.eos,
         verify=args.verify,

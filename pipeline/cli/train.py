@@ -49,8 +49,9 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         "--special-token",
         action="append",
         dest="special_tokens",
-        metavar="S",
-        help="repeatable; ids follow the merges in the order given",
+        metavar="NAME[=ID]",
+        help="a special token (repeatable): NAME=ID puts it at id ID (as convert does), NAME alone at the next id "
+        "after the merges, in the order given; a NAME holding '=' needs its =ID",
     )
     algo.add_argument("--min-frequency", type=int, help="the trainer's pair threshold (default 2)")
     algo.add_argument("--min-chunk-count", type=int, help="drop chunks counted fewer times, after the global reduce")

@@ -235,3 +235,89 @@ def test_decode_shards_checks_the_digest_of_the_tokenizer_given_or_named(encoded
     (copy / "manifest.json").write_text(json.dumps(gone))
     assert run_cli("decode", "--shards", copy, "--doc", "0") == 2
     assert "cannot be loaded here" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ one flag per concept
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    import pipeline.cli.common as common
+
+    monkeypatch.setattr(common, "_WARNED", set())
+
+
+def test_special_tokens_allowed_works_with_text(r50k_file, capsys, fresh_warnings):
+    assert run_cli("encode", "--tokenizer", r50k_file, "--text", "a<|endoftext|>", "--special-tokens", "allowed") == 0
+    assert capsys.readouterr().out.split() == ["64", "50256"]
+    assert run_cli("encode", "--tokenizer", r50k_file, "--text", "a<|endoftext|>") == 0
+    assert "50256" not in capsys.readouterr().out.split()
+    assert run_cli("encode", "--tokenizer", r50k_file, "--text", "a<|endoftext|>", "--allow-special") == 0
+    captured = capsys.readouterr()
+    assert captured.out.split() == ["64", "50256"]
+    assert captured.err.count("--allow-special is deprecated: use --special-tokens allowed") == 1
+    assert (
+        run_cli("encode", "--tokenizer", r50k_file, "--text", "x", "--allow-special", "--special-tokens", "ordinary")
+        == 2
+    )
+    assert "contradict each other" in capsys.readouterr().err
+
+
+def test_allow_special_is_the_policy_of_a_corpus_too(tmp_path, r50k_file, capsys, fresh_warnings):
+    write_jsonl(tmp_path / "a.jsonl", ["spells <|endoftext|> here", "plain"])
+    common = ["encode", "--tokenizer", r50k_file, "--input", tmp_path / "a.jsonl", "--no-progress"]
+    assert run_cli(*common, "--out", tmp_path / "new", "--special-tokens", "allowed") == 0
+    assert run_cli(*common, "--out", tmp_path / "old", "--allow-special") == 0
+    assert capsys.readouterr().err.count("deprecated") == 1
+    for name in ("tokens-00000-of-00001.parquet",):
+        assert (tmp_path / "old" / name).read_bytes() == (tmp_path / "new" / name).read_bytes()
+    manifest = json.loads((tmp_path / "old" / "manifest.json").read_text())
+    assert manifest["settings"]["special_tokens"] == "allowed"
+
+
+def test_text_field_names_the_parquet_column(tmp_path, r50k_file, capsys, fresh_warnings):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = docs()[:20]
+    pq.write_table(pa.table({"text": ["wrong"] * 20, "body": texts}), tmp_path / "a.parquet")
+    common = ["encode", "--tokenizer", r50k_file, "--input", tmp_path / "a.parquet", "--no-progress"]
+    assert run_cli(*common, "--out", tmp_path / "field", "--text-field", "body") == 0
+    assert run_cli("decode", "--shards", tmp_path / "field", "--doc", "3", "--raw") == 0
+    assert capsys.readouterr().out.endswith(texts[3])
+    assert run_cli(*common, "--out", tmp_path / "column", "--text-column", "body") == 0
+    assert capsys.readouterr().err.count("--text-column is deprecated: use --text-field") == 1
+    name = "tokens-00000-of-00001.parquet"
+    assert (tmp_path / "column" / name).read_bytes() == (tmp_path / "field" / name).read_bytes()
+    assert run_cli(*common, "--out", tmp_path / "both", "--text-field", "text", "--text-column", "body") == 2
+    assert "name different fields" in capsys.readouterr().err
+
+
+def test_train_special_token_name_equals_id_is_an_id(tmp_path):
+    from bpe_core import Tokenizer
+
+    write_jsonl(tmp_path / "a.jsonl", docs())
+    common = ["train", "--input", tmp_path / "a.jsonl", "--vocab-size", "300", "--no-progress"]
+    assert run_cli(*common, "--out", tmp_path / "t", "--special-token", "<|a=b|>=299", "--special-token", "<|s|>") == 0
+    tok = Tokenizer.from_file(str(tmp_path / "t" / "tokenizer.bpe"))
+    assert tok.special_tokens == {"<|a=b|>": 299, "<|s|>": 298}
+    assert run_cli(*common, "--out", tmp_path / "u", "--special-token", "<|s|>") == 0
+    plain = Tokenizer.from_file(str(tmp_path / "u" / "tokenizer.bpe"))
+    assert plain.special_tokens == {"<|s|>": 299} and tok.merges == plain.merges[: len(tok.merges)]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--special-token", "<|a=b|>"], "what follows the last '=' is no number"),
+        (["--special-token", "<|s|>=5"], "fall among the merged tokens"),
+        (["--special-token", "<|s|>=299", "--special-token", "<|t|>=299"], "share an id"),
+        (["--special-token", "<|s|>=299", "--vocab-size", "290,300"], "need one vocab_size"),
+    ],
+)
+def test_train_special_token_ids_are_checked_before_any_work(tmp_path, capsys, flags, message):
+    write_jsonl(tmp_path / "a.jsonl", ["one", "two"])
+    args = ["train", "--input", tmp_path / "a.jsonl", "--out", tmp_path / "t", "--no-progress"]
+    if "--vocab-size" not in flags:
+        args += ["--vocab-size", "300"]
+    assert run_cli(*args, *flags) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "t" / "tokenizer.bpe").exists()
