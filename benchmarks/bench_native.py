@@ -472,7 +472,8 @@ def run_callgrind(bench: Bench) -> None:
     """Instructions and branch mispredicts per piece of one flat one-thread encode, ours and gigatoken on the same
     text, as differences of whole processes under valgrind (load + 0, 1 or 2 encodes of all the documents): the
     first call (one-time builds included) = 1 - 0, a warm call = 2 - 1. Valgrind has no AVX-512: gigatoken runs its
-    AVX2 tier there. Mispredicts are valgrind's model (--branch-sim), not the CPU's."""
+    AVX2 tier there. Mispredicts are valgrind's model (--branch-sim), not the CPU's; its last-level cache is set to
+    2 MiB, 16-way (an L2 proxy, as in the design note)."""
     import shutil
     import subprocess
 
@@ -494,12 +495,13 @@ def run_callgrind(bench: Bench) -> None:
             counts = []
             for calls in (0, 1, 2):
                 prefix = Path(bench.work) / f"cg-{preset}-{lib}-{calls}"
-                cmd = ["valgrind", "--tool=callgrind", "--branch-sim=yes", "--cache-sim=yes",
+                cmd = ["valgrind", "--tool=callgrind", "--branch-sim=yes", "--cache-sim=yes", "--LL=2097152,16,64",
                        f"--callgrind-out-file={prefix}.%p", sys.executable, __file__, "--case",
                        f"callgrind:{lib}:{preset}:{calls}", "--mb", str(a.mb), "--work", bench.work]  # fmt: skip
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
                 if done.returncode != 0:
-                    print(f"  {lib}: failed under valgrind: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+                    said = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("==")]
+                    print(f"  {lib}: failed under valgrind (exit {done.returncode}): {(said or ['?'])[-1]}")
                     break
                 counts.append(callgrind_totals(prefix))
             if len(counts) < 3:
