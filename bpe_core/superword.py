@@ -21,7 +21,7 @@ Choices against kensho-technologies/fastboundlessbpe (the papers' code), written
 - Eligibility: theirs is ``"letter-token"`` (``reachable_vocab & possible_superwords`` with ``SIMPLE_MERGE_PATTERN =
   \\p{L}``: each pre-token's bytes are one reachable word token that contains a letter). Ours by default is
   ``"letter-run"`` (each pre-token one token, a letter somewhere in the run): with cl100k pieces, punctuation and
-  whitespace are pre-tokens of their own, and theirs gave 3.2% fewer held-out tokens at 16000/2000, ours 13.7%.
+  whitespace are pre-tokens of their own, and theirs gave 3.2% fewer held-out tokens at 16000/2000, ours 12.7%.
 - Their encoder splits runs also at tokens that take part in no supermerge; that gives the same ids (such a token
   can never merge), so we split only by the rule.
 - Ties: theirs follow their heap's order; ours are the explicit phase-1 rules (``ids``, ``huggingface``,
@@ -56,8 +56,8 @@ Tokenizer = Any
 #   and it counts (in training and in encoding) where one of its tokens holds a letter.
 # - "letter-token": fastboundlessbpe's rule: every pre-token of the run is one token holding a letter.
 # Measured on the shared corpora, cl100k, every 20th document held out (total tokens against the plain tokenizer of
-# the same size trained on the same documents): 16000/2000: letter-run 13.7% fewer, letter-token 3.2%; 8000/2000:
-# 9.4% and -0.2%; 8000/1000: 9.8% and 1.4%. Punctuation, digits and whitespace pre-tokens (", ", "\n   ") are single
+# the same size trained on the same documents; benchmarks/bench_superword.py): 16000/2000: letter-run 12.7% fewer,
+# letter-token 3.2%; 8000/2000: 8.1% and -0.2%; 8000/1000: 8.6% and 1.4%. Punctuation, digits and whitespace pre-tokens (", ", "\n   ") are single
 # tokens without a letter: letter-token ends a run at each, so phrases like "LORD, and" or "\n    return" never form.
 RULES = ("letter-run", "letter-token")
 DEFAULT_RULE = "letter-run"
@@ -373,43 +373,30 @@ class SuperwordPass:
                 kind,
             )
 
-    def _columns(self, texts: Sequence[Text], num_threads: int | None, word_flat=None):
-        """(data, doc_offsets, ids, id_offsets, refused): the texts' UTF-8 and the word model's flat ids. A text
-        that is not UTF-8 with surrogateescape (a lone surrogate that is no escaped byte) goes in as empty and is
-        listed in ``refused``, for the reference."""
+    def _word_ids(self, texts: Sequence[Text], num_threads: int | None, word_flat=None):
+        """(docs, ids, id_offsets): the texts as str or bytes (the core reads a str's cached UTF-8 in place) and the
+        word model's flat ids of them."""
         import numpy as np
 
-        encoded, refused, docs = [], [], []
-        for i, t in enumerate(texts):
-            try:
-                encoded.append(t if isinstance(t, bytes) else _as_str(t).encode("utf-8", "surrogateescape"))
-                docs.append(t)
-            except UnicodeEncodeError:
-                encoded.append(b"")
-                docs.append("")
-                refused.append(i)
-        doc_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=doc_offsets[1:])
-        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        docs = [t if type(t) is str or type(t) is bytes else _as_str(t) for t in texts]
         if word_flat is None:
             ids, id_offsets = self.word_model.encode_ordinary_flat(docs, num_threads=num_threads)
         else:
             ids, id_offsets = word_flat(docs)
-        ids = np.ascontiguousarray(ids, dtype=np.uint32)
-        return data, doc_offsets, ids, np.asarray(id_offsets, dtype=np.int64), refused
+        return docs, np.ascontiguousarray(ids, dtype=np.uint32), np.asarray(id_offsets, dtype=np.int64)
 
     def encode_flat(self, texts: Sequence[Text], num_threads: int | None = None, word_flat=None):
-        """(ids uint32, offsets int64) of whole texts (ordinary: no special or added token is looked for)."""
+        """(ids uint32, offsets int64) of whole texts (ordinary: no special or added token is looked for). A text
+        the pass cannot align (a lone surrogate, which the word model reads as U+FFFD) takes the reference."""
         import numpy as np
 
-        data, doc_offsets, ids, id_offsets, refused = self._columns(texts, num_threads, word_flat)
-        out, offsets, failed = self.native_pass.encode(data, doc_offsets, ids, id_offsets)
-        redo = sorted(set(refused) | set(failed.tolist()))
-        if not redo:
+        docs, ids, id_offsets = self._word_ids(texts, num_threads, word_flat)
+        out, offsets, failed = self.native_pass.encode_texts(docs, ids, id_offsets)
+        if not len(failed):
             return out, offsets
         lists = [out[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-        for i in redo:
-            lists[i] = encode_reference(self.word_model, self.supermerges, texts[i])
+        for i in failed.tolist():
+            lists[i] = encode_reference(self.word_model, self.supermerges, docs[i])
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)
         np.cumsum([len(x) for x in lists], out=offsets[1:])
         return np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(offsets[-1])), offsets
@@ -419,16 +406,15 @@ class SuperwordPass:
         if self.native_pass is None:
             return count_runs(texts, self.word_model, self.rule)
         texts = list(texts)
-        data, doc_offsets, ids, id_offsets, refused = self._columns(texts, num_threads)
-        run_ids_, run_offsets, counts, failed = self.native_pass.count(data, doc_offsets, ids, id_offsets)
+        docs, ids, id_offsets = self._word_ids(texts, num_threads)
+        run_ids_, run_offsets, counts, failed = self.native_pass.count_texts(docs, ids, id_offsets)
         keys = run_ids_.astype("<u4").tobytes()
         bounds = (run_offsets * 4).tolist()
         out: Counter[bytes] = Counter(
             {keys[a:b]: int(c) for a, b, c in zip(bounds[:-1], bounds[1:], counts.tolist(), strict=True)}
         )
-        redo = sorted(set(refused) | set(failed.tolist()))
-        if redo:
-            out.update(count_runs([texts[i] for i in redo], self.word_model, self.rule))
+        if len(failed):
+            out.update(count_runs([docs[i] for i in failed.tolist()], self.word_model, self.rule))
         return dict(out)
 
 
@@ -458,19 +444,23 @@ class SuperwordBackend:
 
     # ------------------------------------------------------------------------------------------- encoding
     def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
-        text = _as_str(text)
-        self._tok._finder.check_disallowed(text, disallowed)
+        self._tok._finder.check_disallowed(_as_str(text), disallowed)
         return self._segments(text, allowed)
 
     def encode_ordinary(self, text: Text) -> list[int]:
-        return self._segments(_as_str(text), frozenset())
+        return self._segments(text, frozenset())
 
-    def _segments(self, text: str, allowed: frozenset[str]) -> list[int]:
+    def _segments(self, text: Text, allowed: frozenset[str]) -> list[int]:
+        """Bytes stay bytes to the pass (invalid UTF-8 reads as its surrogateescape characters, as the plain engine
+        reads it); a str's lone surrogates read as U+FFFD (the reference, through as_str)."""
         sup = self._tok.superword
+        raw = isinstance(text, (bytes, bytearray, memoryview))
+        if raw:
+            text = bytes(text)
         if self._pass.native_pass is None:
             return encode_reference(self._word, sup, text, allowed)
-        segments = list(self._tok._finder.segments(text, allowed))
-        pieces = [s for s in segments if not isinstance(s, int)]
+        segments = list(self._tok._finder.segments(_as_str(text), allowed))
+        pieces = [s.encode("utf-8", "surrogateescape") if raw else s for s in segments if not isinstance(s, int)]
         ids, offsets = self._pass.encode_flat(pieces, 1)
         bounds = offsets.tolist()
         out: list[int] = []

@@ -151,3 +151,15 @@ def test_documents_equal_the_reference(tok, name):
     for threads in (1, 2, 4):
         ids, offsets = tok.encode_ordinary_flat(check, num_threads=threads)
         assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == expected
+
+
+def test_lone_surrogates_and_bytes_take_the_references_reading(tok):
+    """A lone surrogate reads as U+FFFD (as the plain tokenizer's); invalid UTF-8 bytes as surrogateescape."""
+    word = _word(tok)
+    texts = ["the cat\ud800 sat on the mat", "of the \udc80children of the LORD", "and the king said"]
+    expected = [sw.encode_reference(word, tok.superword, t) for t in texts]
+    assert [tok.encode_ordinary(t) for t in texts] == expected
+    ids, offsets = tok.encode_ordinary_flat(texts, num_threads=1)
+    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == expected
+    data = b"of the \xff children of the LORD"
+    assert tok.encode_ordinary(data) == sw.encode_reference(word, tok.superword, data)
