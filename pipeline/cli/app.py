@@ -92,32 +92,6 @@ def _given_flags(
     return [(by_flag[a.split("=", 1)[0]], a.split("=", 1)[0]) for a in argv if a.split("=", 1)[0] in by_flag]
 
 
-def cmd_convert(args: argparse.Namespace) -> int:
-    tok = _load_with_special_tokens(args) if args.special_token else _load(args)
-    tok.save(args.out)
-    print(f"wrote {args.out}: {tok.kind}, n_vocab={tok.n_vocab}, pre-tokenizer {tok.pretokenizer.describe()}")
-    return 0
-
-
-def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
-    """A .tiktoken rank file with the special tokens given as --special-token NAME=ID (other formats carry theirs)."""
-    from bpe_core._io import read_bytes
-    from bpe_core.formats.detect import sniff
-
-    if sniff(read_bytes(args.tokenizer)) != "tiktoken":
-        raise ValueError(
-            f"--special-token is for .tiktoken rank files, which carry no special tokens; {args.tokenizer} carries "
-            "its own (see `beam-bpe info`)"
-        )
-    specials: dict[str, int] = {}
-    for item in args.special_token:
-        token, sep, value = item.rpartition("=")
-        if not sep or not token or not value.isdigit():
-            raise ValueError(f"--special-token {item!r}: expected NAME=ID, e.g. --special-token '<|endoftext|>=100257'")
-        specials[token] = int(value)
-    return Tokenizer.from_tiktoken(args.tokenizer, pretokenizer=args.pretokenizer, special_tokens=specials)
-
-
 def cmd_demo(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.cli.demo import run_demo
 
@@ -145,12 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_encode_corpus_arguments(p)
     p.set_defaults(func=cmd_encode, takes_beam_args=True)
     add_decode_parser(sub)
-    p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
-    p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
-    p.add_argument("--special-token", action="append", default=[], metavar="NAME=ID",
-                   help="a special token of a .tiktoken rank file (repeatable; OpenAI's published files get "
-                        "tiktoken's by default, and these replace them)")  # fmt: skip
-    p.set_defaults(func=cmd_convert)
+    from pipeline.cli.convert import add_convert_parser
+
+    add_convert_parser(sub)
     from pipeline.cli.train import add_train_parser
 
     add_train_parser(sub)

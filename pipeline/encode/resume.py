@@ -34,6 +34,8 @@ def job_identity(job, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dty
     """What the output depends on (tokenizer, inputs, settings, library version): hashed into the fingerprint.
 
     The tokenizer counts by its digest (what decides the ids), not its file: a converted copy is the same job.
+    ``--merge`` is not part of it: the shards are the same with and without it, so ``--merge`` added to a finished
+    job merges its shards without encoding again (``pipeline/encode/job.py``).
     """
     corpus = dataclasses.asdict(job.corpus)
     s = job.settings
@@ -47,8 +49,6 @@ def job_identity(job, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dty
         dtype=dtype,
         **policy,
     )
-    if s.merge:  # only when given: the fingerprints of the jobs without it stay what they were
-        settings["merge"] = True
     return {
         "tokenizer": {"digest": tokenizer_digest},
         "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],

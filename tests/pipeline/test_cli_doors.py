@@ -321,3 +321,73 @@ def test_train_special_token_ids_are_checked_before_any_work(tmp_path, capsys, f
     assert run_cli(*args, *flags) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "t" / "tokenizer.bpe").exists()
+
+
+# ------------------------------------------------------------------ convert by suffix
+def _same_ids(a, b) -> None:
+    texts = docs()[:60]
+    assert a.encode_ordinary_batch(texts) == b.encode_ordinary_batch(texts)
+    assert a.special_tokens == b.special_tokens
+
+
+def test_convert_writes_the_format_its_suffix_names(tmp_path, r50k_file, capsys):
+    from bpe_core import Tokenizer
+    from bpe_core._io import read_bytes
+    from bpe_core.formats.detect import sniff
+
+    source = Tokenizer.from_file(r50k_file)
+    assert run_cli("convert", "--tokenizer", r50k_file, "--out", tmp_path / "t.json") == 0
+    assert sniff(read_bytes(str(tmp_path / "t.json"))) == "json"
+    _same_ids(Tokenizer.from_huggingface(str(tmp_path / "t.json")), source)
+    assert run_cli("convert", "--tokenizer", r50k_file, "--out", tmp_path / "t.tiktoken") == 0
+    assert sniff(read_bytes(str(tmp_path / "t.tiktoken"))) == "tiktoken"
+    _same_ids(Tokenizer.from_tiktoken(str(tmp_path / "t.tiktoken")), source)  # OpenAI's own file, known by its hash
+    assert run_cli("convert", "--tokenizer", r50k_file, "--out", f"{tmp_path / 'gpt2'}/") == 0
+    assert sorted(p.name for p in (tmp_path / "gpt2").iterdir()) == ["merges.txt", "vocab.json"]
+    _same_ids(Tokenizer.from_gpt2_files(str(tmp_path / "gpt2" / "vocab.json"), pretokenizer="r50k"), source)
+    assert run_cli("convert", "--tokenizer", tmp_path / "t.json", "--out", tmp_path / "back.bpe") == 0
+    _same_ids(Tokenizer.load(str(tmp_path / "back.bpe")), source)
+    assert "holds no pre-tokenizer: load it with --pretokenizer r50k" in capsys.readouterr().out
+
+
+def test_convert_refuses_what_a_format_cannot_hold(tmp_path, capsys):
+    write_jsonl(tmp_path / "a.jsonl", docs())
+    assert run_cli("train", "--input", tmp_path / "a.jsonl", "--vocab-size", "300", "--no-progress",
+                   "--special-token", "<|end|>", "--pretokenizer", "r50k", "--out", tmp_path / "t") == 0  # fmt: skip
+    trained = tmp_path / "t" / "tokenizer.bpe"
+    capsys.readouterr()
+    assert run_cli("convert", "--tokenizer", trained, "--out", tmp_path / "x.tiktoken") == 2
+    assert "cannot hold the special tokens (<|end|>=299)" in capsys.readouterr().err
+    assert not (tmp_path / "x.tiktoken").exists()
+    assert run_cli("convert", "--tokenizer", trained, "--out", tmp_path / "x.txt") == 2
+    assert "the suffix .txt names no tokenizer format" in capsys.readouterr().err
+    assert run_cli("convert", "--tokenizer", trained, "--out", tmp_path / "x.json") == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".convert")] == []
+
+
+def test_merge_added_to_a_finished_megatron_output_merges_without_encoding(tmp_path, r50k_file, monkeypatch):
+    import pipeline.encode.job as job
+
+    write_jsonl(tmp_path / "a.jsonl", docs()[:60])
+    write_jsonl(tmp_path / "b.jsonl", docs()[60:])
+    common = ["encode", "--tokenizer", r50k_file, "--input", tmp_path / "*.jsonl", "--shard-format", "megatron",
+              "--shard-size", "8KB", "--range-bytes", "4096", "--no-progress", "--eos"]  # fmt: skip
+    assert run_cli(*common, "--out", tmp_path / "once", "--merge") == 0
+    assert run_cli(*common, "--out", tmp_path / "later") == 0
+    shards = {p.name: p.read_bytes() for p in (tmp_path / "later").glob("tokens-*")}
+    assert len(shards) > 2
+
+    def no_encoding(*a, **k):
+        raise AssertionError("encoded again")
+
+    monkeypatch.setattr(job, "_run_pipeline", no_encoding)
+    assert run_cli(*common, "--out", tmp_path / "later", "--merge") == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / "later").glob("tokens-*")} == shards
+    for name in ("tokens.bin", "tokens.idx"):
+        assert (tmp_path / "later" / name).read_bytes() == (tmp_path / "once" / name).read_bytes()
+    path_file = (tmp_path / "later" / "megatron_data_path.txt").read_text()
+    assert path_file == (tmp_path / "once" / "megatron_data_path.txt").read_text().replace("/once/", "/later/")
+    manifest = json.loads((tmp_path / "later" / "manifest.json").read_text())
+    assert manifest["merged"]["tokens"] == json.loads((tmp_path / "once" / "manifest.json").read_text())["tokens"]
+    assert (tmp_path / "later" / "COMPLETED").exists()
+    assert run_cli(*common, "--out", tmp_path / "later", "--merge") == 0  # now simply complete
