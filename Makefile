@@ -103,9 +103,10 @@ bench-check: $(BENCH_STAMP) $(REFERENCE_STAMP)
 		BEAM_BPE_REQUIRE_DATA=$${BEAM_BPE_REQUIRE_DATA:-$(if $(wildcard $(TEST_DATA)),1,0)} \
 		$(PY) -m pytest -q -p no:randomly -m bench tests
 
-# BENCH_ARGS: e.g. --quick (a smoke run), --rounds 5, --presets cl100k,o200k,llama3, --only split,encode
-bench-native: $(BENCH_STAMP)
-	$(PY) benchmarks/bench_native.py $(BENCH_ARGS)
+# BENCH_ARGS: e.g. --quick (a smoke run), --rounds 5, --presets cl100k,o200k,llama3,qwen35,deepseek-v3,
+# --only split,encode,train,vocabs, --callgrind. The reference files give qwen35 and the llama.cpp vocabularies.
+bench-native: $(BENCH_STAMP) $(REFERENCE_STAMP)
+	BEAM_BPE_REFERENCE_FILES=$(REFERENCE_CACHE) $(PY) benchmarks/bench_native.py $(BENCH_ARGS)
 
 # The wheel for --extra_package (deploy/README.md), checked in a fresh venv.
 wheel: setup

@@ -1,6 +1,7 @@
 """Scale benchmark (issue 16 item 4, not a test): the train and encode pipelines on growing corpora, one command.
 
-    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode] [--work DIR]
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode,estimate,several]
+        [--work DIR]
 
 The corpora (``scale-{GB}.jsonl``, cached in ``--work``) are built from the shared corpora: every pass over them
 shuffles the documents and inserts numbered identifiers drawn from a range that widens with the bytes written, so
@@ -11,7 +12,8 @@ RSS, MB/s and unique chunks, the ratios the issue asks for and the fitted expone
 linear), with the load average beside every figure.
 
 Layout: corpus building (shared by the parts), the train part (``bench_train``), the encode part
-(``bench_encode``), ``main``. Each part keeps to its own functions.
+(``bench_encode``), the training pre-flight's error (``bench_estimate``), several tokenizers in one read
+(``bench_several``), ``main``. Each part keeps to its own functions.
 """
 
 from __future__ import annotations
@@ -295,6 +297,143 @@ def _print_encode_row(r: dict) -> None:
     )
 
 
+# ----------------------------------------------------------------------------------------------- estimate part
+
+# The pre-flight as `train` runs it (pipeline/train/estimate.py), in its own process: its JSON figures.
+ESTIMATE_SCRIPT = """
+import json, sys, time
+from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
+from pipeline.train.estimate import estimate_corpus
+from pipeline.train.settings import train_settings
+spec = CorpusSpec("jsonl")
+plan = plan_corpus([InputSpec(sys.argv[1])], spec)
+settings = train_settings({}, {"vocab_size": int(sys.argv[3]), "pretokenizer": sys.argv[4]})
+t = time.perf_counter()
+est = estimate_corpus(plan, spec, settings, sample_bytes=int(sys.argv[2]) or None)
+print(json.dumps({**est.to_manifest(), "estimate_seconds": time.perf_counter() - t}))
+"""
+
+# Words (chunks of two bytes or more) and their bytes in the counts a pipeline run wrote: what the merge loop gets.
+WORDS_SUMMARY = """
+import glob, json, sys
+import pyarrow.compute as pc, pyarrow.parquet as pq
+words = word_bytes = chunks = 0
+for path in sorted(glob.glob(sys.argv[1] + "/counts/counts-*.parquet")):
+    lengths = pc.binary_length(pq.read_table(path, columns=["chunk"])["chunk"])
+    long = pc.greater_equal(lengths, 2)
+    chunks += len(lengths)
+    words += pc.sum(long.cast("int64")).as_py() or 0
+    word_bytes += pc.sum(pc.filter(lengths, long).cast("int64")).as_py() or 0
+print(json.dumps({"chunks": chunks, "words": words, "word_bytes": word_bytes}))
+"""
+
+
+def real_corpora(work: Path) -> dict[str, Path]:
+    """The shared corpora concatenated into one JSONL file, in their order and reversed (``real-a``, ``real-b``):
+    text of five kinds in long runs, where a prefix of the file is no sample of the whole."""
+    out = {}
+    for name, order in (("real-a", CORPORA), ("real-b", tuple(reversed(CORPORA)))):
+        path = work / f"{name}.jsonl"
+        if not path.exists():
+            with open(path.with_suffix(".tmp"), "w", encoding="utf-8") as f:
+                for corpus in order:
+                    for record in iter_records(corpus):
+                        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            path.with_suffix(".tmp").rename(path)
+        out[name] = path
+    return out
+
+
+def bench_estimate(work: Path, corpora: dict[float, Path], *, pretokenizer: str, vocab_size: int) -> list[dict]:
+    """The training pre-flight against the run it predicts (issue 27 item 3), per corpus: the scale corpora with
+    the default sample, the shared corpora concatenated in two orders with a 5% sample. Predicted against measured:
+    unique chunks (the counts of ``train --counts-only``, 2 workers) and the driver's peak RSS (``train
+    --from-counts``; predicted as ``beam-bpe --version``'s RSS plus the merge loop's). Prints the errors.
+
+        .venv/bin/python benchmarks/bench_scale.py --parts estimate --sizes 0.3,1,2
+    """
+    cli = str(BIN / "beam-bpe")
+    idle = measure([cli, "--version"])["rss"]
+    cases = [(f"scale {gb:g} GB", path, 0) for gb, path in sorted(corpora.items())]
+    cases += [(name, path, int(0.05 * path.stat().st_size)) for name, path in real_corpora(work).items()]
+    rows = []
+    for name, path, sample in cases:
+        est = measure([sys.executable, "-c", ESTIMATE_SCRIPT, str(path), str(sample), str(vocab_size), pretokenizer])
+        out = work / f"estimate-counts-{path.stem}"
+        if not (out / "COMPLETED").exists():
+            measure([cli, "train", "--input", str(path), "--counts-only", "--pretokenizer", pretokenizer, "--out",
+                     str(out), "--overwrite", "--no-progress", *MULTI])  # fmt: skip
+        truth = json.loads(subprocess.run([sys.executable, "-c", WORDS_SUMMARY, str(out)], capture_output=True,
+                                          text=True, check=True).stdout)  # fmt: skip
+        trained = measure([cli, "train", "--from-counts", str(out), "--out", str(work / f"estimate-train-{path.stem}"),
+                           "--vocab-size", str(vocab_size), "--overwrite", "--no-progress"])  # fmt: skip
+        manifest = json.loads((work / f"estimate-train-{path.stem}" / "manifest.json").read_text())
+        row = {"name": name, "estimate": est, "truth": truth, "rss": trained["rss"], "idle": idle,
+               "train_seconds": manifest["train_seconds"], "load": trained["load"]}  # fmt: skip
+        rows.append(row)
+        _print_estimate_row(row)
+    worst = max(max(abs(r["chunk_error"]), abs(r["rss_error"])) for r in rows)
+    print(f"\nworst error {worst:.0%} (target within 25%)")
+    return rows
+
+
+def _print_estimate_row(r: dict) -> None:
+    mib = 1 << 20
+    e, t = r["estimate"], r["truth"]
+    predicted_rss = r["idle"] + e["loop_memory"]
+    r["chunk_error"] = e["chunks"] / t["chunks"] - 1
+    r["rss_error"] = predicted_rss / r["rss"] - 1
+    how = "whole corpus read" if e["exact"] else f"{e['sample_text_bytes'] / 1e6:.1f} MB sample"
+    print(
+        f"\n{r['name']} ({e['file_bytes'] / 1e6:.0f} MB; {how}, {e['estimate_seconds']:.1f} s, "
+        f"b = {e['growth_b']:.2f}):\n"
+        f"  unique chunks   predicted {e['chunks']:>11,}  counted  {t['chunks']:>11,}  error {r['chunk_error']:+.1%}\n"
+        f"  driver peak RSS predicted {predicted_rss / mib:9.0f} MiB measured {r['rss'] / mib:7.0f} MiB  "
+        f"error {r['rss_error']:+.1%} (--version {r['idle'] / mib:.0f} MiB + merge loop "
+        f"{e['loop_memory'] / mib:.0f} MiB)\n"
+        f"  merge loop      predicted {e['seconds']:9.1f} s   train stage {r['train_seconds']:7.1f} s "
+        f"(load {r['load']:.1f})"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- several tokenizers
+
+
+def bench_several(work: Path, corpora: dict[float, Path], *, presets: tuple[str, str] = ("cl100k", "o200k")) -> list:
+    """One ``encode --tokenizer A --tokenizer B`` run against two single-tokenizer runs (issue 27 item 1): CPU
+    seconds (the command and its workers) and wall, megatron shards, 2 workers, every file compared byte for byte
+    (megatron_data_path.txt names its folder: compared with the folder's name taken out).
+
+        .venv/bin/python benchmarks/bench_scale.py --parts several --sizes 1
+    """
+    ranks = [str(ROOT.parent / "shared" / "data" / "tiktoken" / f"{p}_base.tiktoken") for p in presets]
+    stems = [f"{p}_base" for p in presets]
+    common = ["--shard-format", "megatron", "--overwrite", "--no-progress", *MULTI]
+    rows = []
+    for gb, path in sorted(corpora.items()):
+        one_out, two_out = work / f"several-one-{gb:g}", work / f"several-two-{gb:g}"
+        tokens = [arg for rank in ranks for arg in ("--tokenizer", rank)]
+        one = measure([str(BIN / "beam-bpe"), "encode", *tokens, "--input", str(path), "--out", str(one_out), *common])
+        two = [measure([str(BIN / "beam-bpe"), "encode", "--tokenizer", rank, "--input", str(path), "--out",
+                        str(two_out / stem), *common]) for rank, stem in zip(ranks, stems, strict=True)]  # fmt: skip
+        same = all(_folder_files(one_out / s) == _folder_files(two_out / s) for s in stems)
+        cpu2, wall2 = sum(m["cpu"] for m in two), sum(m["wall"] for m in two)
+        rows.append({"gb": gb, "one": one, "two": two, "identical": same})
+        print(
+            f"\n{gb:g} GB, {' + '.join(presets)}: one run cpu {one['cpu']:.1f} s wall {one['wall']:.1f} s "
+            f"(load {one['load']:.1f}); two runs cpu {cpu2:.1f} s wall {wall2:.1f} s (load "
+            f"{two[0]['load']:.1f}, {two[1]['load']:.1f})\n  cpu one / two {one['cpu'] / cpu2:.2f} (target <= 0.9), "
+            f"wall {one['wall'] / wall2:.2f}; files identical: {same}"
+        )
+    return rows
+
+
+def _folder_files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.name: p.read_bytes().replace(str(folder).encode(), b"OUT") for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
@@ -303,7 +442,7 @@ def main() -> None:
         return _measure_main(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="0.1,0.3,1,2", help="GB of text per corpus, comma-separated")
-    parser.add_argument("--parts", default="train,encode", help="train, encode or both")
+    parser.add_argument("--parts", default="train,encode", help="train, encode, estimate, several (comma-separated)")
     parser.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "beam-bpe-scale"),
                         help="folder for the corpora (kept between runs) and the outputs")  # fmt: skip
     parser.add_argument("--pretokenizer", default="cl100k")
@@ -318,6 +457,10 @@ def main() -> None:
         bench_train(work, corpora, pretokenizer=args.pretokenizer, vocab_size=args.vocab_size)
     if "encode" in parts and "bench_encode" in globals():
         globals()["bench_encode"](work, corpora)
+    if "estimate" in parts:
+        bench_estimate(work, corpora, pretokenizer=args.pretokenizer, vocab_size=args.vocab_size)
+    if "several" in parts:
+        bench_several(work, corpora)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,42 @@
 """The measured side of bench_native.py: one case a process, printed as one JSON line.
 
-A case loads the documents, builds the library's tokenizer for one vocabulary (untimed, then warmed on one short
-text so that lazily built tables are not timed), times one run, and reports CPU and wall seconds, peak memory
+An encoding case loads the documents, builds the library's tokenizer for one vocabulary (untimed), times the first
+call on all of them (lazily built tables, caches filled from empty: what a fresh worker pays) and then --warm more
+calls in the same process (the median of these is the warm figure), and reports CPU and wall seconds, peak memory
 (VmHWM above the resident size once the text is loaded) and a CRC32 per document of the ids it produced (or of the
-piece boundaries, for a split), which the parent compares with tiktoken's. A fresh process per run means that no
-run profits from a cache filled by an earlier one: ours, gigatoken and tokenizers cache pieces, tiktoken does not.
+piece boundaries, for a split), which the parent compares with the reference's (tiktoken's; GigaToken's for the
+vocabularies tiktoken cannot run). A fresh process per run means that no first call profits from a cache filled by
+an earlier run: ours, gigatoken and tokenizers cache pieces, tiktoken does not.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchlib import OPENAI, data_file, load_docs, memory, text_mb, tiktoken_encoding, timed
+from benchlib import OPENAI, ROOT, data_file, load_docs, memory, text_mb, tiktoken_encoding, timed
 
-# Vocabularies: the OpenAI rank files, and Llama 3 from llama.cpp's vocab-only GGUF.
+# Vocabularies: the OpenAI rank files, and Llama 3 from llama.cpp's vocab-only GGUF (shared data).
 GGUF = {"llama3": "ggml-vocab-llama-bpe.gguf"}
-PRESETS = (*OPENAI, *GGUF)
+# The vocabularies of issues 21/22 that tiktoken cannot run, compared with GigaToken (ids checked against its):
+# qwen35 from the llama-cpp-python sdist's GGUF (make's reference-files fetch; GigaToken on our rank-file export of
+# it), deepseek-v3: cl100k's ranks with llama.cpp's deepseek-v3 pre-tokenizer.
+GIGA_REFERENCE = ("qwen35", "deepseek-v3")
+PRESETS = (*OPENAI, *GGUF, *GIGA_REFERENCE)
+GIGATOKEN_PRETOKENIZER = {"qwen35": "qwen35", "deepseek-v3": "deepseek_v3"}
+# The reference files (tests/tools/fetch_reference_files.py): llama.cpp's GGUF test vocabularies with expected ids.
+REFERENCE_FILES = Path(os.environ.get("BEAM_BPE_REFERENCE_FILES") or ROOT / ".cache" / "reference-files")
+LLAMACPP_MODELS = REFERENCE_FILES / "llama-cpp-python-0.3.36" / "vendor" / "llama.cpp" / "models"
+# The 11 byte-level GGUF vocabularies of that sdist with a tokenizer.ggml.pre name and expected ids (issue 22).
+LLAMACPP_VOCABS = ("gpt-2", "llama-bpe", "qwen2", "mpt", "qwen35", "starcoder", "refact", "command-r", "falcon",
+                   "deepseek-coder", "deepseek-llm")  # fmt: skip
+LLAMACPP_SEPARATOR = "\n__ggml_vocab_test__\n"
 # The Llama 3 regex as Meta's tokenizer.json spells it (llama.cpp's spelling, (?:'[sS]|...), matches the same).
 HF_SPELLING = {
     "llama3": (
@@ -33,9 +48,25 @@ TIKTOKEN_DEFAULT_THREADS = 8  # tiktoken's encode_ordinary_batch default
 CPU = time.process_time
 
 
+def reference_gguf(name: str) -> Path:
+    """llama.cpp's ggml-vocab-<name>.gguf from the reference files; a clear exit naming the fetch where absent."""
+    path = LLAMACPP_MODELS / f"ggml-vocab-{name}.gguf"
+    if not path.exists():
+        raise SystemExit(
+            f"reference vocabulary not found: {path} (run `make bench-native`, which fetches it, or "
+            "`python tests/tools/fetch_reference_files.py`; BEAM_BPE_REFERENCE_FILES names another cache)"
+        )
+    return path
+
+
 def load_ours(preset: str, backend: str = "native"):
     import bpe_core
 
+    if preset == "qwen35":
+        return bpe_core.Tokenizer.from_file(str(reference_gguf("qwen35")), backend=backend)
+    if preset == "deepseek-v3":
+        path = str(data_file("tiktoken", "cl100k_base.tiktoken"))
+        return bpe_core.Tokenizer.from_tiktoken(path, pretokenizer="deepseek-v3", backend=backend)
     if preset in GGUF:
         return bpe_core.Tokenizer.from_gguf(str(data_file("llamacpp", GGUF[preset])), backend=backend)
     entry = json.loads(data_file("tiktoken", "encodings.json").read_text())[OPENAI[preset]]
@@ -63,6 +94,9 @@ def load_gigatoken(preset: str, work: Path):
     from_tiktoken panics on Llama 3's ranks: some tokens are not a merge of two)."""
     import gigatoken
 
+    if preset in GIGA_REFERENCE:
+        path = data_file("tiktoken", "cl100k_base.tiktoken") if preset == "deepseek-v3" else rank_export(preset, work)
+        return gigatoken.Tokenizer.from_tiktoken(str(path), pretokenizer=GIGATOKEN_PRETOKENIZER[preset])
     if preset in GGUF:
         exported = hf_json(preset, work)
         pattern = json.dumps(load_ours(preset).pretokenizer.patterns[0])[1:-1]
@@ -80,6 +114,16 @@ def hf_json(preset: str, work: Path) -> str:
         load_ours(preset).to_huggingface(str(tmp))
         tmp.rename(path)
     return path.read_text(encoding="utf-8")
+
+
+def rank_export(preset: str, work: Path) -> Path:
+    """Our to_tiktoken export of the vocabulary (written once per benchmark run, in ``work``)."""
+    path = work / f"{preset}.tiktoken"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        load_ours(preset).to_tiktoken(str(tmp))
+        tmp.rename(path)
+    return path
 
 
 def load_tokenizers(preset: str, work: Path):
@@ -138,7 +182,8 @@ def tiktoken_like(lib: str, preset: str):
 
 
 def peer_encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
-    """The encoders added for issue 15 (fastokens, riptoken, wordchipper, bpe-openai, kitoken, tokie)."""
+    """The encoders added for issues 15 and 21 (fastokens, riptoken, wordchipper, bpe-openai, kitoken, tokie,
+    quicktok-v1)."""
     parallel = threads != 1
     if lib == "fastokens" and mode == "flat":  # (uint32 ids, uint64 offsets) as bytes; its threads: rayon
         ft = load_fastokens(preset, work)
@@ -171,6 +216,14 @@ def peer_encoder(lib: str, mode: str, threads: int, preset: str, work: Path):
         else:
             kt = kitoken.Kitoken.from_tiktoken_file(str(data_file("tiktoken", openai_entry(preset)["rank_file"])))
         return lambda docs: [kt.encode(d) for d in docs]
+    if lib == "quicktok" and mode == "flat":  # quicktok-v1: (uint32 ids, int64 offsets), its bundled encodings
+        import quicktok
+
+        names = {"cl100k": "cl100k_base", "o200k": "o200k_base", "llama3": "llama3"}
+        if preset not in names:
+            raise ValueError(f"quicktok-v1 bundles no {preset} encoding (only {', '.join(names)} of ours)")
+        qt = quicktok.get_encoding(names[preset])
+        return lambda docs: qt.encode_batch(docs, threads, False)  # threads 0: all cores
     if lib == "tokie" and mode == "flat":  # (uint32 ids, uint64 lengths), its own threads
         import tokie
 
@@ -242,17 +295,28 @@ def crcs(arrays: list[np.ndarray]) -> list[int]:
     return [zlib.crc32(a.tobytes()) for a in arrays]
 
 
-def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str], work: Path) -> dict:
+def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str], work: Path, warm: int) -> dict:
+    """The first call after loading (one-time builds included), then ``warm`` more calls in the same process."""
     run = encoder(lib, mode, threads, preset, work)
-    run(["Hello world, warm-up."])  # builds lazily made tables outside the timed run
     cpu0, wall0 = CPU(), time.perf_counter()
     out = run(docs)
     cpu, wall = CPU() - cpu0, time.perf_counter() - wall0
     arrays = id_arrays(lib, out)
     result = {"cpu": cpu, "wall": wall, "tokens": int(sum(a.size for a in arrays)), "crc": crcs(arrays),
               "load": os.getloadavg()[0]}  # fmt: skip
-    if mode == "flat" and threads == 1 and lib == "ours":  # decode_flat of the whole batch, best of three
-        tok = load_ours(preset)
+    warm_cpu, warm_wall = [], []
+    for _ in range(warm):
+        out = None  # the previous output freed first, as a caller that writes each batch out would
+        cpu0, wall0 = CPU(), time.perf_counter()
+        out = run(docs)
+        warm_cpu.append(CPU() - cpu0)
+        warm_wall.append(time.perf_counter() - wall0)
+    if warm:
+        result.update(warm_cpu=statistics.median(warm_cpu), warm_wall=statistics.median(warm_wall))
+        if crcs(id_arrays(lib, out)) != result["crc"]:
+            result["warm_differs"] = True  # a warm call's ids differ from the first call's
+    if mode == "flat" and threads == 1 and lib == "ours" and preset not in GIGA_REFERENCE:
+        tok = load_ours(preset)  # decode_flat of the whole batch, best of three
         t_flat, texts = timed(lambda: tok.decode_flat(*out), 3, CPU)
         result["decode_flat_mb_s"] = text_mb(texts) / t_flat
     if mode == "batch" and threads == 1 and lib in ("ours", "tiktoken"):  # decoding: fast, so best of five
@@ -262,6 +326,37 @@ def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str],
         t_dec, data = timed(lambda: [dec.decode_bytes(i) for i in ids], 5, CPU)
         result["decode_mb_s"] = sum(map(len, data)) / 1e6 / t_dec
     return result
+
+
+def llamacpp_cases(name: str) -> list[tuple[str, list[int]]]:
+    """llama.cpp's test-tokenizer-0 files of a reference vocabulary: inputs cut by the separator line, one line of
+    expected ids each."""
+    path = reference_gguf(name)
+    inputs = path.with_name(path.name + ".inp").read_text(encoding="utf-8").split(LLAMACPP_SEPARATOR)[:-1]
+    lines = path.with_name(path.name + ".out").read_text(encoding="utf-8").split("\n")
+    return [(text, [int(i) for i in line.split()]) for text, line in zip(inputs, lines, strict=False)]
+
+
+def case_vocab(name: str, docs: list[str], warm: int) -> dict:
+    """One vocabulary on one thread: llama.cpp's expected ids checked on its cases, then the first call and the
+    median of ``warm`` more calls of encode_ordinary_flat(num_threads=1) on the documents. ``name`` is one of
+    LLAMACPP_VOCABS, or a preset (cl100k: the yardstick of the same run)."""
+    if name in LLAMACPP_VOCABS:
+        import bpe_core
+
+        tok = bpe_core.Tokenizer.from_file(str(reference_gguf(name)))
+        cases = llamacpp_cases(name)
+        wrong = [i for i, (text, ids) in enumerate(cases) if tok.encode_ordinary(text) != ids]
+        checked = {"cases": len(cases), "wrong_cases": wrong[:5], "n_wrong": len(wrong)}
+    else:
+        tok, checked = load_ours(name), {}
+    run = lambda: tok.encode_ordinary_flat(docs, num_threads=1)  # noqa: E731
+    first, out = timed(run, 1, CPU)
+    times = [timed(run, 1, CPU)[0] for _ in range(max(1, warm))]
+    ids = np.asarray(out[0])
+    return {"cpu": first, "warm_cpu": statistics.median(times), "tokens": int(ids.size),
+            "crc": [zlib.crc32(np.ascontiguousarray(ids, dtype=np.uint32).tobytes())], "load": os.getloadavg()[0],
+            **checked}  # fmt: skip
 
 
 def fast_split(pretokenizer):
@@ -288,8 +383,8 @@ def case_split(impl: str, preset: str, docs: list[str]) -> dict:
         data = [d.encode("utf-8", "surrogatepass") for d in docs]
     elif len(pretokenizer.patterns) == 1:
         split, data = regex.compile(pretokenizer.patterns[0]).findall, docs
-    else:
-        raise ValueError(f"{preset} splits with {len(pretokenizer.patterns)} regexes: time PreTokenizer.split instead")
+    else:  # a sequence of regexes (deepseek-v3): the Python PreTokenizer applies them in turn
+        split, data = pretokenizer.split, docs
     split(data[0])
     cpu0, wall0 = CPU(), time.perf_counter()
     pieces = [split(d) for d in data]
@@ -361,14 +456,50 @@ def case_train(name: str, docs: list[str], vocab: int) -> dict:
     raise ValueError(f"no training case {name}")
 
 
-def run_case(case: str, mb: float, vocab: int, work: Path) -> dict:
+def case_callgrind(lib: str, preset: str, calls: int, docs: list[str], work: Path) -> dict:
+    """Run under valgrind by the parent (bench_native.py --callgrind): load, then ``calls`` one-thread flat encodes
+    of all the documents, untimed. The parent subtracts the counts of runs with 0, 1 and 2 calls: the first call
+    (one-time builds included) and a warm call. ``lib`` "ours-split": our pre-tokenizer alone (pretok_split)."""
+    if lib == "ours-split":
+        fast = fast_split(load_ours(preset).pretokenizer)
+        if fast is None:
+            return {"error": f"no fast split for {preset}"}
+        data = [d.encode("utf-8", "surrogatepass") for d in docs]
+        run = lambda _: [fast(d) for d in data]  # noqa: E731
+    else:
+        run = encoder(lib, "flat", 1, preset, work)
+    out = None
+    for _ in range(calls):
+        out = None
+        out = run(docs)
+    return {"calls": calls, "tokens": int(sum(a.size for a in id_arrays(lib, out))) if out and lib != "ours-split"
+            else 0}  # fmt: skip
+
+
+def count_pieces(preset: str, docs: list[str]) -> int:
+    """How many pieces our pre-tokenizer makes of the documents (the denominator of per-piece counts)."""
+    pretokenizer = load_ours(preset).pretokenizer
+    fast = fast_split(pretokenizer)
+    if fast is not None:
+        return sum(len(fast(d.encode("utf-8", "surrogatepass"))) for d in docs)
+    return sum(len(pretokenizer.split(d)) for d in docs)
+
+
+def run_case(case: str, mb: float, vocab: int, work: Path, warm: int = 3) -> dict:
     """``kind:...`` -> the case's result, with its peak memory."""
     docs = load_docs(mb)
     base = memory("VmRSS")
     kind, *rest = case.split(":")
     if kind == "encode":
         lib, mode, threads, preset = rest
-        result = case_encode(lib, mode, int(threads), preset, docs, work)
+        result = case_encode(lib, mode, int(threads), preset, docs, work, warm)
+    elif kind == "vocab":
+        result = case_vocab(rest[0], docs, warm)
+    elif kind == "callgrind":
+        result = case_callgrind(rest[0], rest[1], int(rest[2]), docs, work)
+    elif kind == "pieces":
+        result = {"pieces": count_pieces(rest[0], docs), "bytes": int(sum(map(len, (d.encode("utf-8",
+                  "surrogatepass") for d in docs))))}  # fmt: skip
     elif kind == "split":
         result = case_split(rest[0], rest[1], docs)
     elif kind == "python":

@@ -243,3 +243,8 @@ def train_supermerges(
     return _core.train_supermerges(
         ids, offsets, counts, alphabet, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress
     )
+
+
+def make_superword_pass(token_len, eligible: bytes, letter: bytes, run_needs_letter: bool, left, right, result, kind):
+    """The native superword pass of one tokenizer (bpe_core.superword.SuperwordPass wraps it)."""
+    return _core.SuperwordPass(token_len, eligible, letter, run_needs_letter, left, right, result, kind)

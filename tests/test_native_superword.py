@@ -66,3 +66,39 @@ def test_corpus_runs_same_merges(name, tie_break):
         run_counts = sw.count_runs(docs, word)
         ref = sw.train_supermerges_reference(run_counts, alphabet, n_tokens, tie_break=tie_break)
         assert sw.train_supermerges(run_counts, alphabet, n_tokens, tie_break=tie_break, backend="native") == ref
+
+
+def _superword(docs, word_size, n_tokens, rule, tie_break="ids"):
+    word = bpe_core.train(bpe_core.count_chunks(docs, "cl100k"), word_size, tie_break=tie_break)
+    alphabet = [word.token_bytes(i) for i in range(len(word.vocab))]
+    run_counts = sw.count_runs(docs, word, rule)
+    merges, vocab = sw.train_supermerges(run_counts, alphabet, n_tokens, tie_break=tie_break)
+    return word, sw.Supermerges.from_vocab(merges, dict(enumerate(vocab)), len(alphabet), rule), run_counts
+
+
+@pytest.mark.parametrize("rule", sw.RULES)
+@pytest.mark.parametrize("name", CORPORA)
+def test_native_pass_equals_reference(name, rule):
+    """The native pass (runs counted, supermerges applied) against the reference on documents of each corpus:
+    trained on the first 60, checked on the next 60 (every document under BEAM_BPE_FULL=1)."""
+    docs = corpus(name, 100_000 if FULL else 120)
+    word, sup, run_counts = _superword(docs[:60], 700, 150, rule)
+    plain_pass = sw.SuperwordPass(word, None, rule)
+    assert plain_pass.native_pass is not None
+    assert plain_pass.count_runs(docs[:60]) == run_counts
+    check = docs[60:]
+    enc = sw.SuperwordPass(word, sup)
+    ids, offsets = enc.encode_flat(check, 1)
+    got = [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    assert got == [sw.encode_reference(word, sup, d) for d in check]
+    assert sum(len(g) for g in got) < len(word.encode_ordinary_flat(check)[0])  # the supermerges fire
+
+
+def test_long_run_merges_by_rank():
+    """A run longer than the scan limit (the heap path) gives the reference's ids."""
+    docs = ["the cat sat on the mat " * 40, "a b a b a b a b " * 30]
+    word, sup, _ = _superword(docs, 300, 40, "letter-run")
+    enc = sw.SuperwordPass(word, sup)
+    ids, offsets = enc.encode_flat(docs, 1)
+    got = [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    assert got == [sw.encode_reference(word, sup, d) for d in docs]

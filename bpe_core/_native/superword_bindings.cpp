@@ -5,11 +5,14 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "superword.h"
 #include "trainer.h"
 
 namespace nb = nanobind;
@@ -94,6 +97,194 @@ nb::tuple train_supermerges(const Ids& ids, const Offsets64& offsets, const Coun
     return nb::make_tuple(merges, token_bytes);
 }
 
+using Bytes = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <class T>
+nb::object to_numpy(std::vector<T>&& v) {
+    auto* owned = new std::vector<T>(std::move(v));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), {owned->size()}, owner));
+}
+
+// The superword pass of one tokenizer: its tables built once; encode and count over flat columns of documents (their
+// UTF-8 bytes with offsets) and of the word model's ids (with offsets). Documents whose ids do not tile their pieces
+// are listed as failed (their output left empty) for the caller's reference path.
+class PySuperwordPass {
+  public:
+    PySuperwordPass(const std::vector<uint32_t>& token_len, nb::bytes eligible, nb::bytes letter,
+                    bool run_needs_letter, const std::vector<uint32_t>& left, const std::vector<uint32_t>& right,
+                    const std::vector<uint32_t>& result, const std::string& kind)
+        : kind_(pretok_from_name(kind)) {
+        if (kind_ == Pretok::kNone) throw nb::value_error(("no hand-written pre-tokenizer named '" + kind + "'").c_str());
+        if (eligible.size() != token_len.size() || letter.size() != token_len.size())
+            throw nb::value_error("eligible and letter need one flag per id");
+        if (left.size() != right.size() || left.size() != result.size())
+            throw nb::value_error("left, right and result must be equally long");
+        t_.token_len = token_len;
+        const auto* e = reinterpret_cast<const uint8_t*>(eligible.c_str());
+        t_.eligible.assign(e, e + eligible.size());
+        const auto* l = reinterpret_cast<const uint8_t*>(letter.c_str());
+        t_.letter.assign(l, l + letter.size());
+        t_.run_needs_letter = run_needs_letter;
+        for (size_t r = 0; r < left.size(); ++r) {
+            const uint64_t key = uint64_t(left[r]) << 32 | right[r];
+            if (!t_.merges.find(key)) t_.merges[key] = uint64_t(r) << 32 | result[r];
+        }
+    }
+
+    nb::tuple encode(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
+        return encode_docs(array_docs(data, doc_offsets, ids, id_offsets), ids, id_offsets);
+    }
+    nb::tuple encode_texts(nb::handle texts, const Ids& ids, const Offsets64& id_offsets) {
+        nb::object keep;
+        return encode_docs(list_docs(texts, ids, id_offsets, keep), ids, id_offsets);
+    }
+    nb::tuple count(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
+        return count_docs(array_docs(data, doc_offsets, ids, id_offsets), ids, id_offsets);
+    }
+    nb::tuple count_texts(nb::handle texts, const Ids& ids, const Offsets64& id_offsets) {
+        nb::object keep;
+        return count_docs(list_docs(texts, ids, id_offsets, keep), ids, id_offsets);
+    }
+
+  private:
+    // The documents' UTF-8: pointer and length each; a null pointer is a text the pass cannot read (listed failed).
+    struct Docs {
+        std::vector<const uint8_t*> ptr;
+        std::vector<size_t> len;
+    };
+
+    static Docs array_docs(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids,
+                           const Offsets64& id_offsets) {
+        const size_t n = check(data, doc_offsets, ids, id_offsets);
+        Docs docs;
+        for (size_t d = 0; d < n; ++d) {
+            docs.ptr.push_back(data.data() + doc_offsets.data()[d]);
+            docs.len.push_back(static_cast<size_t>(doc_offsets.data()[d + 1] - doc_offsets.data()[d]));
+        }
+        return docs;
+    }
+
+    // A list of str (their cached UTF-8, no copy; a lone surrogate makes the text unreadable here) or bytes.
+    static Docs list_docs(nb::handle texts, const Ids& ids, const Offsets64& id_offsets, nb::object& keep) {
+        if (!PyList_Check(texts.ptr())) throw nb::type_error("texts must be a list of str or bytes");
+        keep = nb::borrow(texts);
+        const size_t n = static_cast<size_t>(PyList_GET_SIZE(texts.ptr()));
+        if (id_offsets.shape(0) != n + 1 || id_offsets.data()[0] != 0 ||
+            static_cast<uint64_t>(id_offsets.data()[n]) != ids.shape(0))
+            throw nb::value_error("id_offsets: one per text + 1, from 0 to the number of ids");
+        Docs docs;
+        for (size_t d = 0; d < n; ++d) {
+            if (id_offsets.data()[d] > id_offsets.data()[d + 1]) throw nb::value_error("offsets must not decrease");
+            PyObject* t = PyList_GET_ITEM(texts.ptr(), static_cast<Py_ssize_t>(d));
+            const char* p = nullptr;
+            Py_ssize_t len = 0;
+            if (PyUnicode_Check(t)) {
+                p = PyUnicode_AsUTF8AndSize(t, &len);
+                if (!p) PyErr_Clear();
+            } else if (PyBytes_Check(t)) {
+                p = PyBytes_AS_STRING(t);
+                len = PyBytes_GET_SIZE(t);
+            } else {
+                throw nb::type_error("texts must be a list of str or bytes");
+            }
+            docs.ptr.push_back(reinterpret_cast<const uint8_t*>(p));
+            docs.len.push_back(p ? static_cast<size_t>(len) : 0);
+        }
+        return docs;
+    }
+
+    nb::tuple encode_docs(const Docs& docs, const Ids& ids, const Offsets64& id_offsets) {
+        const size_t n_docs = docs.ptr.size();
+        std::vector<uint32_t> out(ids.data(), ids.data() + ids.shape(0));
+        std::vector<int64_t> offsets(n_docs + 1, 0);
+        std::vector<int64_t> failed;
+        {
+            nb::gil_scoped_release release;
+            SuperwordScratch s;
+            std::vector<std::pair<size_t, size_t>> runs;
+            size_t w = 0;
+            for (size_t d = 0; d < n_docs; ++d) {
+                const int64_t a = id_offsets.data()[d], b = id_offsets.data()[d + 1];
+                uint32_t* doc = out.data() + a;
+                runs.clear();
+                const bool ok = docs.ptr[d] && for_each_run(kind_, docs.ptr[d], docs.len[d], doc,
+                                                            static_cast<size_t>(b - a), t_, s,
+                                                            [&](size_t start, size_t len) { runs.emplace_back(start, len); });
+                if (!ok) {
+                    failed.push_back(static_cast<int64_t>(d));
+                    offsets[d + 1] = static_cast<int64_t>(w);
+                    continue;
+                }
+                size_t k = 0;
+                for (const auto& [start, len] : runs) {
+                    while (k < start) out[w++] = doc[k++];
+                    const size_t kept = merge_run(doc + start, len, t_, s);
+                    for (size_t i = 0; i < kept; ++i) out[w++] = doc[start + i];
+                    k = start + len;
+                }
+                while (k < static_cast<size_t>(b - a)) out[w++] = doc[k++];
+                offsets[d + 1] = static_cast<int64_t>(w);
+            }
+            out.resize(w);
+        }
+        return nb::make_tuple(to_numpy(std::move(out)), to_numpy(std::move(offsets)), to_numpy(std::move(failed)));
+    }
+
+    // (run ids, run offsets, counts, failed documents): the runs of these documents, each distinct run once, sorted
+    // by key (the little-endian u32 bytes; equal to sorting the id sequences as bytes).
+    nb::tuple count_docs(const Docs& docs, const Ids& ids, const Offsets64& id_offsets) {
+        const size_t n_docs = docs.ptr.size();
+        std::vector<uint32_t> run_ids;
+        std::vector<int64_t> run_offsets{0}, counts, failed;
+        {
+            nb::gil_scoped_release release;
+            std::unordered_map<std::string, int64_t> table;
+            SuperwordScratch s;
+            for (size_t d = 0; d < n_docs; ++d) {
+                const int64_t a = id_offsets.data()[d], b = id_offsets.data()[d + 1];
+                const uint32_t* doc = ids.data() + a;
+                const bool ok = docs.ptr[d] && for_each_run(kind_, docs.ptr[d], docs.len[d], doc,
+                                                            static_cast<size_t>(b - a), t_, s,
+                                                            [&](size_t start, size_t len) {
+                                                                ++table[std::string(
+                                                                    reinterpret_cast<const char*>(doc + start),
+                                                                    len * sizeof(uint32_t))];
+                                                            });
+                if (!ok) failed.push_back(static_cast<int64_t>(d));
+            }
+            std::vector<const std::pair<const std::string, int64_t>*> order;
+            order.reserve(table.size());
+            for (const auto& kv : table) order.push_back(&kv);
+            std::sort(order.begin(), order.end(), [](auto* x, auto* y) { return x->first < y->first; });
+            for (const auto* kv : order) {
+                const auto* p = reinterpret_cast<const uint32_t*>(kv->first.data());
+                run_ids.insert(run_ids.end(), p, p + kv->first.size() / sizeof(uint32_t));
+                run_offsets.push_back(static_cast<int64_t>(run_ids.size()));
+                counts.push_back(kv->second);
+            }
+        }
+        return nb::make_tuple(to_numpy(std::move(run_ids)), to_numpy(std::move(run_offsets)),
+                              to_numpy(std::move(counts)), to_numpy(std::move(failed)));
+    }
+
+    static size_t check(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
+        const size_t n = doc_offsets.shape(0);
+        if (n == 0 || id_offsets.shape(0) != n) throw nb::value_error("doc_offsets and id_offsets: one per text, + 1");
+        for (size_t d = 0; d + 1 < n; ++d) {
+            if (doc_offsets.data()[d] > doc_offsets.data()[d + 1] || id_offsets.data()[d] > id_offsets.data()[d + 1])
+                throw nb::value_error("offsets must not decrease");
+        }
+        if (doc_offsets.data()[0] != 0 || static_cast<uint64_t>(doc_offsets.data()[n - 1]) != data.shape(0) ||
+            id_offsets.data()[0] != 0 || static_cast<uint64_t>(id_offsets.data()[n - 1]) != ids.shape(0))
+            throw nb::value_error("offsets must start at 0 and end at the length of their column");
+        return n - 1;
+    }
+
+    Pretok kind_;
+    SuperwordTables t_;
+};
+
 }  // namespace
 
 void bind_superword(nb::module_& m) {
@@ -101,4 +292,15 @@ void bind_superword(nb::module_& m) {
           nb::arg("alphabet"), nb::arg("budget"), nb::arg("min_count"), nb::arg("tie_break"), nb::arg("hf_rank"),
           nb::arg("progress").none(),
           "Phase 2 of a superword tokenizer: merges over runs of word-model ids; returns (merges, new token bytes).");
+    nb::class_<PySuperwordPass>(m, "SuperwordPass")
+        .def(nb::init<const std::vector<uint32_t>&, nb::bytes, nb::bytes, bool, const std::vector<uint32_t>&,
+                      const std::vector<uint32_t>&, const std::vector<uint32_t>&, const std::string&>(),
+             nb::arg("token_len"), nb::arg("eligible"), nb::arg("letter"), nb::arg("run_needs_letter"),
+             nb::arg("left"), nb::arg("right"), nb::arg("result"), nb::arg("kind"))
+        .def("encode", &PySuperwordPass::encode, nb::arg("data"), nb::arg("doc_offsets"), nb::arg("ids"),
+             nb::arg("id_offsets"))
+        .def("count", &PySuperwordPass::count, nb::arg("data"), nb::arg("doc_offsets"), nb::arg("ids"),
+             nb::arg("id_offsets"))
+        .def("encode_texts", &PySuperwordPass::encode_texts, nb::arg("texts"), nb::arg("ids"), nb::arg("id_offsets"))
+        .def("count_texts", &PySuperwordPass::count_texts, nb::arg("texts"), nb::arg("ids"), nb::arg("id_offsets"));
 }

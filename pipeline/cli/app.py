@@ -13,13 +13,14 @@ import traceback
 from collections.abc import Sequence
 
 import bpe_core
-from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
+from bpe_core import Tokenizer, TokenizerFileError
 from pipeline.cli.common import (
     add_verbose_argument,
     failure_line,
     in_a_pipeline_step,
     is_verbose,
     quiet_tracebacks,
+    special_tokens_policy,
 )
 from pipeline.errors import UsageError
 
@@ -45,7 +46,8 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
     _refuse_corpus_flags(args)
     tok = _load(args)
     text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+    allowed = special_tokens_policy(args) == "allowed"
+    ids = tok.encode(text, allowed_special="all") if allowed else tok.encode_ordinary(text)
     print(" ".join(map(str, ids)))
     return 0
 
@@ -64,26 +66,21 @@ CORPUS_ONLY = (
     "prefix",
     "bos",
     "eos",
-    "special_tokens",
     "verify",
     "overwrite",
     "no_progress",
+    "workers",
 )
 
 
 def _refuse_corpus_flags(args: argparse.Namespace) -> None:
     given = [flag for dest, flag in args.given_flags if dest in CORPUS_ONLY]
     if given:
-        extra = (
-            " (for one text, --allow-special encodes special-token text as special tokens)"
-            if "--special-tokens" in given
-            else ""
-        )
         one = len(given) == 1
         verb, does, them = ("belongs", "does", "it") if one else ("belong", "do", "them")
         raise UsageError(
             f"{', '.join(given)} {verb} to the encoding pipeline (--input ... --out DIR) and {does} "
-            f"nothing with --text or stdin: drop {them}{extra}"
+            f"nothing with --text or stdin: drop {them}"
         )
 
 
@@ -93,67 +90,6 @@ def _given_flags(
     """(dest, flag) of every option of the chosen sub-command that appears in ``argv``."""
     by_flag = {flag: dest for dest, flag in _all_flags(parser, args)}
     return [(by_flag[a.split("=", 1)[0]], a.split("=", 1)[0]) for a in argv if a.split("=", 1)[0] in by_flag]
-
-
-def _parse_ids(text: str) -> list[int]:
-    """Ids written as ``1 2 3``, ``1,2,3`` or a JSON list; anything else is named in the error."""
-    text = text.strip()
-    words = json.loads(text) if text.startswith("[") else text.replace(",", " ").split()
-    try:
-        return [int(i) for i in words]
-    except (TypeError, ValueError):
-        bad = next(w for w in words if not str(w).lstrip("-").isdigit())
-        raise UsageError(f'{bad!r} is not a token id: ids are integers, e.g. "15339 1917" or [15339, 1917]') from None
-
-
-def cmd_decode(args: argparse.Namespace) -> int:
-    if args.shards:  # one document of an encoding output
-        from pipeline.cli.encode import cmd_decode_shards
-
-        return cmd_decode_shards(args)
-    tok = _load(args)
-    if args.stream:
-        decoder = StreamingDecoder(tok, skip_special=args.skip_special)
-        for line in sys.stdin:
-            sys.stdout.write(decoder.feed(_parse_ids(line)))
-            sys.stdout.flush()
-        sys.stdout.write(decoder.flush())
-        return 0
-    if args.ids is None:
-        raise UsageError('decode needs --ids "1 2 3" or --stream')
-    ids = _parse_ids(args.ids)
-    if args.skip_special:
-        ids = [i for i in ids if not tok.is_special(i)]
-    sys.stdout.write(tok.decode(ids) + "\n")
-    return 0
-
-
-def cmd_convert(args: argparse.Namespace) -> int:
-    tok = _load_with_special_tokens(args) if args.special_token else _load(args)
-    tok.save(args.out)
-    print(f"wrote {args.out}: {tok.kind}, n_vocab={tok.n_vocab}, pre-tokenizer {tok.pretokenizer.describe()}")
-    return 0
-
-
-def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
-    """A .tiktoken rank file with the special tokens given as --special-token TOKEN=ID (other formats carry theirs)."""
-    from bpe_core._io import read_bytes
-    from bpe_core.formats.detect import sniff
-
-    if sniff(read_bytes(args.tokenizer)) != "tiktoken":
-        raise ValueError(
-            f"--special-token is for .tiktoken rank files, which carry no special tokens; {args.tokenizer} carries "
-            "its own (see `beam-bpe info`)"
-        )
-    specials: dict[str, int] = {}
-    for item in args.special_token:
-        token, sep, value = item.rpartition("=")
-        if not sep or not token or not value.isdigit():
-            raise ValueError(
-                f"--special-token {item!r}: expected TOKEN=ID, e.g. --special-token '<|endoftext|>=100257'"
-            )
-        specials[token] = int(value)
-    return Tokenizer.from_tiktoken(args.tokenizer, pretokenizer=args.pretokenizer, special_tokens=specials)
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: list[str]) -> int:
@@ -175,25 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     with_tokenizer("info", "describe a tokenizer file").set_defaults(func=cmd_info)
-    from pipeline.cli.encode import add_decode_shards_arguments, add_encode_corpus_arguments
+    from pipeline.cli.decode import add_decode_parser
+    from pipeline.cli.encode import add_encode_corpus_arguments
 
     p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
     p.add_argument("--text", help="text to encode (default: stdin)")
-    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
     add_encode_corpus_arguments(p)
     p.set_defaults(func=cmd_encode, takes_beam_args=True)
-    p = with_tokenizer("decode", "print the text of ids")
-    p.add_argument("--ids", help='ids, e.g. "1 2 3" or "[1, 2, 3]"')
-    p.add_argument("--stream", action="store_true", help="read ids from stdin, write text as soon as complete")
-    p.add_argument("--skip-special", action="store_true", help="leave special tokens out of the text")
-    add_decode_shards_arguments(p)
-    p.set_defaults(func=cmd_decode)
-    p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
-    p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
-    p.add_argument("--special-token", action="append", default=[], metavar="TOKEN=ID",
-                   help="a special token of a .tiktoken rank file (repeatable; OpenAI's published files get "
-                        "tiktoken's by default, and these replace them)")  # fmt: skip
-    p.set_defaults(func=cmd_convert)
+    add_decode_parser(sub)
+    from pipeline.cli.convert import add_convert_parser
+
+    add_convert_parser(sub)
     from pipeline.cli.train import add_train_parser
 
     add_train_parser(sub)
@@ -237,6 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "takes_beam_args", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.given_flags = _given_flags(parser, args, argv)
+    if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
+        from pipeline.launch.options import with_workers  # imports Apache Beam
+
+        try:  # --workers N is Beam's multi-process runner: its options, before they are checked and passed on
+            extra = with_workers(args.workers, extra)
+        except UsageError as exc:
+            _subparser(parser, args).error(str(exc))
     if extra and runs_a_pipeline(args):
         from pipeline.launch.options import check_beam_args  # imports Apache Beam
 

@@ -25,14 +25,14 @@ from pipeline.corpus.plan import (
     TEXT_UNITS,
     CorpusSpec,
 )
-from pipeline.errors import CorpusError, UsageError  # noqa: F401 - UsageError: until cli/encode.py imports it from pipeline.errors
+from pipeline.errors import CorpusError, UsageError
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 
 
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
-default), --direct_running_mode multi_processing --direct_num_workers 2, --runner DaskRunner --dask_client_address
-HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
+default, in this process; --workers N for N worker processes on this machine), --runner DaskRunner
+--dask_client_address HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
 # What a failed run leaves in --out and what a rerun of the same command does, as each pipeline guarantees
 # (tests/reliability/test_faults.py checks both for every stage of each).
 AFTER_FAILURE = {
@@ -68,9 +68,11 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
                      help="default: from the --input names (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet, each "
                           "optionally .gz/.bz2/.zst), else jsonl")  # fmt: skip
     src.add_argument(
-        "--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)"
+        "--text-field",
+        default=None,
+        help="JSONL field or Parquet column holding the text; dotted for a nested JSONL field (default: text)",
     )
-    src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
+    src.add_argument("--text-column", default=None, help="deprecated: --text-field (one flag for JSONL and Parquet)")
     src.add_argument(
         "--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file"
     )
@@ -93,9 +95,52 @@ def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
         print(f"beam-bpe: warning: --format {args.format}, but the --input names say {named} (e.g. "
               f"{args.input[0]!r}): every line is read as {args.format}; drop --format if the files hold {named}",
               file=sys.stderr)  # fmt: skip
-    return CorpusSpec(
-        fmt, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes
-    )
+    field = text_field(args)
+    return CorpusSpec(fmt, field, field, args.text_unit, max_document_bytes=args.max_document_bytes)
+
+
+def text_field(args: argparse.Namespace) -> str:
+    """The field (JSONL) or column (Parquet) holding the text: ``--text-field``, or the deprecated ``--text-column``
+    (with a warning); the two naming different fields are refused."""
+    if args.text_column is None:
+        return args.text_field or "text"
+    warn_deprecated("--text-column", "--text-field", "one flag names the JSONL field and the Parquet column")
+    if args.text_field is not None and args.text_field != args.text_column:
+        raise CorpusError(
+            f"--text-field {args.text_field} and --text-column {args.text_column} name different fields: one flag "
+            "names both the JSONL field and the Parquet column now; give --text-field alone"
+        )
+    return args.text_column
+
+
+_WARNED: set[str] = set()
+
+
+def warn_deprecated(old: str, new: str, why: str) -> None:
+    """One warning per process that ``old`` is a deprecated spelling of ``new`` (it still works)."""
+    if old not in _WARNED:
+        _WARNED.add(old)
+        print(f"beam-bpe: warning: {old} is deprecated: use {new} ({why}); {old} still works for now", file=sys.stderr)
+
+
+def special_tokens_policy(args: argparse.Namespace) -> str:
+    """``--special-tokens ordinary|allowed`` (default ordinary), or the deprecated ``--allow-special`` (allowed, with
+    a warning); ``--allow-special --special-tokens ordinary`` is refused."""
+    if not getattr(args, "allow_special", False):
+        return args.special_tokens or "ordinary"
+    warn_deprecated("--allow-special", "--special-tokens allowed", "one flag for --text and --input")
+    if args.special_tokens not in (None, "allowed"):
+        raise UsageError(f"--allow-special and --special-tokens {args.special_tokens} contradict each other: give "
+                         "--special-tokens allowed or ordinary alone")  # fmt: skip
+    return "allowed"
+
+
+def add_special_tokens_argument(p, *, choices: tuple[str, ...], what: str) -> None:
+    """``--special-tokens`` and its deprecated alias ``--allow-special``."""
+    p.add_argument("--special-tokens", choices=choices, default=None,
+                   help=f"text spelling a special token{what}: encoded as ordinary text (default) or as the control "
+                        "token")  # fmt: skip
+    p.add_argument("--allow-special", action="store_true", help="deprecated: --special-tokens allowed")
 
 
 FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",
@@ -127,6 +172,24 @@ def infer_format(patterns: list[str]) -> str:
             "reads one format; run them separately or give --format"
         )
     return formats.pop() if formats else "jsonl"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers: give a whole number of at least 1")
+    return value
+
+
+def add_workers_argument(group) -> None:
+    """``--workers N``: Beam's multi-process runner on this machine (the CLI turns it into Beam's options)."""
+    group.add_argument("--workers", type=positive_int, metavar="N",
+                       help="run on N worker processes on this machine (Beam's multi-process runner; default: one "
+                            "process, the in-process runner); not with --runner or --direct_* options")  # fmt: skip
 
 
 def add_verbose_argument(p: argparse.ArgumentParser, *, default=False) -> None:

@@ -44,6 +44,9 @@ def translate(command: str, argv: Sequence[str], *, staged_copy: str | None = No
         raise UsageError("the translation check is for --runner DataflowRunner")
     if not job_file:
         raise UsageError("pass --dataflow_job_file=PATH: the job description is written there")
+    if getattr(args, "workers", None) is not None:
+        raise UsageError(f"--workers {args.workers} runs worker processes on this machine, not on Dataflow: drop it "
+                         "(Dataflow takes --num_workers and --max_num_workers)")  # fmt: skip
     if command == "train":
         pipeline, summary = _train_graph(args, beam_args)
     elif command == "encode":

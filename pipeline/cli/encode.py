@@ -1,29 +1,31 @@
-"""``beam-bpe encode --input ...`` (the encoding pipeline) and ``beam-bpe decode --shards DIR --doc ID``.
+"""``beam-bpe encode --input ...``: the encoding pipeline.
 
-The single-text ``encode --text S`` and ``decode --ids/--stream`` stay in :mod:`pipeline.cli`; these functions add
-the corpus flags to the same sub-commands, and ``pipeline.cli`` dispatches on ``--input`` and ``--shards``. Every
-flag argparse does not know is a Beam pipeline option and passes through unchanged.
+The single-text ``encode --text S`` stays in :mod:`pipeline.cli` (``decode`` is :mod:`pipeline.cli.decode`); these
+functions add the corpus flags to the same sub-command, and ``pipeline.cli`` dispatches on ``--input``. Every flag
+argparse does not know is a Beam pipeline option and passes through unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from pipeline.cli.common import (
     BEAM_OPTIONS,
     add_corpus_arguments,
     add_progress_argument,
+    add_special_tokens_argument,
     add_verbose_argument,
+    add_workers_argument,
     corpus_spec,
     progress_reporter,
+    special_tokens_policy,
 )
 from pipeline.corpus.plan import InputSpec
 from pipeline.encode.formats import DEFAULT as DEFAULT_FORMAT
 from pipeline.encode.formats import FORMATS
 from pipeline.encode.formats import help_text as formats_help
 from pipeline.encode.policy import SPECIAL_POLICIES
-from pipeline.errors import ShardFileError, UsageError
+from pipeline.errors import UsageError
 
 EPILOG = f"With --input, {BEAM_OPTIONS}"
 
@@ -72,12 +74,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TOKEN",
         help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)",
     )
-    out.add_argument(
-        "--special-tokens",
-        choices=SPECIAL_POLICIES,
-        default=SPECIAL_POLICIES[0],
-        help="text spelling a special token: encoded as ordinary text (default) or as the control token",
-    )
+    add_special_tokens_argument(out, choices=SPECIAL_POLICIES, what=" (with --text or --input)")
     out.add_argument(
         "--verify", action="store_true", help="decode every document back (streaming) and compare it with its text"
     )
@@ -87,14 +84,8 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
     )
     add_progress_argument(out)
+    add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
-
-
-def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--shards", metavar="DIR", help="the --out of an encoding run: print one document of it (with --doc)"
-    )
-    p.add_argument("--doc", metavar="ID", help="document id (PATH@OFFSET, PATH#ROW) or 0-based document number")
 
 
 def job_from_args(args: argparse.Namespace):
@@ -111,7 +102,7 @@ def job_from_args(args: argparse.Namespace):
     settings = EncodeSettings(
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
-        special_tokens=args.special_tokens,
+        special_tokens=special_tokens_policy(args),
         bos=args.bos,
         eos=args.eos,
         verify=args.verify,
@@ -137,32 +128,4 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     job = job_from_args(args)
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
-    return 0
-
-
-def cmd_decode_shards(args: argparse.Namespace) -> int:
-    """Print one document of an encoding output, decoded with ``--tokenizer`` (checked against the manifest)."""
-    from bpe_core import Tokenizer
-    from pipeline.encode.readback import find_document, load_manifest
-
-    if args.doc is None:
-        raise UsageError("--shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
-    manifest = load_manifest(args.shards)
-    tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
-    wanted = manifest["tokenizer"].get("digest")
-    if wanted is None:
-        raise ShardFileError(
-            f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe"
-        )
-    if tok.digest() != wanted:
-        raise ShardFileError(
-            f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "
-            f"--tokenizer {manifest['tokenizer'].get('path', 'PATH')}"
-        )
-    doc_id, ids = find_document(args.shards, args.doc)
-    ids = [int(i) for i in ids]
-    if args.skip_special:
-        ids = [i for i in ids if not tok.is_special(i)]
-    print(f"# {doc_id}: {len(ids)} tokens", file=sys.stderr)
-    sys.stdout.write(tok.decode(ids) + "\n")
     return 0

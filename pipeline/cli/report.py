@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.common import BEAM_OPTIONS, add_corpus_arguments, add_verbose_argument, corpus_spec
+from pipeline.cli.common import (
+    BEAM_OPTIONS,
+    add_corpus_arguments,
+    add_verbose_argument,
+    add_workers_argument,
+    corpus_spec,
+)
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION
 
 
@@ -29,6 +35,7 @@ def add_report_parser(sub) -> argparse.ArgumentParser:
         help=f"share of the documents in the sample, chosen by a hash of their id (default {DEFAULT_EVAL_FRACTION})",
     )
     p.add_argument("--out", required=True, help="directory for report.json, report.md and compression.png")
+    add_workers_argument(p)
     add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report, takes_beam_args=True)
     return p

@@ -11,6 +11,7 @@ from pipeline.cli.common import (
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
+    add_workers_argument,
     corpus_spec,
     progress_reporter,
 )
@@ -48,8 +49,9 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         "--special-token",
         action="append",
         dest="special_tokens",
-        metavar="S",
-        help="repeatable; ids follow the merges in the order given",
+        metavar="NAME[=ID]",
+        help="a special token (repeatable): NAME=ID puts it at id ID (as convert does), NAME alone at the next id "
+        "after the merges, in the order given; a NAME holding '=' needs its =ID",
     )
     algo.add_argument("--min-frequency", type=int, help="the trainer's pair threshold (default 2)")
     algo.add_argument("--min-chunk-count", type=int, help="drop chunks counted fewer times, after the global reduce")
@@ -64,6 +66,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     )
     out.add_argument("--overwrite", action="store_true", help="replace a finished output in --out")
     add_progress_argument(out)
+    add_workers_argument(out)
     rep = p.add_argument_group("report (needs the report extra: pip install 'beam-bpe[report]')")
     rep.add_argument(
         "--report", action="store_true", help="hold out a sample, write report.json, report.md, compression.png"

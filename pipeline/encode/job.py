@@ -24,6 +24,7 @@ from pipeline.corpus.plan import CorpusPlan, plan_corpus
 from pipeline.corpus.read import ReadCorpus
 from pipeline.encode.documents import EncodeDocuments
 from pipeline.encode.formats import get_format
+from pipeline.encode.integrity import verify_before_completed
 from pipeline.encode.layout import TMP_DIR, ShardLayout, assign_shards
 from pipeline.encode.manifest import build_manifest
 from pipeline.encode.policy import job_policy
@@ -34,7 +35,8 @@ from pipeline.encode.write import WriteShards
 from pipeline.launch.checks import check_launch
 from pipeline.launch.options import pipeline_options, run_to_end, runner_name
 from pipeline.launch.progress import Reporter
-from pipeline.storage.files import glob, remove
+from pipeline.storage.files import COMPLETED, glob, remove
+from pipeline.storage.lease import Lease
 from pipeline.storage.manifest import finish_output
 
 
@@ -87,7 +89,18 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
         bytes=corpus.total_bytes,
         fingerprint=layout.fingerprint[:16],
     )
-    finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
+    with Lease(job.out, command="encode") as lease:  # one job per output: a second one is refused here
+        return _encode_leased(plan, beam_args, reporter, lease, started)
+
+
+def _encode_leased(plan: EncodePlan, beam_args: list[str], reporter: Reporter, lease: Lease, started: float) -> dict:
+    job, corpus, layout = plan.job, plan.corpus, plan.layout
+    changed: dict[str, list[int]] = {}
+    finished = prepare_encode_output(
+        layout, plan.identity, overwrite=job.overwrite, corpus=corpus, recheck=job.recheck, changed=changed
+    )
+    if finished is not None and job.settings.merge and "merged" not in finished:
+        return _merge_finished(plan, finished, reporter, lease, beam_args, started)
     if finished is not None:
         reporter.stage("done", out=job.out, already_complete=True)
         return dict(finished, run=_run_info(beam_args, 0.0, layout.num_shards, already_complete=True))
@@ -110,11 +123,32 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
                        seconds=round(time.perf_counter() - started_merge, 3))  # fmt: skip
     if fmt.finish is not None:
         fmt.finish(layout, manifest)  # megatron_data_path.txt
+    verify_before_completed(layout, lease)  # still our lease, every shard as recorded: else no COMPLETED
     finish_output(job.out, manifest)
     remove(layout.path(TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
     reporter.stage("done", out=job.out, seconds=seconds)
-    return dict(manifest, run=_run_info(beam_args, seconds, len(done), already_complete=False))
+    run = _run_info(beam_args, seconds, len(done), already_complete=False)
+    return dict(manifest, run=dict(run, inputs_changed=changed) if changed else run)
+
+
+def _merge_finished(plan: EncodePlan, finished: dict, reporter: Reporter, lease: Lease, beam_args, started) -> dict:
+    """``--merge`` given to a finished output written without it: its shards merged, nothing encoded again. Its
+    ``COMPLETED`` goes first, so an interrupted merge is resumed as any unfinished run (the shards are kept)."""
+    layout, fmt = plan.layout, plan.layout.format
+    remove(layout.path(COMPLETED))
+    manifest = dict(finished)
+    started_merge = time.perf_counter()
+    manifest["merged"] = fmt.merge(layout, manifest)
+    reporter.stage("merge", files=len(manifest["merged"]["files"]), tokens=manifest["merged"]["tokens"],
+                   seconds=round(time.perf_counter() - started_merge, 3), shards_encoded=0)  # fmt: skip
+    if fmt.finish is not None:
+        fmt.finish(layout, manifest)
+    verify_before_completed(layout, lease)
+    finish_output(plan.job.out, manifest)
+    seconds = round(time.perf_counter() - started, 3)
+    reporter.stage("done", out=plan.job.out, seconds=seconds)
+    return dict(manifest, run=_run_info(beam_args, seconds, layout.num_shards, already_complete=False))
 
 
 def _run_info(beam_args: list[str], seconds: float, skipped: int, *, already_complete: bool) -> dict:

@@ -48,6 +48,27 @@ def pipeline_options(beam_args: Sequence[str], *, num_ranges: int) -> PipelineOp
     return PipelineOptions(args)
 
 
+def with_workers(workers: int, beam_args: Sequence[str]) -> list[str]:
+    """The Beam args of ``--workers N``: Beam's multi-process local runner with N worker processes, refused beside
+    another ``--runner`` or a ``--direct_*`` option (the two would contradict each other).
+
+    >>> with_workers(4, ["--temp_location=/tmp/x"])
+    ['--temp_location=/tmp/x', '--direct_running_mode=multi_processing', '--direct_num_workers=4']
+    """
+    for arg in beam_args:
+        flag, _, value = arg.partition("=")
+        if flag.startswith("--direct_"):
+            raise UsageError(f"--workers {workers} sets {flag} itself (multi_processing, {workers} workers): drop "
+                             f"{flag}, or drop --workers and give Beam's --direct_* options alone")  # fmt: skip
+    runner = runner_name(beam_args)
+    if runner != DEFAULT_RUNNER:
+        raise UsageError(
+            f"--workers {workers} runs Beam's multi-process runner on this machine, but --runner {runner} was given: "
+            f"drop --workers (size {runner}'s workers with its own options) or drop --runner"
+        )
+    return [*beam_args, "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+
+
 def _drop_value_of(args: list[str], flag: str) -> list[str]:
     out, skip = [], False
     for a in args:

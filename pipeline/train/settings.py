@@ -63,6 +63,25 @@ class TrainSettings:
     def normalizer(self) -> str | None:
         return self.pre.normalizer
 
+    @property
+    def special_names(self) -> tuple[str, ...]:
+        """The special tokens' names (``special_tokens`` as given may read ``NAME=ID``)."""
+        return tuple(split_special_token(t)[0] for t in self.special_tokens)
+
+    def special_ids(self, first_free: int) -> dict[str, int]:
+        """Each special token's id: the one given as ``NAME=ID``, else the next free id from ``first_free`` (the
+        first id after the merges), in the order given."""
+        given = dict(split_special_token(t) for t in self.special_tokens)
+        taken = {i for i in given.values() if i is not None}
+        ids, free = {}, first_free
+        for name, wanted in given.items():
+            if wanted is None:
+                while free in taken:
+                    free += 1
+                wanted, free = free, free + 1
+            ids[name] = wanted
+        return ids
+
     def with_pretokenizer(self, pre: PreTokenizer) -> TrainSettings:
         """The same settings with the pre-tokenizer ``pre`` (training from counts made with it)."""
         return dataclasses.replace(self, pre=pre, pretokenizer=pre.name or tuple(pre.patterns))
@@ -154,13 +173,56 @@ def _vocab_sizes(value) -> tuple:
     return tuple(value)
 
 
+def split_special_token(item: str) -> tuple[str, int | None]:
+    """``NAME=ID``: the special token NAME at id ID (as ``convert --special-token`` reads it); ``NAME``: the next id
+    after the merges. A name holding ``=`` is refused unless what follows the last ``=`` is a number.
+
+    >>> split_special_token("<|endoftext|>=50256"), split_special_token("<|endoftext|>")
+    (('<|endoftext|>', 50256), ('<|endoftext|>', None))
+    """
+    if not isinstance(item, str) or "=" not in item:
+        return item, None
+    name, _, value = item.rpartition("=")
+    if name and value.isdigit():
+        return name, int(value)
+    raise UsageError(
+        f"special token {item!r}: NAME=ID gives a special token its id, and what follows the last '=' is no number; "
+        f"a name holding '=' needs its id, e.g. {item}=50256"
+    )
+
+
+def _check_special_ids(specials: list[str], sizes: tuple) -> None:
+    """Ids given as NAME=ID: distinct, after every merged token of the vocabulary size, and with one size only."""
+    given = {name: i for name, i in map(split_special_token, specials) if i is not None}
+    if not given:
+        return
+    if len(sizes) > 1:
+        raise UsageError(f"special tokens with ids ({', '.join(f'{n}={i}' for n, i in given.items())}) need one "
+                         f"vocab_size: the sizes {', '.join(map(str, sizes))} put them at different ids; give the "
+                         "names alone, or train one size")  # fmt: skip
+    if len(set(given.values())) != len(given):
+        raise UsageError(f"special tokens share an id: {given}; give each its own")
+    size = sizes[0]
+    if size is None:
+        return
+    first = size - len(specials)  # ids below are the bytes and the merges
+    low = {n: i for n, i in given.items() if i < first}
+    if low:
+        raise UsageError(f"special token ids {low} fall among the merged tokens: with vocab_size {size} and "
+                         f"{len(specials)} special tokens, ids from {first} on are free for them")  # fmt: skip
+
+
 def _validated(s: Mapping) -> TrainSettings:
     sizes = _vocab_sizes(s["vocab_size"])
     try:
+        raw = s["special_tokens"]
+        names = raw if isinstance(raw, str) else [split_special_token(t)[0] for t in raw]
         for size in sizes:
-            specials = check_train_arguments(size, s["special_tokens"], s["min_frequency"], s["tie_break"])
+            check_train_arguments(size, names, s["min_frequency"], s["tie_break"])
+        specials = list(s["special_tokens"])
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    _check_special_ids(specials, sizes)
     vocab_sizes = () if sizes == (None,) else tuple(sorted(sizes))
     for key in ("min_chunk_count", "max_chunks"):
         value = s[key]

@@ -22,8 +22,8 @@ from pipeline.encode.formats.megatron import MegatronIndex, MegatronReader, toke
 from pipeline.encode.layout import ShardLayout
 from pipeline.encode.parts import read_part
 from pipeline.encode.shards import read_stats
-from pipeline.errors import ShardFileError
 from pipeline.encode.write import FinalizeShardFn, PartInfo, WritePartFn, WriteShards
+from pipeline.errors import ShardFileError
 
 
 def _encoded(

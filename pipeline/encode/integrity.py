@@ -1,0 +1,112 @@
+"""What a resume checks before it adopts a shard, and what a run checks before it writes ``COMPLETED``.
+
+- A shard is taken as complete only if its stats file carries this job's fingerprint and every file it names has
+  the size recorded there (always, also when ``COMPLETED`` and ``manifest.json`` are there), and with ``--recheck``
+  the sha256 recorded there too. A damaged shard is redone and the manifest rewritten.
+- Each input's version (``pipeline/storage/identity.py``: mtime, etag or generation) is recorded in
+  ``_shards/inputs.json`` before any shard is written. An input whose size is the same but whose version changed
+  makes exactly the shards built from it incomplete (their stats files are removed first, then the new versions are
+  recorded, so a run killed in between still redoes them); a change of size changes the plan, and the job's
+  fingerprint: that run is refused as another job, naming the file (``pipeline/encode/resume.py``).
+- Before ``manifest.json`` and ``COMPLETED``: the lease is still this run's, and every shard passes the check above.
+
+No Beam here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import fsspec
+
+from pipeline.encode.layout import STATS_DIR, ShardLayout
+from pipeline.encode.shards import read_stats
+from pipeline.encode.streams import write_file
+from pipeline.errors import ShardFileError
+from pipeline.storage.files import exists, read_bytes, remove
+from pipeline.storage.identity import changed_inputs, input_identity
+
+INPUTS_FILE = "inputs.json"
+
+
+def shard_damage(layout: ShardLayout, index: int, *, recheck: bool = False) -> str | None:
+    """Why shard ``index`` is not a complete shard of this job (a sentence), or None if it is."""
+    stats = read_stats(layout, index)
+    if stats is None:
+        return "no stats file of this job"
+    fs, _ = fsspec.core.url_to_fs(layout.out_dir)
+    for name, record in sorted(stats["files"].items()):
+        path = fsspec.core.url_to_fs(layout.path(name))[1]
+        if not fs.exists(path):
+            return f"{name} is missing"
+        size = fs.size(path)
+        if size != record["bytes"]:
+            return f"{name} holds {size:,} bytes, its record {record['bytes']:,}"
+        if recheck and record.get("sha256") and _sha256(fs, path) != record["sha256"]:
+            return f"{name} does not match its recorded sha256"
+    return None
+
+
+def _sha256(fs, path: str) -> str:
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def damaged_shards(layout: ShardLayout, *, recheck: bool = False) -> dict[int, str]:
+    """Every shard that is not complete, with the reason."""
+    found = {i: shard_damage(layout, i, recheck=recheck) for i in range(layout.num_shards)}
+    return {i: why for i, why in found.items() if why is not None}
+
+
+def input_versions(files) -> list[dict]:
+    """``[{path, bytes, version}]`` of the plan's files (``SourceFile``), as fsspec reports them now."""
+    return [dict(input_identity(f.path), path=f.path) for f in files]
+
+
+def reconcile_inputs(layout: ShardLayout, corpus) -> dict[str, list[int]]:
+    """Compare the inputs' versions with those recorded; make the shards built from a changed input incomplete;
+    record the current versions. Returns ``{changed path: [shard indices redone]}``."""
+    path = layout.path(STATS_DIR, INPUTS_FILE)
+    current = input_versions(corpus.files)
+    previous = json.loads(read_bytes(path))["inputs"] if exists(path) else []
+    changed = changed_inputs(previous, current)
+    redo: dict[str, list[int]] = {}
+    for source in changed:
+        shards = sorted({layout.shard_of(r.index) for r in corpus.ranges if r.source == source})
+        redo[source] = shards
+        for index in shards:
+            remove(layout.stats_path(index))  # first: a run killed after this still redoes the shard
+    if current != previous:
+        write_file(path, (json.dumps({"inputs": current}, indent=1, sort_keys=True) + "\n").encode())
+    return redo
+
+
+def recorded_versions(layout: ShardLayout) -> list[dict]:
+    """The versions recorded in ``_shards/inputs.json`` (for the manifest), or [] if there is none."""
+    path = layout.path(STATS_DIR, INPUTS_FILE)
+    return json.loads(read_bytes(path))["inputs"] if exists(path) else []
+
+
+def verify_before_completed(layout: ShardLayout, lease) -> None:
+    """Raise unless this run still holds the lease and every shard is a complete shard of this job."""
+    if lease is not None:
+        lease.verify()
+    damaged = damaged_shards(layout)
+    if damaged:
+        listed = "; ".join(f"{layout.name(i)}: {why}" for i, why in sorted(damaged.items())[:5])
+        raise ShardFileError(
+            f"{len(damaged)} shard(s) of {layout.out_dir} are not what this run wrote ({listed}): another job or a "
+            "person changed the output while it ran, so it is not marked complete; make sure one job writes to it, "
+            "then rerun the same command"
+        )
+
+
+def changed_since_recorded(layout: ShardLayout, corpus) -> list[str]:
+    """The inputs changed at the same size since their versions were recorded (read-only; [] without a corpus)."""
+    if corpus is None:
+        return []
+    return changed_inputs(recorded_versions(layout), input_versions(corpus.files))
