@@ -205,12 +205,16 @@ class Encoder {
     void attach(ChunkCache* cache) const;
     void seed(const std::vector<std::pair<uint32_t, std::string_view>>& vocab);
     uint32_t* merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const;
-    uint32_t* merge_scan(uint32_t* ids, size_t n, uint32_t* dst) const;
+    // values[i]: the merge value of ids[i], ids[i + 1] (n - 1 of them, filled by the caller).
+    uint32_t* merge_scan(uint32_t* ids, uint64_t* values, size_t n, uint32_t* dst) const;
 
     void merge_heap(const uint32_t* ids, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const;
 
     int64_t byte_ids_[256];
     BytesMap whole_;         // token bytes -> id (vocab only)
+    // The merge value of every byte pair (256 x 256, 512 KB: L2-resident): the first values of every new piece
+    // without a pair-table lookup each (those are dependent cache misses in the 8-16 MB pair table).
+    std::unique_ptr<uint64_t[]> byte_pairs_;
     PieceTable seed_;         // the seed image: every vocabulary entry of 1-15 bytes -> what encode_uncached gives
     uint64_t serial_;         // unique per Encoder (ChunkCache::owner_)
     std::atomic<size_t> cache_limit_{kDefaultCacheLimit};
