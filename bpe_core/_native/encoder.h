@@ -108,10 +108,10 @@ class ChunkCache {
     size_t long_bytes_ = 0;  // bytes of the long pieces and their ids
 };
 
-// Tried and not kept (measured at 20 MB, best of 6-8 fresh processes interleaved, on the shared 2-core machine at
-// load 7-11, ratio against the version without): a table of the vocabulary's tokens of 2-16 bytes keyed by their
-// bytes inline, shared by the threads, probed after a hot-table miss instead of BytesMap's two (the "vocab-seeded
-// cache"), together with the merge pairs packed into 8-byte slots (21-bit left, right and rank) instead of 16:
+// Tried before the piece table and not kept (issue 15; measured at 20 MB, best of 6-8 fresh processes interleaved,
+// on the shared 2-core machine at load 7-11, ratio against the version without): a table of the vocabulary's tokens
+// of 2-16 bytes keyed by their bytes inline, shared by the threads, probed after a hot-table miss instead of
+// BytesMap's two (a second table, not the seeded per-worker one of piece_table.h), together with the merge pairs packed into 8-byte slots (21-bit left, right and rank) instead of 16:
 // cl100k 1.06x, o200k 1.00x, llama3 0.91x, callgrind +4% instructions (a second probe on every new piece); and a
 // prefetch of every pair slot of a new piece before its merge loop: 0.96-1.04x. What bounds a cold run here is the
 // 204,567 distinct pieces of the 20 MB that are not tokens (of 236,483 distinct, 4.28 M in all), each merged once.
