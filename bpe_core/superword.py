@@ -57,8 +57,9 @@ Tokenizer = Any
 # - "letter-token": fastboundlessbpe's rule: every pre-token of the run is one token holding a letter.
 # Measured on the shared corpora, cl100k, every 20th document held out (total tokens against the plain tokenizer of
 # the same size trained on the same documents; benchmarks/bench_superword.py): 16000/2000: letter-run 12.7% fewer,
-# letter-token 3.2%; 8000/2000: 8.1% and -0.2%; 8000/1000: 8.6% and 1.4%. Punctuation, digits and whitespace pre-tokens (", ", "\n   ") are single
-# tokens without a letter: letter-token ends a run at each, so phrases like "LORD, and" or "\n    return" never form.
+# letter-token 3.2%; 8000/2000: 8.1% and -0.2%; 8000/1000: 8.6% and 1.4%. Punctuation, digits and whitespace
+# pre-tokens (",", "\n   ") are single tokens without a letter: letter-token ends a run at each, so phrases like
+# "LORD, and" or "\n    return" never form.
 RULES = ("letter-run", "letter-token")
 DEFAULT_RULE = "letter-run"
 
