@@ -18,9 +18,11 @@ from pipeline.cli.common import (
     add_verbose_argument,
     failure_line,
     in_a_pipeline_step,
+    interrupted_line,
     is_verbose,
     quiet_tracebacks,
     special_tokens_policy,
+    was_interrupted,
 )
 from pipeline.errors import UsageError
 
@@ -158,13 +160,9 @@ def runs_a_pipeline(args: argparse.Namespace) -> bool:
     return args.command in ("train", "demo", "report") or (args.command == "encode" and bool(args.input or args.out))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "takes_beam_args", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.given_flags = _given_flags(parser, args, argv)
+def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """The Beam options of a pipeline command: ``--workers N`` turned into Beam's, and every flag that neither we
+    nor Beam parse refused before any work (Beam would log it and run on)."""
     if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
         from pipeline.launch.options import with_workers  # imports Apache Beam
 
@@ -179,6 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_beam_args(extra, our_flags=[flag for _, flag in _all_flags(parser, args)])
         except UsageError as exc:
             _subparser(parser, args).error(str(exc))  # the sub-command's usage, not the top level's
+    return extra
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_beam_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.given_flags = _given_flags(parser, args, argv)
+    extra = _beam_arguments(parser, args, extra)
     pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
     with quiet_tracebacks(pipeline and not verbose) as thread_errors:
         try:
@@ -192,10 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
             print(f"beam-bpe {args.command}: error: {as_cli_message(exc)}", file=sys.stderr)
             return 2
-        except Exception as exc:  # noqa: BLE001 - a failed run (a worker lost, a step raising): reported in one line
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a failed or stopped run: one line
             if not pipeline:
                 raise
-            return _report_failure(args, exc, thread_errors, verbose)
+            if not was_interrupted(exc):
+                return _report_failure(args, exc, thread_errors, verbose)
+            if verbose:  # Ctrl-C: what is complete and that a rerun resumes
+                traceback.print_exception(exc, file=sys.stderr)
+            print(interrupted_line(args.command, exc, args.out), file=sys.stderr)
+            return 130
     for error in thread_errors:  # a Beam thread ended with an error, yet the run completed
         print(f"beam-bpe {args.command}: warning: {error}", file=sys.stderr)
     return code

@@ -231,9 +231,32 @@ def failure_line(command: str, exc: BaseException, out: str, thread_errors: list
     what += [_explain(e) for e in dict.fromkeys(thread_errors)]  # e.g. which worker process died, and how
     after = AFTER_FAILURE[command].format(out=out)
     return (
-        f"beam-bpe {command}: error: the run failed: {'; '.join(what)}. {after[0].upper()}{after[1:]}. "
+        f"beam-bpe {command}: error: the run failed: {'; '.join(what)}.{_notes(exc)} {after[0].upper()}{after[1:]}. "
         f"-v or {VERBOSE_ENV}=1 shows the traceback"
     )
+
+
+def interrupted_line(command: str, exc: BaseException, out: str) -> str:
+    """The one line of a run stopped by Ctrl-C: what is complete and what rerunning the same command does."""
+    after = AFTER_FAILURE[command].format(out=out)
+    return f"beam-bpe {command}: stopped (Ctrl-C).{_notes(exc)} {after[0].upper()}{after[1:]}"
+
+
+def was_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a KeyboardInterrupt, or Beam's RuntimeError wrapping the one a step received."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt) or str(exc).startswith("KeyboardInterrupt"):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _notes(exc: BaseException) -> str:
+    """What the job added to the exception (shards complete, part files removed or left), as sentences."""
+    notes = [n.rstrip(".") for n in getattr(exc, "__notes__", ()) if n.strip()]
+    return "".join(f" {n[0].upper()}{n[1:]}." for n in notes)
 
 
 def _explain(error: str) -> str:
@@ -275,6 +298,8 @@ def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
 
 
 def _without_traceback(record: logging.LogRecord) -> bool:
+    if record.name.startswith("apache_beam") and "KeyboardInterrupt" in str(record.msg):
+        return False  # Ctrl-C: the command says it in its one line
     if record.name.startswith("apache_beam"):
         record.exc_info, record.exc_text, record.stack_info = None, None, None
     return True

@@ -28,7 +28,13 @@ from pipeline.encode.integrity import verify_before_completed
 from pipeline.encode.layout import TMP_DIR, ShardLayout, assign_shards
 from pipeline.encode.manifest import build_manifest
 from pipeline.encode.policy import job_policy
-from pipeline.encode.resume import complete_shards, job_identity, prepare_encode_output, sha256_json
+from pipeline.encode.resume import (
+    complete_shards,
+    job_identity,
+    note_stopped_run,
+    prepare_encode_output,
+    sha256_json,
+)
 from pipeline.encode.settings import EncodeJob
 from pipeline.encode.tokenizer import open_tokenizer
 from pipeline.encode.write import WriteShards
@@ -104,6 +110,15 @@ def _encode_leased(plan: EncodePlan, beam_args: list[str], reporter: Reporter, l
     if finished is not None:
         reporter.stage("done", out=job.out, already_complete=True)
         return dict(finished, run=_run_info(beam_args, 0.0, layout.num_shards, already_complete=True))
+    try:
+        return _encode_and_finish(plan, beam_args, reporter, lease, started, changed)
+    except BaseException as exc:  # Ctrl-C included: what is complete, and the part files removed or named
+        note_stopped_run(layout, exc)
+        raise
+
+
+def _encode_and_finish(plan: EncodePlan, beam_args, reporter: Reporter, lease: Lease, started, changed) -> dict:
+    job, corpus, layout = plan.job, plan.corpus, plan.layout
     done = complete_shards(layout)
     todo = [r for r in corpus.ranges if layout.shard_of(r.index) not in done]
     reporter.stage(

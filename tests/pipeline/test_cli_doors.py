@@ -7,9 +7,11 @@ import argparse
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import corpus, ours_openai
@@ -391,3 +393,78 @@ def test_merge_added_to_a_finished_megatron_output_merges_without_encoding(tmp_p
     assert manifest["merged"]["tokens"] == json.loads((tmp_path / "once" / "manifest.json").read_text())["tokens"]
     assert (tmp_path / "later" / "COMPLETED").exists()
     assert run_cli(*common, "--out", tmp_path / "later", "--merge") == 0  # now simply complete
+
+
+# ------------------------------------------------------------------ a clean stop
+SLOW_SECOND_SHARD = """
+import time
+import pipeline.encode.write as write
+_original = write.write_shard
+def write_shard(layout, index, parts):
+    if index >= 1:
+        time.sleep(120)  # the test stops the run here
+    return _original(layout, index, parts)
+write.write_shard = write_shard
+"""
+
+
+def _encode_process(tmp_path: Path, r50k_file: str, out: Path) -> subprocess.Popen:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(SLOW_SECOND_SHARD)
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, "-m", "pipeline.cli", "encode", "--tokenizer", r50k_file, "--input",
+               tmp_path / "in" / "a.jsonl", "--out", out, "--shard-size", "8KB", "--range-bytes", "4096",
+               "--no-progress"]  # fmt: skip
+    return subprocess.Popen(list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def test_ctrl_c_ends_in_one_line_saying_what_is_complete_and_that_a_rerun_resumes(tmp_path, r50k_file):
+    out = tmp_path / "out"
+    proc = _encode_process(tmp_path, r50k_file, out)
+    try:
+        end = time.monotonic() + 120
+        while not list((out / "_shards").glob("tokens-*.json")) and time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.2)
+        assert list((out / "_shards").glob("tokens-*.json")), proc.communicate(timeout=5)
+        time.sleep(1)  # the second shard is in its (slowed) writer now
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    lines = [line for line in err.decode().splitlines() if not line.startswith("{")]  # not the stage lines
+    assert proc.returncode == 130, err.decode()
+    assert len(lines) == 1, err.decode()
+    assert lines[0].startswith("beam-bpe encode: stopped (Ctrl-C). 1 of ")
+    assert "rerun the same command to resume" in lines[0]
+    assert "Traceback" not in err.decode() and "CRITICAL" not in err.decode()
+    assert not (out / "_tmp").exists()
+    assert "were removed" in lines[0]
+    assert run_cli("encode", "--tokenizer", r50k_file, "--input", tmp_path / "in" / "a.jsonl", "--out", out,
+                   "--shard-size", "8KB", "--range-bytes", "4096", "--no-progress") == 0  # fmt: skip
+    assert (out / "COMPLETED").exists()
+
+
+def test_a_failed_run_names_its_part_files_when_it_cannot_remove_them(tmp_path, monkeypatch):
+    from pipeline.encode.layout import ShardLayout
+    from pipeline.encode.resume import note_stopped_run
+
+    layout = ShardLayout(str(tmp_path), "tokens", 4, "parquet", "uint16", "d", "f", (0, 1, 2, 3))
+    (tmp_path / "_tmp" / "tokens-00001-of-00004").mkdir(parents=True)
+    (tmp_path / "_tmp" / "tokens-00001-of-00004" / "part-0000001-00000.arrow").write_bytes(b"x" * 13_000_000)
+    import pipeline.encode.resume as resume
+
+    def full_disk(path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(resume, "remove", full_disk)
+    exc = OSError(28, "No space left on device")
+    note_stopped_run(layout, exc)
+    assert exc.__notes__[0] == f"0 of 4 shards complete in {tmp_path}"
+    assert exc.__notes__[1].startswith(f"1 part files (13.0 MB) are left in {tmp_path / '_tmp'}")
+    monkeypatch.undo()
+    exc = OSError(28, "No space left on device")
+    note_stopped_run(layout, exc)
+    assert exc.__notes__[1] == f"its 1 part files (13.0 MB) in {tmp_path / '_tmp'} were removed"
+    assert not (tmp_path / "_tmp").exists()
