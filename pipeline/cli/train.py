@@ -57,6 +57,19 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     algo.add_argument("--min-chunk-count", type=int, help="drop chunks counted fewer times, after the global reduce")
     algo.add_argument("--max-chunks", type=int, help="keep the most frequent chunks only (ties: smallest bytes first)")
     algo.add_argument("--name", help="tokenizer name recorded in the artifact")
+    algo.add_argument(
+        "--superword-merges",
+        type=int,
+        metavar="N",
+        help="a superword tokenizer (SuperBPE): a word model of --vocab-size minus N tokens, then N supermerges "
+        "across pre-tokens; writes tokenizer.bpe only",
+    )
+    algo.add_argument(
+        "--superword-from",
+        type=int,
+        metavar="T",
+        help="several sizes: one word model of T tokens, the supermerges up to each size (each a truncation)",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--out", required=True, help="output directory (local path or fsspec URL)")
     out.add_argument("--counts-only", action="store_true", help="count and write counts/, do not train")
@@ -111,7 +124,7 @@ def job_from_args(args: argparse.Namespace):
     flags = {
         key: getattr(args, key)
         for key in ("vocab_size", "pretokenizer", "normalizer", "tie_break", "special_tokens", "min_frequency")
-        + ("min_chunk_count", "max_chunks", "name")
+        + ("min_chunk_count", "max_chunks", "name", "superword_merges", "superword_from")
     }
     config = load_config(args.config) if args.config else {}
     settings = train_settings(config, flags, source=args.config)
@@ -145,6 +158,12 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
         if args.counts_only
         else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
     )
+    superword = manifest.get("superword")
+    if superword and not args.counts_only:  # say what was not written, and why
+        what += (
+            f" with {superword['supermerges']} supermerges over {superword['unique_runs']} unique runs; "
+            "tokenizer.bpe only (a rank file or tokenizer.json cannot hold supermerges)"
+        )
     held_out = manifest.get("documents_held_out", 0)
     held = f", {held_out} held out for the report" if held_out else ""
     print(

@@ -204,7 +204,11 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
             "--text-field / --text-column "
             "and --max-document-bytes"
         )
-    if not job.counts_only:
+    if job.settings.superword:  # phase 2 is a second pass over the corpus (pipeline/train/runs.py)
+        from pipeline.train.runs import superword_stage
+
+        manifest.update(superword_stage(plan, beam_args, reporter))
+    elif not job.counts_only:
         manifest.update(_train_stage(plan.counts_dir, job, reporter))
     if job.report:
         manifest.update(_report_stage(plan, beam_args, reporter))
@@ -266,7 +270,7 @@ def owned_files(out: str) -> tuple[str, ...]:
     fs, path = fsspec.core.url_to_fs(out)
     folders = [posixpath.basename(f) for f in fs.glob(path.rstrip("/") + "/v[0-9]*") if fs.isdir(f)]
     sizes = tuple(name for name in folders if name[1:].isdigit())
-    return ("counts", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
+    return ("counts", "runs", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
 
 
 def _counts_folder(from_counts: str) -> str:
@@ -311,6 +315,13 @@ def check_job(job: TrainJob) -> None:
         )
     if job.report:
         check_fraction(job.eval_fraction)
+    if job.settings.superword and job.settings.vocab_size is None:
+        raise UsageError("--superword-merges / --superword-from need --vocab-size: the word model is its prefix")
+    if job.settings.superword and job.report:
+        raise UsageError(
+            "--report with a superword tokenizer is not supported yet: train without --report, then run "
+            "`beam-bpe report --tokenizer OUT/tokenizer.bpe --input ...`"
+        )
     if not job.counts_only and job.settings.vocab_size is None:
         raise UsageError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
 

@@ -15,6 +15,7 @@ gives the unique runs and their occurrences; the run table goes to the merge loo
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 
@@ -166,3 +167,71 @@ def load_runs(runs_dir: str) -> tuple[dict[bytes, int], dict]:
         table = pq.read_table(pa.BufferReader(read_bytes(path)))
         runs.update(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist(), strict=True))
     return runs, {"unique_runs": len(runs), "run_occurrences": sum(runs.values()), "pruned_runs": 0}
+
+
+def superword_stage(plan, beam_args: list[str], reporter) -> dict:
+    """Phase 1's word model from ``counts/``, phase 2's runs (counted over the corpus, or reused from the
+    ``--from-counts`` folder when made with this word model), the supermerge loop, ``tokenizer.bpe`` per size."""
+    import dataclasses
+    import time
+
+    from bpe_core.train import superword_from_runs
+    from pipeline.errors import UsageError
+    from pipeline.train.counts_files import load_chunk_table
+    from pipeline.train.driver import train_tokenizer
+
+    job, s = plan.job, plan.job.settings
+    rule = "letter-run"
+    t0 = time.perf_counter()
+    counts, chunk_report = load_chunk_table(plan.counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
+    word_settings = dataclasses.replace(s, vocab_size=s.word_size, vocab_sizes=(s.word_size,))
+    word = train_tokenizer(counts, word_settings, reporter)
+    reporter.stage("word_model", n_vocab=word.n_vocab, seconds=round(time.perf_counter() - t0, 3))
+    if job.from_counts:
+        runs_dir = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
+        if not runs_made_with(runs_dir, word, rule):
+            raise UsageError(
+                f"{runs_dir} holds no runs made with this word model ({s.word_size} tokens, rule {rule}): count them "
+                "again with a run over the corpus (--input ... --superword-merges N), not --from-counts"
+            )
+    else:
+        t1 = time.perf_counter()
+        sizes = {f.path: f.size for f in plan.corpus.files}
+        with reporter.pipeline("count_runs", ranges=plan.corpus.ranges, file_sizes=sizes, beam_args=beam_args):
+            run_stats = count_runs_pass(plan, word, rule, beam_args)
+        reporter.stage("count_runs", seconds=round(time.perf_counter() - t1, 3), **run_stats)
+        runs_dir = join(job.out, RUNS_DIR)
+    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size}}
+    if job.counts_only:
+        return out
+    t2 = time.perf_counter()
+    runs, run_report = load_runs(runs_dir)
+    n = s.vocab_size - s.word_size
+    tok = superword_from_runs(
+        word, runs, n, rule=rule, min_frequency=s.min_frequency, tie_break=s.tie_break, name=s.name
+    )
+    artifacts, vocabularies = {}, {}
+    for size in s.vocab_sizes:
+        sub = tok.truncated(min(size, tok.n_vocab))
+        folder = f"v{size}/" if len(s.vocab_sizes) > 1 else ""
+        path = join(job.out, folder + "tokenizer.bpe")
+        sub.save(path)
+        data = read_bytes(path)
+        artifacts[folder + "tokenizer.bpe"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        vocabularies[folder.rstrip("/") or f"v{size}"] = {"vocab_size": size, "n_vocab": sub.n_vocab}
+    seconds = round(time.perf_counter() - t2, 3)
+    reporter.stage("train_superword", supermerges=len(tok.superword.merges), n_vocab=tok.n_vocab, seconds=seconds)
+    out["superword"].update(
+        run_report,
+        supermerges=len(tok.superword.merges),
+        not_written=["tokenizer.tiktoken", "tokenizer.json"],
+        why="a rank file or tokenizer.json cannot hold supermerges (they join whole pre-tokens)",
+    )
+    return {
+        **out,
+        "merges": len(tok.merge_ids),
+        "n_vocab": tok.n_vocab,
+        "artifacts": artifacts,
+        **({"vocabularies": vocabularies} if len(s.vocab_sizes) > 1 else {}),
+        "train_seconds": seconds,
+    }
