@@ -102,3 +102,15 @@ def test_superword_from_gives_every_size_as_a_truncation(tmp_path, docs):
     assert big.superword.word_size == small.superword.word_size == 750
     assert small.superword.merges == big.superword.merges[: len(small.superword.merges)]
     assert big.truncated(850).digest() == small.digest()
+
+
+def test_dask_runner_gives_the_same_artifact(tmp_path, docs, reference):
+    """Both passes on a dask.distributed LocalCluster (2 worker processes): the in-process artifact."""
+    from conftest import DASK, require_module
+
+    distributed = require_module("distributed", **DASK)
+    inputs = _inputs(tmp_path / "in", docs, 3)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=":0") as cluster:  # fmt: skip
+        out = _train(tmp_path, inputs, "--runner", "DaskRunner", "--dask_client_address", cluster.scheduler_address)
+    assert (out / "tokenizer.bpe").read_bytes() == reference
