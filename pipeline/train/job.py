@@ -22,7 +22,6 @@ import fsspec
 from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
 from pipeline.errors import CorpusError, ShardFileError, UsageError
 from pipeline.launch.progress import Reporter
-from pipeline.train.settings import TrainSettings
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction
 from pipeline.report.render import REPORT_FILES
 from pipeline.storage.files import glob, prepare_output
@@ -35,6 +34,7 @@ from pipeline.train.counts_files import (
     write_missing_shards,
 )
 from pipeline.train.driver import TOKENIZER_FILES, train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
+from pipeline.train.settings import TrainSettings
 
 if TYPE_CHECKING:
     import apache_beam as beam
