@@ -66,6 +66,7 @@ class TrainJob:
     report: bool = False  # hold out eval_fraction of the documents, measure every size (and compare) on them
     eval_fraction: float | None = None  # None: DEFAULT_EVAL_FRACTION with --report
     compare: tuple[str, ...] = ()
+    driver_memory: int | None = None  # refuse a driver predicted over it (bytes); None: 80% of this machine; 0: off
 
     def __post_init__(self) -> None:
         inputs = tuple(InputSpec(absolute(i.pattern), i.weight) for i in self.inputs)
@@ -93,6 +94,11 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
     """Check the runner options and the counts, plan the corpus: everything that can fail before any work."""
     counts_dir = _counts_folder(job.from_counts) if job.from_counts else join(job.out, "counts")
     if job.from_counts:
+        if job.driver_memory is not None:
+            raise UsageError(
+                "--driver-memory checks the estimate made before counting: with --from-counts the merge loop checks "
+                "the memory it needs itself (and names --min-chunk-count / --max-chunks); drop --driver-memory"
+            )
         if beam_args:
             raise UsageError(
                 f"--from-counts trains on this machine with no pipeline: the Beam options {' '.join(beam_args)} "
@@ -188,6 +194,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         corpus = plan.corpus
         manifest["runner"] = runner_name(beam_args)
         reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes)
+        manifest["estimate"] = _estimate_stage(plan, reporter)  # may refuse the run: only the sample was read
         prepare_output(job.out, owned=owned_files(job.out), overwrite=job.overwrite)
         t0 = time.perf_counter()
         sizes = {f.path: f.size for f in corpus.files}
@@ -217,6 +224,18 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     finish_output(job.out, manifest)
     reporter.stage("done", out=job.out, seconds=manifest["wall_seconds"])
     return manifest
+
+
+def _estimate_stage(plan: TrainPlan, reporter: Reporter) -> dict:
+    """The pre-flight (pipeline/train/estimate.py): predicted unique chunks, driver memory and merge time, as the
+    run's first line; a driver predicted over ``--driver-memory`` is refused here, before the count."""
+    from pipeline.train.estimate import default_driver_memory, preflight
+
+    job = plan.job
+    limit = default_driver_memory() if job.driver_memory is None else job.driver_memory
+    est = preflight(plan.corpus, job.corpus, job.settings, limit=0 if job.counts_only else limit, reporter=reporter)
+    keys = ("chunks", "words", "driver_memory", "seconds", "sample_text_bytes", "exact", "growth_a", "growth_b")
+    return {key: value for key, value in est.to_manifest().items() if key in keys}
 
 
 def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
