@@ -272,6 +272,10 @@ def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> 
         TokenizerSpec(label, path) for label, path in zip(unique_labels(list(job.compare)), job.compare, strict=True)
     ]
     roles = {spec.label: "trained" for spec in trained}
+    if job.settings.superword:  # the plain tokenizer of each size, from the same counts (pipeline/train/runs.py)
+        plain = [TokenizerSpec(f"plain v{n}", join(job.out, "plain", f"v{n}", "tokenizer.bpe")) for n in sizes]
+        trained += plain
+        roles.update({spec.label: "plain" for spec in plain})
     report = run_report(plan.corpus, job.corpus, tuple(trained + compare), roles, job.eval_fraction, job.out, beam_args)
     seconds = round(time.perf_counter() - t0, 3)
     reporter.stage("report", documents=report["sample"]["documents"], seconds=seconds)
@@ -289,7 +293,7 @@ def owned_files(out: str) -> tuple[str, ...]:
     fs, path = fsspec.core.url_to_fs(out)
     folders = [posixpath.basename(f) for f in fs.glob(path.rstrip("/") + "/v[0-9]*") if fs.isdir(f)]
     sizes = tuple(name for name in folders if name[1:].isdigit())
-    return ("counts", "runs", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
+    return ("counts", "runs", "plain", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
 
 
 def _counts_folder(from_counts: str) -> str:
@@ -336,11 +340,6 @@ def check_job(job: TrainJob) -> None:
         check_fraction(job.eval_fraction)
     if job.settings.superword and job.settings.vocab_size is None:
         raise UsageError("--superword-merges / --superword-from need --vocab-size: the word model is its prefix")
-    if job.settings.superword and job.report:
-        raise UsageError(
-            "--report with a superword tokenizer is not supported yet: train without --report, then run "
-            "`beam-bpe report --tokenizer OUT/tokenizer.bpe --input ...`"
-        )
     if not job.counts_only and job.settings.vocab_size is None:
         raise UsageError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
 

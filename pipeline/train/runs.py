@@ -219,6 +219,11 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
         data = read_bytes(path)
         artifacts[folder + "tokenizer.bpe"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
         vocabularies[folder.rstrip("/") or f"v{size}"] = {"vocab_size": size, "n_vocab": sub.n_vocab}
+    if job.report:  # the plain tokenizer of each size from the same counts, for the report to show beside it
+        counts, _ = load_chunk_table(plan.counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
+        plain = train_tokenizer(counts, s, reporter)
+        for size in s.vocab_sizes:
+            plain.truncated(min(size, plain.n_vocab)).save(join(job.out, "plain", f"v{size}", "tokenizer.bpe"))
     seconds = round(time.perf_counter() - t2, 3)
     reporter.stage("train_superword", supermerges=len(tok.superword.merges), n_vocab=tok.n_vocab, seconds=seconds)
     out["superword"].update(

@@ -114,3 +114,16 @@ def test_dask_runner_gives_the_same_artifact(tmp_path, docs, reference):
                                   dashboard_address=":0") as cluster:  # fmt: skip
         out = _train(tmp_path, inputs, "--runner", "DaskRunner", "--dask_client_address", cluster.scheduler_address)
     assert (out / "tokenizer.bpe").read_bytes() == reference
+
+
+def test_report_shows_the_plain_tokenizer_beside_it(tmp_path, docs):
+    import json
+
+    inputs = _inputs(tmp_path / "in", docs, 2)
+    out = _train(tmp_path, inputs, "--report", "--eval-fraction", "0.1")
+    rows = {t["label"]: t for t in json.loads((out / "report.json").read_text())["tokenizers"]}
+    assert rows[f"v{VOCAB}"]["role"] == "trained" and rows[f"plain v{VOCAB}"]["role"] == "plain"
+    assert rows[f"v{VOCAB}"]["n_vocab"] == rows[f"plain v{VOCAB}"]["n_vocab"] == VOCAB
+    assert rows[f"v{VOCAB}"]["bytes_per_token"] > rows[f"plain v{VOCAB}"]["bytes_per_token"]
+    plain = bpe_core.Tokenizer.load(str(out / "plain" / f"v{VOCAB}" / "tokenizer.bpe"))
+    assert plain.superword is None
