@@ -170,7 +170,7 @@ def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, e
             extra = with_workers(args.workers, extra)
         except UsageError as exc:
             _subparser(parser, args).error(str(exc))
-    if extra and runs_a_pipeline(args):
+    if extra and (runs_a_pipeline(args) or args.command == "count-tokens"):
         from pipeline.launch.options import check_beam_args  # imports Apache Beam
 
         try:  # what neither we nor Beam parse would be logged by Beam and ignored: refused before any work
