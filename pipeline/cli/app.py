@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli.report import add_report_parser
 
     add_report_parser(sub)
+    from pipeline.launch.logs import add_log_level_flag
+
+    for name in ("train", "encode", "report", "count-tokens"):  # the commands that run Beam
+        add_log_level_flag(sub.choices[name])
     p = sub.add_parser("demo", help="train with the Beam pipeline on the Python standard library, encode and decode")
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)
