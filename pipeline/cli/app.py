@@ -47,7 +47,7 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
         raise UsageError(f"unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
     _refuse_corpus_flags(args)
     tok = _load(args)
-    text = args.text if args.text is not None else sys.stdin.read()
+    text = args.text if args.text is not None else _stdin_text()
     allowed = special_tokens_policy(args) == "allowed"
     ids = tok.encode(text, allowed_special="all") if allowed else tok.encode_ordinary(text)
     print(" ".join(map(str, ids)))
@@ -184,6 +184,31 @@ def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, e
     return extra
 
 
+def _stdin_text() -> str:
+    """stdin as UTF-8, refused where it is not (the pipelines make such a document a dead letter; U+FFFD would
+    encode text that nobody wrote)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"stdin is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} ({exc.reason}); the pipelines "
+            "make such a document a dead letter. Convert the text to UTF-8 (e.g. iconv -t UTF-8), or pass --text"
+        ) from None
+
+
+def _log_level(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """``--log-level``: Beam's loggers here, and the workers' harness level among the Beam options of a pipeline."""
+    level = getattr(args, "log_level", None)
+    if level is None:
+        return extra
+    from pipeline.launch.logs import harness_args, set_beam_log_level
+
+    set_beam_log_level(level)
+    pipeline = runs_a_pipeline(args) or (args.command == "count-tokens" and bool(extra))
+    return harness_args(extra, level) if pipeline else extra
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -192,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.given_flags = _given_flags(parser, args, argv)
     extra = _beam_arguments(parser, args, extra)
+    extra = _log_level(args, extra)
     pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
     with quiet_tracebacks(pipeline and not verbose) as thread_errors:
         try:
@@ -204,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _report_failure(args, exc, thread_errors, verbose)
             # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
             print(f"beam-bpe {args.command}: error: {as_cli_message(exc)}", file=sys.stderr)
-            return 2
+            return getattr(exc, "exit_code", 2)  # 3: NothingWrittenError, the run wrote nothing
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a failed or stopped run: one line
             if not pipeline:
                 raise
