@@ -46,6 +46,12 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
     if beam_args:
         raise UsageError(f"unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
     _refuse_corpus_flags(args)
+    if len(args.tokenizer) > 1:
+        raise UsageError(
+            f"--text takes one tokenizer, got {len(args.tokenizer)} ({', '.join(args.tokenizer)}): give one, or "
+            "encode a corpus (--input) with several"
+        )
+    args.tokenizer = args.tokenizer[0]
     tok = _load(args)
     text = args.text if args.text is not None else _stdin_text()
     allowed = special_tokens_policy(args) == "allowed"
@@ -106,9 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_verbose_argument(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def with_tokenizer(name: str, help_text: str) -> argparse.ArgumentParser:
+    def with_tokenizer(name: str, help_text: str, *, several: str = "") -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, ...)")
+        p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, ...)" + several,
+                       action="append" if several else "store")  # fmt: skip
         p.add_argument("--pretokenizer", help="pre-tokenizer for rank-only files (.tiktoken): cl100k, o200k, ...")
         return p
 
@@ -116,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli.decode import add_decode_parser
     from pipeline.cli.encode import add_encode_corpus_arguments
 
-    p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
+    p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)",
+                       several="; with --input, repeat it to encode with several in one read: OUT/<file name>/ "
+                       "each, as separate runs would write")  # fmt: skip
     p.add_argument("--text", help="text to encode (default: stdin)")
     add_encode_corpus_arguments(p)
     p.set_defaults(func=cmd_encode, takes_beam_args=True)

@@ -33,6 +33,21 @@ VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
 default, in this process; --workers N for N worker processes on this machine), --runner DaskRunner
 --dask_client_address HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
+EXIT_CODES = (
+    "Exit code 0: done; exit code 2: refused or failed (one line says why); exit code 3: the run finished but "
+    "wrote nothing (no document was read, or every document read was a dead letter)."
+)
+
+
+def nothing_written(command: str, read: int, dead: int, where: str) -> str:
+    """The message of exit code 3: what was read, where the dead letters are, what to check."""
+    what = "no document was read" if read == 0 else f"all {read:,} documents read were dead letters ({where})"
+    return (
+        f"{command} wrote nothing: {what}; check --format (or the files' suffixes), --text-field / --text-column "
+        "and --max-document-bytes"
+    )
+
+
 # What a failed run leaves in --out and what a rerun of the same command does, as each pipeline guarantees
 # (tests/reliability/test_faults.py checks both for every stage of each).
 AFTER_FAILURE = {

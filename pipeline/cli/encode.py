@@ -88,7 +88,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
-def job_from_args(args: argparse.Namespace):
+def job_from_args(args: argparse.Namespace, *, several: bool = False):
     """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.cli.dataflow encode``
     translates)."""
     from pipeline.encode.settings import EncodeJob, EncodeSettings, parse_size
@@ -110,7 +110,7 @@ def job_from_args(args: argparse.Namespace):
         merge=args.merge,
     )
     return EncodeJob(
-        tokenizer=args.tokenizer,
+        tokenizer=_one_tokenizer(args.tokenizer, several=several),
         inputs=tuple(InputSpec(pattern) for pattern in args.input),
         out=args.out,
         corpus=corpus_spec(args),
@@ -125,7 +125,27 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
     from pipeline.encode.manifest import summary_line
 
-    job = job_from_args(args)
+    job = job_from_args(args, several=True)
+    if len(args.tokenizer) > 1:  # one read, one folder per tokenizer
+        from pipeline.encode.several import run_encode_several
+        from pipeline.storage.paths import join
+
+        manifests = run_encode_several(job, args.tokenizer, beam_args, reporter=progress_reporter(args))
+        for stem, manifest in manifests.items():
+            print(f"{summary_line(manifest)} -> {join(job.out, stem)}")
+        return 0
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
     return 0
+
+
+def _one_tokenizer(tokenizers: str | list[str], *, several: bool) -> str:
+    """The job's tokenizer; several only where the caller encodes them all (not the Dataflow translation)."""
+    if isinstance(tokenizers, str):
+        return tokenizers
+    if len(tokenizers) > 1 and not several:
+        raise UsageError(
+            f"this translates one encoding job, and {len(tokenizers)} --tokenizer values were given: translate one "
+            "job per tokenizer (--out OUT/NAME each), or run `beam-bpe encode` with all of them (one read)"
+        )
+    return tokenizers[0]
