@@ -8,15 +8,18 @@ argparse does not know is a Beam pipeline option and passes through unchanged.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipeline.cli.common import (
     BEAM_OPTIONS,
+    EXIT_CODES,
     add_corpus_arguments,
     add_progress_argument,
     add_special_tokens_argument,
     add_verbose_argument,
     add_workers_argument,
     corpus_spec,
+    nothing_written,
     progress_reporter,
     special_tokens_policy,
 )
@@ -27,7 +30,7 @@ from pipeline.encode.formats import help_text as formats_help
 from pipeline.encode.policy import SPECIAL_POLICIES
 from pipeline.errors import UsageError
 
-EPILOG = f"With --input, {BEAM_OPTIONS}"
+EPILOG = f"With --input, {BEAM_OPTIONS}. {EXIT_CODES}"
 
 
 def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,7 +84,14 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--overwrite",
         action="store_true",
-        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
+        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's; never "
+        "a running job's: its lease refuses a second run)",
+    )
+    out.add_argument(
+        "--recheck",
+        action="store_true",
+        help="on resume, also compare the sha256 of the shards taken as complete with their records (their sizes "
+        "are always checked); reads every shard",
     )
     add_progress_argument(out)
     add_workers_argument(out)
@@ -118,6 +128,7 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
         range_bytes=args.range_bytes,
         shard_size=parse_size(args.shard_size),
         overwrite=args.overwrite,
+        recheck=args.recheck,
     )
 
 
@@ -133,10 +144,19 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
         manifests = run_encode_several(job, args.tokenizer, beam_args, reporter=progress_reporter(args))
         for stem, manifest in manifests.items():
             print(f"{summary_line(manifest)} -> {join(job.out, stem)}")
-        return 0
+        return max(_nothing_written(m, join(job.out, stem)) for stem, m in manifests.items())
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
-    return 0
+    return _nothing_written(manifest, job.out)
+
+
+def _nothing_written(manifest: dict, out: str) -> int:
+    """3 (and why, on stderr) for an output that holds no document; else 0."""
+    if manifest["documents_written"]:
+        return 0
+    message = nothing_written("encode", manifest["documents_read"], manifest["dead_letters"], f"{out}/dead_letters")
+    print(f"beam-bpe encode: {message}", file=sys.stderr)
+    return 3
 
 
 def _one_tokenizer(tokenizers: str | list[str], *, several: bool) -> str:
