@@ -18,7 +18,7 @@ import json
 import sys
 
 from bpe_core import Tokenizer
-from pipeline.cli.common import add_corpus_arguments, add_workers_argument, corpus_spec
+from pipeline.cli.common import EXIT_CODES, add_corpus_arguments, add_workers_argument, corpus_spec, nothing_written
 from pipeline.corpus.plan import InputSpec, plan_corpus
 from pipeline.errors import UsageError
 
@@ -31,7 +31,7 @@ def add_count_tokens_parser(sub) -> argparse.ArgumentParser:
         help="documents, bytes and tokens per input file and in total",
         epilog="With Beam pipeline options (--runner, --direct_running_mode multi_processing, "
         "--direct_num_workers N, --dask_client_address, ...) the count runs as a Beam pipeline, per range and "
-        "combined per file; without them, on this machine's cores. Both print the same table and total.",
+        "combined per file; without them, on this machine's cores. Both print the same table and total. " + EXIT_CODES,
         allow_abbrev=False,
     )
     p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, tokenizer.json ...)")
@@ -112,4 +112,10 @@ def cmd_count_tokens(args: argparse.Namespace, beam_args: list[str]) -> int:
         tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
         result = count_tokens(tok, args)
     sys.stdout.write((json.dumps(result, indent=2) if args.json else table(result)) + "\n")
-    return 0
+    total = result["total"]
+    if total["documents"]:
+        return 0
+    read = total["documents"] + total["dead_letters"]
+    message = nothing_written("count-tokens", read, total["dead_letters"], "beam-bpe encode lists them")
+    print(f"beam-bpe count-tokens: {message}", file=sys.stderr)
+    return 3
