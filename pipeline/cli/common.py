@@ -17,8 +17,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pipeline.corpus.names import AUTO, format_of_name
 from pipeline.corpus.plan import (
-    COMPRESSIONS,
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_RANGE_BYTES,
     FORMATS,
@@ -80,8 +80,9 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
         "--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)"
     )
     src.add_argument("--format", choices=FORMATS, default=None,
-                     help="default: from the --input names (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet, each "
-                          "optionally .gz/.bz2/.zst), else jsonl")  # fmt: skip
+                     help="default: each file's own name (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet/.pq, "
+                          "each optionally .gz/.bz2/.zst); a file whose name says none is refused unless --format "
+                          "is given (every file is then read as that format)")  # fmt: skip
     src.add_argument(
         "--text-field",
         default=None,
@@ -104,9 +105,10 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
 
 def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
     """The CorpusSpec of the corpus flags (``--format`` read off the input names where it is not given)."""
-    named = infer_format(args.input)
-    fmt = args.format or named
-    if args.format and named != args.format and any(_names_a_format(p) for p in args.input):
+    fmt = args.format or infer_format(args.input)
+    said = sorted({f for f in map(format_of_name, args.input) if f})
+    if args.format and said and said != [args.format]:
+        named = " and ".join(said)
         print(f"beam-bpe: warning: --format {args.format}, but the --input names say {named} (e.g. "
               f"{args.input[0]!r}): every line is read as {args.format}; drop --format if the files hold {named}",
               file=sys.stderr)  # fmt: skip
@@ -158,35 +160,12 @@ def add_special_tokens_argument(p, *, choices: tuple[str, ...], what: str) -> No
     p.add_argument("--allow-special", action="store_true", help="deprecated: --special-tokens allowed")
 
 
-FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",
-                   ".md": "text", ".rst": "text", ".parquet": "parquet", ".pq": "parquet"}  # fmt: skip
-
-
-def _names_a_format(pattern: str) -> bool:
-    name = pattern.rstrip("/").rsplit("/", 1)[-1].lower()
-    for ext in COMPRESSIONS:
-        name = name.removesuffix(ext)
-    return "." in name and "." + name.rsplit(".", 1)[-1] in FORMAT_SUFFIXES
-
-
 def infer_format(patterns: list[str]) -> str:
-    """The format every input's name says (``data/*.txt.gz`` -> text), jsonl where none says one; two different
-    formats are refused (one run reads one format)."""
-    found = {}
-    for pattern in patterns:
-        name = pattern.rstrip("/").rsplit("/", 1)[-1].lower()
-        for ext in COMPRESSIONS:
-            name = name.removesuffix(ext)
-        suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
-        if suffix in FORMAT_SUFFIXES:
-            found[pattern] = FORMAT_SUFFIXES[suffix]
-    formats = set(found.values())
-    if len(formats) > 1:
-        raise CorpusError(
-            f"the --input names say different formats ({', '.join(f'{p!r}: {f}' for p, f in found.items())}): one run "
-            "reads one format; run them separately or give --format"
-        )
-    return formats.pop() if formats else "jsonl"
+    """The format every input's name says (``data/*.txt.gz`` -> text); where they do not all say one (a directory,
+    ``data/*``, names of two formats): ``auto``, each file read by its own name (pipeline/corpus/names.py), a file
+    whose name says none refused by name."""
+    formats = {format_of_name(p) for p in patterns}
+    return formats.pop() if len(formats) == 1 and None not in formats else AUTO
 
 
 def positive_int(text: str) -> int:
