@@ -332,6 +332,10 @@ thread_local std::vector<size_t> t_stack;
 void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, size_t base, std::vector<size_t>& out,
                  std::vector<size_t>& stack) {
     Matcher m{p, s, n, stack};
+    if (n != 0 && m.char_len(0) == n) {  // one character: every pattern leaves it whole
+        out.push_back(base + n);
+        return;
+    }
     const Pattern& pat = p.patterns[level];
     const bool last = level + 1 == p.patterns.size();
     size_t pos = 0;
