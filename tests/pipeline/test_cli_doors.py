@@ -468,3 +468,58 @@ def test_a_failed_run_names_its_part_files_when_it_cannot_remove_them(tmp_path, 
     note_stopped_run(layout, exc)
     assert exc.__notes__[1] == f"its 1 part files (13.0 MB) in {tmp_path / '_tmp'} were removed"
     assert not (tmp_path / "_tmp").exists()
+
+
+# ------------------------------------------------------------------ portable outputs
+def test_a_copied_output_decodes_by_relative_id_and_a_rerun_there_rewrites_the_data_path(tmp_path, r50k_file, capsys):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    texts = docs()
+    write_jsonl(tmp_path / "corpus" / "a.jsonl", texts[:60])
+    write_jsonl(tmp_path / "corpus" / "sub" / "b.jsonl", texts[60:])
+    for fmt in ("megatron", "parquet"):
+        out = tmp_path / f"out-{fmt}"
+        command = ["encode", "--tokenizer", r50k_file, "--input", tmp_path / "corpus" / "a.jsonl", "--input",
+                   tmp_path / "corpus" / "sub" / "b.jsonl", "--shard-format", fmt, "--shard-size", "8KB",
+                   "--no-progress"]  # fmt: skip
+        assert run_cli(*command, "--out", out) == 0
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["root"] == str(tmp_path / "corpus")
+        assert manifest["given"] == [str(tmp_path / "corpus" / "a.jsonl"), str(tmp_path / "corpus" / "sub" / "b.jsonl")]
+        assert {s["path"] for s in manifest["sources"]} == {"a.jsonl", "sub/b.jsonl"}
+        copy = tmp_path / "elsewhere" / f"copy-{fmt}"
+        shutil.copytree(out, copy)
+        shutil.rmtree(out)
+        capsys.readouterr()
+        offset = len(json.dumps({"text": texts[60], "id": 0}, ensure_ascii=False).encode()) + 1
+        for doc in (f"sub/b.jsonl@{offset}", f"{tmp_path / 'corpus' / 'sub' / 'b.jsonl'}@{offset}"):
+            assert run_cli("decode", "--shards", copy, "--doc", doc, "--raw") == 0
+            captured = capsys.readouterr()
+            assert captured.out == texts[61] and f"# sub/b.jsonl@{offset}:" in captured.err
+        if fmt == "parquet":
+            ids = pq.read_table(sorted(copy.glob("tokens-*.parquet"))[0]).column("doc_id").to_pylist()
+            assert ids[0] == "a.jsonl@0"
+            continue
+        assert str(out) in (copy / "megatron_data_path.txt").read_text()  # as copied: the old place
+        assert run_cli(*command, "--out", copy) == 0  # complete: nothing encoded, the data path rewritten
+        line = (copy / "megatron_data_path.txt").read_text().split()
+        assert line[1::2] == [str(copy / p.name[: -len(".bin")]) for p in sorted(copy.glob("tokens-*.bin"))]
+        incomplete = tmp_path / "elsewhere" / "incomplete"
+        shutil.copytree(copy, incomplete)
+        (incomplete / "COMPLETED").unlink()
+        next((incomplete / "_shards").glob("tokens-*.json")).unlink()
+        assert run_cli(*command, "--out", incomplete) == 0
+        assert str(copy) not in (incomplete / "megatron_data_path.txt").read_text()
+        assert str(incomplete / "tokens-00000-of-") in (incomplete / "megatron_data_path.txt").read_text()
+
+
+def test_decode_doc_takes_the_path_as_given_from_here_too(tmp_path, r50k_file, capsys, monkeypatch):
+    write_jsonl(tmp_path / "data" / "a.jsonl", docs()[:5])
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("encode", "--tokenizer", r50k_file, "--input", "data/a.jsonl", "--out", "out", "--no-progress") == 0
+    capsys.readouterr()
+    for doc in ("a.jsonl@0", "data/a.jsonl@0", f"{tmp_path}/data/a.jsonl@0"):  # root-relative, as given, absolute
+        assert run_cli("decode", "--shards", "out", "--doc", doc, "--raw") == 0
+        assert capsys.readouterr().out == docs()[0]
