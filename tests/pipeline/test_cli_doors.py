@@ -523,3 +523,18 @@ def test_decode_doc_takes_the_path_as_given_from_here_too(tmp_path, r50k_file, c
     for doc in ("a.jsonl@0", "data/a.jsonl@0", f"{tmp_path}/data/a.jsonl@0"):  # root-relative, as given, absolute
         assert run_cli("decode", "--shards", "out", "--doc", doc, "--raw") == 0
         assert capsys.readouterr().out == docs()[0]
+
+
+def test_report_md_names_files_relative_to_its_folder(tmp_path, r50k_file):
+    import shutil
+
+    write_jsonl(tmp_path / "a.jsonl", docs())
+    shutil.copy(r50k_file, tmp_path / "r50k.bpe")
+    (tmp_path / "out").mkdir()
+    shutil.copy(r50k_file, tmp_path / "out" / "mine.bpe")
+    args = ["report", "--tokenizer", tmp_path / "out" / "mine.bpe", "--tokenizer", tmp_path / "r50k.bpe",
+            "--input", tmp_path / "a.jsonl", "--eval-fraction", "0.5", "--out", tmp_path / "out"]  # fmt: skip
+    assert run_cli(*args) == 0
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "`mine.bpe`" in text and "`../r50k.bpe`" in text
+    assert str(tmp_path) not in text
