@@ -8,6 +8,7 @@ import argparse
 from bpe_core import TIE_BREAKS
 from pipeline.cli.common import (
     BEAM_OPTIONS,
+    EXIT_CODES,
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
@@ -19,7 +20,7 @@ from pipeline.corpus.plan import InputSpec
 from pipeline.errors import CorpusError, UsageError
 from pipeline.train.settings import load_config, parse_vocab_sizes, train_settings
 
-EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
+EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:] + ". " + EXIT_CODES
 
 
 def add_train_parser(sub) -> argparse.ArgumentParser:
@@ -95,7 +96,14 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken",
+        help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken; loaded before "
+        "anything is written",
+    )
+    rep.add_argument(
+        "--compare-pretokenizer",
+        metavar="P",
+        help="the pre-tokenizer of a --compare rank file that is not OpenAI's (a .tiktoken file carries none): "
+        "cl100k, o200k, ...",
     )
     pre = p.add_argument_group("pre-flight (a line at the start of every counting run)")
     pre.add_argument(
@@ -154,6 +162,7 @@ def job_from_args(args: argparse.Namespace):
         report=args.report,
         eval_fraction=args.eval_fraction,
         compare=tuple(args.compare),
+        compare_pretokenizer=args.compare_pretokenizer,
         driver_memory=_driver_memory(args.driver_memory),
     )
 
@@ -205,6 +214,12 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
         if args.counts_only
         else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
     )
+    reached = manifest.get("vocab_size_reached")
+    if reached and not args.counts_only:  # the merge loop ran out of pairs: said once, here
+        what += (
+            f", a vocabulary of {reached['reached']:,} tokens, not the {reached['asked']:,} of --vocab-size: no pair "
+            "occurs --min-frequency times any more (train on more text or lower --min-frequency)"
+        )
     superword = manifest.get("superword")
     if superword and not args.counts_only:  # say what was not written, and why
         what += (
