@@ -102,13 +102,14 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
                 "--driver-memory checks the estimate made before counting: with --from-counts the merge loop checks "
                 "the memory it needs itself (and names --min-chunk-count / --max-chunks); drop --driver-memory"
             )
-        if beam_args:
+        if beam_args and not job.inputs:  # with --input (superword): phase 2's pass when runs/ does not fit
             raise UsageError(
                 f"--from-counts trains on this machine with no pipeline: the Beam options {' '.join(beam_args)} "
                 "would do nothing; drop them"
             )
-        settings = _counts_settings(counts_dir, job)
-        return TrainPlan(dataclasses.replace(job, settings=settings), None, 0, counts_dir)
+        job = dataclasses.replace(job, settings=_counts_settings(counts_dir, job))
+        if not job.inputs:
+            return TrainPlan(job, None, 0, counts_dir)
     from pipeline.launch.checks import check_launch
 
     check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
@@ -195,7 +196,7 @@ def _train_leased(plan: TrainPlan, beam_args: list[str], reporter: Reporter, lea
             job.out,
             owned=owned_files(job.out),
             overwrite=job.overwrite,
-            keep=("counts",) if _same(plan.counts_dir, join(job.out, "counts")) else (),
+            keep=("counts", "runs") if _same(plan.counts_dir, join(job.out, "counts")) else (),
         )
         stats = read_stats(plan.counts_dir)
         manifest.update(runner=None, counts_from=job.from_counts)  # no pipeline ran
@@ -331,7 +332,7 @@ def _same(a: str, b: str) -> bool:
 
 def check_job(job: TrainJob) -> None:
     """Refuse flag combinations that cannot run or would do nothing, naming the flags and the fix."""
-    if job.from_counts and job.inputs:
+    if job.from_counts and job.inputs and not job.settings.superword:  # superword: the corpus of phase 2's runs
         raise UsageError("--from-counts trains from existing counts: do not also pass --input")
     if not job.from_counts and not job.inputs:
         raise UsageError("nothing to read: pass --input PATH_OR_GLOB (repeatable), or --from-counts DIR")

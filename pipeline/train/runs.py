@@ -32,7 +32,7 @@ from bpe_core.sorted_counts import shard_of
 from bpe_core.superword import RunColumns
 from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
 from pipeline.errors import ShardFileError
-from pipeline.storage.files import glob, read_bytes, write_atomic
+from pipeline.storage.files import glob, read_bytes, remove, write_atomic
 from pipeline.storage.paths import join
 from pipeline.train.count import STATS_KEY, MergeCountsFn
 from pipeline.train.counts_files import SCHEMA, _record_batches, _sizes, _system_memory_pool, table_columns
@@ -133,6 +133,7 @@ def count_runs_pass(plan, word: Tokenizer, rule: str, beam_args: list[str]) -> d
     from pipeline.report.sample import HoldOutSample
 
     job = plan.job
+    remove(join(job.out, RUNS_DIR))  # runs of another word model (--out is the --from-counts folder) must not stay
     artifact = dumps_artifact(word)
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
     batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
@@ -246,7 +247,7 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
 
     from bpe_core.train import superword_from_runs
     from pipeline.errors import UsageError
-    from pipeline.train.counts_files import load_chunk_table
+    from pipeline.train.counts_files import load_chunk_table, read_stats
     from pipeline.train.driver import train_tokenizer
 
     job, s = plan.job, plan.job.settings
@@ -256,21 +257,33 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     word_settings = dataclasses.replace(s, vocab_size=s.word_size, vocab_sizes=(s.word_size,))
     word = train_tokenizer(counts, word_settings, reporter)
     reporter.stage("word_model", n_vocab=word.n_vocab, seconds=round(time.perf_counter() - t0, 3))
+    runs_dir = None
     if job.from_counts:
-        runs_dir = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
-        if not runs_made_with(runs_dir, word, rule):
+        reused = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
+        if runs_made_with(reused, word, rule):
+            runs_dir = reused
+            reporter.stage("runs_reused", runs=reused, **({"input_not_read": True} if job.inputs else {}))
+        elif not job.inputs:
             raise UsageError(
-                f"{runs_dir} holds no runs made with this word model ({s.word_size} tokens, rule {rule}): count them "
-                "again with a run over the corpus (--input ... --superword-merges N), not --from-counts"
+                f"{reused} holds no runs made with this word model ({s.word_size} tokens, rule {rule}): pass the "
+                "corpus with --input ... to count them again over it (phase 2 only: the counts are reused), or "
+                "train without --from-counts"
             )
-    else:
+    counted = {}
+    if runs_dir is None:
         t1 = time.perf_counter()
         sizes = {f.path: f.size for f in plan.corpus.files}
         with reporter.pipeline("count_runs", ranges=plan.corpus.ranges, file_sizes=sizes, beam_args=beam_args):
             run_stats = count_runs_pass(plan, word, rule, beam_args)
         reporter.stage("count_runs", seconds=round(time.perf_counter() - t1, 3), **run_stats)
         runs_dir = join(job.out, RUNS_DIR)
-    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size}}
+        counted = {"runs_counted": dict(run_stats, seconds=round(time.perf_counter() - t1, 3))}
+        phase1 = read_stats(plan.counts_dir)["documents_counted"] if job.from_counts else run_stats["documents_counted"]
+        if phase1 != run_stats["documents_counted"]:  # --input is not the corpus the counts were made from
+            docs = run_stats["documents_counted"]
+            reporter.stage("warning", message=f"phase 2 counted runs in {docs:,} documents, the counts of "
+                           f"{plan.counts_dir} came from {phase1:,}: is --input their corpus?")  # fmt: skip
+    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size, **counted}}
     if job.counts_only:
         return out
     t2 = time.perf_counter()

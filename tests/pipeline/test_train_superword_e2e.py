@@ -77,6 +77,35 @@ def test_counts_only_then_from_counts_reuses_runs(tmp_path, docs, reference, cap
     assert "no runs made with this word model" in capsys.readouterr().err
 
 
+def test_from_counts_with_another_word_model_counts_the_runs_again(tmp_path, docs, capsys):
+    """runs/ of another word model (or none): with --input, phase 2 runs over the corpus and the artifact is the
+    in-process one of that size; without a superword flag --input beside --from-counts stays refused."""
+    inputs = _inputs(tmp_path / "in", docs, 2)
+    counted = _train(tmp_path, inputs, "--counts-only", out="counted")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = train_superword(bpe_core.count_chunks(docs, "cl100k"), VOCAB, SUPER + 10, docs, special_tokens=[SPECIAL])
+    from bpe_core.formats.artifact import dumps_artifact
+
+    args = ["train", "--from-counts", counted, "--vocab-size", VOCAB, "--special-token", SPECIAL, "--format", "jsonl"]
+    args += sum((["--input", p] for p in inputs), [])
+    assert run_cli(*args, "--superword-merges", SUPER + 10, "--out", tmp_path / "other") == 0
+    assert (tmp_path / "other" / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    assert manifest(tmp_path / "other")["superword"]["runs_counted"]["documents_counted"] == len(docs)
+    assert (tmp_path / "other" / "runs" / "_word_model.json").exists()
+    # the same again into the counts' own folder, after removing its runs: counted into it, then reused
+    (counted / "runs" / "_word_model.json").unlink()
+    assert run_cli(*args, "--superword-merges", SUPER + 10, "--out", counted, "--overwrite") == 0
+    assert (counted / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    assert "runs_counted" in manifest(counted)["superword"]
+    assert run_cli(*args, "--superword-merges", SUPER + 10, "--out", counted, "--overwrite") == 0
+    assert "runs_counted" not in manifest(counted)["superword"]  # the runs it counted were reused
+    assert (counted / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    capsys.readouterr()
+    assert run_cli(*args, "--out", tmp_path / "plain") == 2
+    assert "do not also pass --input" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
