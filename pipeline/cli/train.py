@@ -182,8 +182,10 @@ def _driver_memory(text: str | None) -> int | None:
 def cmd_estimate(args: argparse.Namespace, beam_args: list[str]) -> int:
     """``train --estimate``: the pre-flight's report, nothing counted or written."""
     from pipeline.corpus.plan import plan_corpus
+    from pipeline.launch.logs import HARNESS_FLAG
     from pipeline.train.estimate import default_driver_memory, estimate_corpus, report
 
+    beam_args = [a for a in beam_args if a.split("=", 1)[0] != HARNESS_FLAG]  # --log-level's, added for any run
     if args.from_counts or args.counts_only or beam_args:
         given = "--from-counts" if args.from_counts else "--counts-only" if args.counts_only else " ".join(beam_args)
         raise UsageError(f"--estimate samples the corpus on this machine and stops: {given} would do nothing; drop it")
