@@ -71,6 +71,13 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         metavar="T",
         help="several sizes: one word model of T tokens, the supermerges up to each size (each a truncation)",
     )
+    algo.add_argument(
+        "--min-run-count",
+        type=int,
+        metavar="K",
+        help="superword: drop runs counted fewer than K times before the supermerge loop (default 0: keep all; "
+        "the chunks keep --min-chunk-count), with an exact report in manifest.json",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL); not needed with --estimate")
     out.add_argument("--counts-only", action="store_true", help="count and write counts/, do not train")
@@ -144,7 +151,7 @@ def job_from_args(args: argparse.Namespace):
     flags = {
         key: getattr(args, key)
         for key in ("vocab_size", "pretokenizer", "normalizer", "tie_break", "special_tokens", "min_frequency")
-        + ("min_chunk_count", "max_chunks", "name", "superword_merges", "superword_from")
+        + ("min_chunk_count", "max_chunks", "name", "superword_merges", "superword_from", "min_run_count")
     }
     config = load_config(args.config) if args.config else {}
     settings = train_settings(config, flags, source=args.config)

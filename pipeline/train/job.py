@@ -342,10 +342,10 @@ def check_job(job: TrainJob) -> None:
         raise UsageError(
             "--count-shards sets how a counting run writes its counts: with --from-counts it would do nothing; drop it"
         )
-    if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks):
+    if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks or job.settings.min_run_count):
         raise UsageError(
-            "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "
-            "would do nothing; pass them to the later run with --from-counts"
+            "--min-chunk-count, --max-chunks and --min-run-count apply when training from the counts: with "
+            "--counts-only they would do nothing; pass them to the later run with --from-counts"
         )
     _check_report_flags(job)
     if job.settings.superword and job.settings.vocab_size is None:

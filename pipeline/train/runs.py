@@ -9,8 +9,9 @@ each, where the rule takes it; runs never cross a document. ``CountRunsFn`` buil
 (from its artifact bytes) and emits each batch's runs as sorted Arrow tables per hash shard, keyed by the run's ids
 as little-endian u32 (``chunk: binary, count: int64``, 64-bit, weighted as chunks are); the reduce is the count
 stage's own ``MergeCountsFn``. ``runs/_word_model.json`` names the word model (its digest) and the rule, so that
-``--from-counts`` reuses ``runs/`` only when it was made with the same word model. No run is pruned: the report
-gives the unique runs and their occurrences; the run table goes to the merge loop whole.
+``--from-counts`` reuses ``runs/`` only when it was made with the same word model. ``runs/`` holds every run; the
+driver drops those counted fewer than ``--min-run-count`` times (``load_run_columns``, with an exact report) and
+hands the rest to the merge loop as columns.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def runs_made_with(runs_dir: str, word: Tokenizer, rule: str) -> bool:
     return made == {"word_model": word.digest(), "rule": rule}
 
 
-def load_run_columns(runs_dir: str, *, min_run_count: int = 1) -> tuple[RunColumns, dict]:
+def load_run_columns(runs_dir: str, *, min_run_count: int = 0) -> tuple[RunColumns, dict]:
     """Every run of ``runs_dir`` as :class:`bpe_core.superword.RunColumns` (no Python object per run) and the report:
     runs and occurrences reduced, dropped below ``min_run_count`` and kept (exact).
 
@@ -287,7 +288,7 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     if job.counts_only:
         return out
     t2 = time.perf_counter()
-    runs, run_report = load_run_columns(runs_dir)
+    runs, run_report = load_run_columns(runs_dir, min_run_count=s.min_run_count)
     n = s.vocab_size - s.word_size
     tok = superword_from_runs(
         word, runs, n, rule=rule, min_frequency=s.min_frequency, tie_break=s.tie_break, name=s.name
