@@ -311,7 +311,17 @@ struct Matcher {
         const size_t end = match_at(pat, pos);
         if (end > pos) return end;
         size_t i = pos + char_len(pos);
-        while (i < n && match_at(pat, i) == i) i += char_len(i);
+        while (i < n) {
+            const uint8_t b = s[i];
+            if (b < 0x80) {
+                if (!pat.cand_ascii[b]) {  // no alternative starts here: part of the gap
+                    ++i;
+                    continue;
+                }
+            }
+            if (match_at(pat, i) != i) break;
+            i += char_len(i);
+        }
         return i;
     }
 };
@@ -319,8 +329,13 @@ struct Matcher {
 thread_local std::vector<size_t> t_stack;
 
 // Every piece of s[0:n] under the patterns from `level` on, their ends (plus base) appended to out.
-void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, size_t base, std::vector<size_t>& out) {
-    Matcher m{p, s, n, t_stack};
+void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, size_t base, std::vector<size_t>& out,
+                 std::vector<size_t>& stack) {
+    Matcher m{p, s, n, stack};
+    if (n != 0 && m.char_len(0) == n) {  // one character: every pattern leaves it whole
+        out.push_back(base + n);
+        return;
+    }
     const Pattern& pat = p.patterns[level];
     const bool last = level + 1 == p.patterns.size();
     size_t pos = 0;
@@ -329,7 +344,7 @@ void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, siz
         if (last)
             out.push_back(base + end);
         else
-            split_level(p, level + 1, s + pos, end - pos, base + pos, out);
+            split_level(p, level + 1, s + pos, end - pos, base + pos, out, stack);
         pos = end;
     }
 }
@@ -422,13 +437,14 @@ Pretok rx_from_name(std::string_view name) {
 std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int>(kind) - kRxBase); }
 
 void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
-    split_level(program_of(kind), 0, text, n, 0, ends);
+    split_level(program_of(kind), 0, text, n, 0, ends, t_stack);
 }
 
 size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     const Program& p = program_of(kind);
     if (max == 0 || *pos >= n) return 0;
     Pending& pend = t_pending;
+    std::vector<size_t>& stack = t_stack;
     const bool resume = *pos != 0 && pend.program == &p && pend.text == text && pend.n == n &&
                         pend.next < pend.ends.size() && pend.next > 0 && pend.ends[pend.next - 1] == *pos;
     size_t k = 0;
@@ -444,15 +460,15 @@ size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, si
             pend.n = n;
             const size_t start = *pos;
             if (p.patterns.size() == 1) {
-                Matcher m{p, text, n, t_stack};
+                Matcher m{p, text, n, stack};
                 const size_t end = m.next_piece(p.patterns[0], start);
                 ends[k++] = end;
                 *pos = end;
                 continue;
             }
-            Matcher m{p, text, n, t_stack};
+            Matcher m{p, text, n, stack};
             const size_t end = m.next_piece(p.patterns[0], start);
-            split_level(p, 1, text + start, end - start, start, pend.ends);
+            split_level(p, 1, text + start, end - start, start, pend.ends, stack);
         }
         ends[k++] = pend.ends[pend.next++];
         *pos = ends[k - 1];

@@ -39,8 +39,8 @@ the word model (ids below it are word tokens, made by the ``merges``), then the 
 
 Readers of versions 1 and 2 refuse it by its version line (a superword tokenizer encoded without its supermerges
 would give other ids). Every other tokenizer is still written as version 1 or 2, byte for byte as before. Nothing in
-it depends on paths, times
-or the machine beyond the library versions, so the same training gives a byte-identical file.
+it depends on paths, times or the machine beyond the library versions, so the same training gives a byte-identical
+file.
 """
 
 from __future__ import annotations

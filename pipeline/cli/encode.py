@@ -8,15 +8,18 @@ argparse does not know is a Beam pipeline option and passes through unchanged.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipeline.cli.common import (
     BEAM_OPTIONS,
+    EXIT_CODES,
     add_corpus_arguments,
     add_progress_argument,
     add_special_tokens_argument,
     add_verbose_argument,
     add_workers_argument,
     corpus_spec,
+    nothing_written,
     progress_reporter,
     special_tokens_policy,
 )
@@ -27,7 +30,7 @@ from pipeline.encode.formats import help_text as formats_help
 from pipeline.encode.policy import SPECIAL_POLICIES
 from pipeline.errors import UsageError
 
-EPILOG = f"With --input, {BEAM_OPTIONS}"
+EPILOG = f"With --input, {BEAM_OPTIONS}. {EXIT_CODES}"
 
 
 def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,14 +84,21 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--overwrite",
         action="store_true",
-        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
+        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's; never "
+        "a running job's: its lease refuses a second run)",
+    )
+    out.add_argument(
+        "--recheck",
+        action="store_true",
+        help="on resume, also compare the sha256 of the shards taken as complete with their records (their sizes "
+        "are always checked); reads every shard",
     )
     add_progress_argument(out)
     add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
-def job_from_args(args: argparse.Namespace):
+def job_from_args(args: argparse.Namespace, *, several: bool = False):
     """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.cli.dataflow encode``
     translates)."""
     from pipeline.encode.settings import EncodeJob, EncodeSettings, parse_size
@@ -110,7 +120,7 @@ def job_from_args(args: argparse.Namespace):
         merge=args.merge,
     )
     return EncodeJob(
-        tokenizer=args.tokenizer,
+        tokenizer=_one_tokenizer(args.tokenizer, several=several),
         inputs=tuple(InputSpec(pattern) for pattern in args.input),
         out=args.out,
         corpus=corpus_spec(args),
@@ -118,6 +128,7 @@ def job_from_args(args: argparse.Namespace):
         range_bytes=args.range_bytes,
         shard_size=parse_size(args.shard_size),
         overwrite=args.overwrite,
+        recheck=args.recheck,
     )
 
 
@@ -125,7 +136,36 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
     from pipeline.encode.manifest import summary_line
 
-    job = job_from_args(args)
+    job = job_from_args(args, several=True)
+    if len(args.tokenizer) > 1:  # one read, one folder per tokenizer
+        from pipeline.encode.several import run_encode_several
+        from pipeline.storage.paths import join
+
+        manifests = run_encode_several(job, args.tokenizer, beam_args, reporter=progress_reporter(args))
+        for stem, manifest in manifests.items():
+            print(f"{summary_line(manifest)} -> {join(job.out, stem)}")
+        return max(_nothing_written(m, join(job.out, stem)) for stem, m in manifests.items())
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
-    return 0
+    return _nothing_written(manifest, job.out)
+
+
+def _nothing_written(manifest: dict, out: str) -> int:
+    """3 (and why, on stderr) for an output that holds no document; else 0."""
+    if manifest["documents_written"]:
+        return 0
+    message = nothing_written("encode", manifest["documents_read"], manifest["dead_letters"], f"{out}/dead_letters")
+    print(f"beam-bpe encode: {message}", file=sys.stderr)
+    return 3
+
+
+def _one_tokenizer(tokenizers: str | list[str], *, several: bool) -> str:
+    """The job's tokenizer; several only where the caller encodes them all (not the Dataflow translation)."""
+    if isinstance(tokenizers, str):
+        return tokenizers
+    if len(tokenizers) > 1 and not several:
+        raise UsageError(
+            f"this translates one encoding job, and {len(tokenizers)} --tokenizer values were given: translate one "
+            "job per tokenizer (--out OUT/NAME each), or run `beam-bpe encode` with all of them (one read)"
+        )
+    return tokenizers[0]

@@ -25,10 +25,16 @@ from pipeline.corpus.read import ReadCorpus
 from pipeline.encode.documents import EncodeDocuments
 from pipeline.encode.formats import get_format
 from pipeline.encode.integrity import verify_before_completed
-from pipeline.encode.layout import TMP_DIR, ShardLayout, assign_shards
+from pipeline.encode.layout import TMP_DIR, ShardLayout, assign_shards, common_root
 from pipeline.encode.manifest import build_manifest
 from pipeline.encode.policy import job_policy
-from pipeline.encode.resume import complete_shards, job_identity, prepare_encode_output, sha256_json
+from pipeline.encode.resume import (
+    complete_shards,
+    job_identity,
+    note_stopped_run,
+    prepare_encode_output,
+    sha256_json,
+)
 from pipeline.encode.settings import EncodeJob
 from pipeline.encode.tokenizer import open_tokenizer
 from pipeline.encode.write import WriteShards
@@ -67,7 +73,10 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     fingerprint = sha256_json(identity)
     range_to_shard = assign_shards(corpus.ranges, job.shard_size)
     num_shards = range_to_shard[-1] + 1 if range_to_shard else 0
-    layout = ShardLayout(job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard)
+    root = common_root([f.path for f in corpus.files])
+    layout = ShardLayout(
+        job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard, root=root
+    )
     return EncodePlan(job, tok, ref, policy, corpus, identity, layout)
 
 
@@ -102,8 +111,19 @@ def _encode_leased(plan: EncodePlan, beam_args: list[str], reporter: Reporter, l
     if finished is not None and job.settings.merge and "merged" not in finished:
         return _merge_finished(plan, finished, reporter, lease, beam_args, started)
     if finished is not None:
+        if layout.format.finish is not None:  # e.g. megatron_data_path.txt: absolute, rewritten for a moved folder
+            layout.format.finish(layout, finished)
         reporter.stage("done", out=job.out, already_complete=True)
         return dict(finished, run=_run_info(beam_args, 0.0, layout.num_shards, already_complete=True))
+    try:
+        return _encode_and_finish(plan, beam_args, reporter, lease, started, changed)
+    except BaseException as exc:  # Ctrl-C included: what is complete, and the part files removed or named
+        note_stopped_run(layout, exc)
+        raise
+
+
+def _encode_and_finish(plan: EncodePlan, beam_args, reporter: Reporter, lease: Lease, started, changed) -> dict:
+    job, corpus, layout = plan.job, plan.corpus, plan.layout
     done = complete_shards(layout)
     todo = [r for r in corpus.ranges if layout.shard_of(r.index) not in done]
     reporter.stage(

@@ -36,6 +36,8 @@ def build_manifest(plan) -> dict:
         "fingerprint": layout.fingerprint,
         "tokenizer": _tokenizer_info(tok, job.tokenizer, job.settings.pretokenizer, identity, policy),
         "settings": identity["settings"],
+        "given": [i.pattern for i in job.inputs],  # --input as given
+        "root": layout.root,  # their common folder: document ids and sources below are relative to it
         "inputs": recorded_versions(layout) or identity["inputs"],  # with each file's version, where recorded
         "shards": shards,
         "sources": _per_source(shards, policy.extra_tokens),

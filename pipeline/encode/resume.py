@@ -26,7 +26,7 @@ from pipeline.encode.layout import DEAD_DIR, JOB_FILE, STATS_DIR, TMP_DIR, Shard
 from pipeline.encode.shards import read_stats
 from pipeline.encode.streams import write_file
 from pipeline.errors import OutputError
-from pipeline.storage.files import COMPLETED, MANIFEST, exists, read_bytes, remove
+from pipeline.storage.files import COMPLETED, MANIFEST, exists, glob, read_bytes, remove
 from pipeline.storage.lease import LEASE_FILE
 
 
@@ -174,3 +174,34 @@ def complete_shards(layout: ShardLayout) -> set[int]:
         if all(fs.exists(p) and fs.size(p) == stats["files"][n]["bytes"] for n, p in paths.items()):
             done.add(index)
     return done
+
+
+def note_stopped_run(layout: ShardLayout, exc: BaseException) -> None:
+    """Add to ``exc`` (a failed or interrupted run) what is complete and what became of its part files: ``_tmp/``
+    is removed (a rerun writes the incomplete shards' parts again), or, where that fails too (a full or lost
+    disk), named with its size so that it can be removed by hand."""
+    done = len(glob(layout.stats_glob()))
+    exc.add_note(f"{done} of {layout.num_shards} shards complete in {layout.out_dir}")
+    tmp = layout.path(TMP_DIR)
+    try:
+        fs, path = fsspec.core.url_to_fs(tmp)
+        sizes = [info.get("size") or 0 for info in fs.find(path, detail=True).values()] if fs.exists(path) else []
+    except OSError:
+        sizes = []
+    if not sizes:
+        return
+    try:
+        remove(tmp)
+    except OSError as error:
+        exc.add_note(f"{len(sizes)} part files ({_size(sum(sizes))}) are left in {tmp} ({error}): delete that folder, "
+                     "or rerun the same command, which does")  # fmt: skip
+    else:
+        exc.add_note(f"its {len(sizes)} part files ({_size(sum(sizes))}) in {tmp} were removed")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} GB"

@@ -33,6 +33,9 @@ DEFAULTS: dict = {
     "min_chunk_count": 0,
     "max_chunks": 0,
     "name": None,
+    "superword_merges": 0,
+    "superword_from": None,
+    "min_run_count": 0,
 }
 
 
@@ -54,10 +57,24 @@ class TrainSettings:
     max_chunks: int = 0
     name: str | None = None
     vocab_sizes: tuple[int, ...] = ()
+    superword_merges: int = 0  # a superword tokenizer (SuperBPE): this many supermerges after the word model
+    superword_from: int | None = None  # several sizes: one word model of this many ids, supermerges to each size
+    min_run_count: int = 0  # superword: drop runs counted fewer times before the supermerge loop (0: keep all)
 
     def __post_init__(self) -> None:
         if not self.vocab_sizes and self.vocab_size is not None:
             object.__setattr__(self, "vocab_sizes", (self.vocab_size,))
+
+    @property
+    def superword(self) -> bool:
+        return bool(self.superword_merges) or self.superword_from is not None
+
+    @property
+    def word_size(self) -> int | None:
+        """The word model's size of a superword run (None otherwise)."""
+        if self.superword_from is not None:
+            return self.superword_from
+        return self.vocab_size - self.superword_merges if self.superword_merges and self.vocab_size else None
 
     @property
     def normalizer(self) -> str | None:
@@ -99,6 +116,9 @@ class TrainSettings:
             "min_chunk_count": self.min_chunk_count,
             "max_chunks": self.max_chunks,
             "name": self.name,
+            **({"superword_merges": self.superword_merges} if self.superword_merges else {}),
+            **({"superword_from": self.superword_from} if self.superword_from is not None else {}),
+            **({"min_run_count": self.min_run_count} if self.superword else {}),
         }
 
 
@@ -224,7 +244,7 @@ def _validated(s: Mapping) -> TrainSettings:
         raise UsageError(str(exc)) from None
     _check_special_ids(specials, sizes)
     vocab_sizes = () if sizes == (None,) else tuple(sorted(sizes))
-    for key in ("min_chunk_count", "max_chunks"):
+    for key in ("min_chunk_count", "max_chunks", "min_run_count"):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UsageError(f"{key} must be a non-negative integer, got {value!r}")
@@ -237,6 +257,7 @@ def _validated(s: Mapping) -> TrainSettings:
         pre = PreTokenizer.from_spec(spec, normalizer=s["normalizer"])
     except (TypeError, ValueError) as exc:
         raise UsageError(f"pretokenizer {json.dumps(spec)}: {exc}") from None
+    _check_superword(s, vocab_sizes, len(specials))
     return TrainSettings(
         pretokenizer=spec,
         pre=pre,
@@ -248,4 +269,38 @@ def _validated(s: Mapping) -> TrainSettings:
         max_chunks=s["max_chunks"],
         name=s["name"],
         vocab_sizes=vocab_sizes,
+        superword_merges=s["superword_merges"],
+        superword_from=s["superword_from"],
+        min_run_count=s["min_run_count"],
     )
+
+
+def _check_superword(s: Mapping, vocab_sizes: tuple, n_specials: int) -> None:
+    merges, start = s["superword_merges"], s["superword_from"]
+    if isinstance(merges, bool) or not isinstance(merges, int) or merges < 0:
+        raise UsageError(f"superword_merges must be a non-negative integer, got {merges!r}")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int)):
+        raise UsageError(f"superword_from must be an integer (the word model's size), got {start!r}")
+    if s["min_run_count"] and not merges and start is None:
+        raise UsageError(
+            f"min_run_count {s['min_run_count']} prunes the runs of a superword tokenizer: pass --superword-merges N "
+            "(or --superword-from T) too, or drop it (--min-chunk-count prunes the chunks of any run)"
+        )
+    if merges and start is not None:
+        raise UsageError("superword_merges and superword_from together: give one (--superword-from for several sizes)")
+    if merges and len(vocab_sizes) > 1:
+        raise UsageError(
+            f"superword_merges with several sizes {list(vocab_sizes)}: each size would need its own word model; "
+            "give --superword-from T instead (one word model of T tokens, each size a truncation)"
+        )
+    floor = 256 + n_specials
+    if merges and vocab_sizes and vocab_sizes[-1] - merges <= floor:
+        raise UsageError(
+            f"superword_merges {merges} leaves the word model {vocab_sizes[-1] - merges} ids of vocab_size "
+            f"{vocab_sizes[-1]}: it needs more than 256 + {n_specials} special tokens; give fewer supermerges"
+        )
+    if start is not None and vocab_sizes and not floor < start < vocab_sizes[0]:
+        raise UsageError(
+            f"superword_from {start} must lie between 256 + {n_specials} special tokens and the smallest "
+            f"vocab_size {vocab_sizes[0]} (the word model is a prefix of every size)"
+        )

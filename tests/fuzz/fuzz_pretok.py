@@ -60,13 +60,12 @@ def test_one_input(data: bytes) -> None:
     check_same(f"pretok_split({name!r})", got, expected, payload)
     if pre.native_kind == name:
         check_same(f"PreTokenizer({name!r}).split_bytes", outcome(pre.split_bytes, payload), expected, payload)
-    if flags & 0x40 and not name.startswith(
-        "rx:"
-    ):  # the native counter on threads: the payload cut into documents, counted as the reference does
-        count_on_threads(name, payload, 1 + (flags >> 4) % 3)
+    if flags & 0x40:  # the native counter on threads: the payload cut into documents, counted as the reference does
+        count_on_threads(pre if name.startswith("rx:") else name, payload, 1 + (flags >> 4) % 3)
 
 
-def count_on_threads(name: str, payload: bytes, threads: int) -> None:
+def count_on_threads(name, payload: bytes, threads: int) -> None:
+    """``name``: a preset's name, or the PreTokenizer of a compiled pattern list."""
     import bpe_core
 
     step = max(1, len(payload) // 5)

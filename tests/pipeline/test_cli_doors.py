@@ -7,9 +7,11 @@ import argparse
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import corpus, ours_openai
@@ -95,8 +97,8 @@ def test_encode_with_workers_runs_two_processes_and_writes_the_same_files(tmp_pa
               "--shard-size", "8KB", "--no-progress"]  # fmt: skip
     assert run_cli(*common, "--out", tmp_path / "one") == 0
     assert run_cli(*common, "--out", tmp_path / "two", "--workers", "2") == 0
-    assert seen[0] == []
-    assert seen[1][-2:] == ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    assert not any(a.startswith("--direct_") for a in seen[0])  # the in-process runner by default
+    assert {"--direct_running_mode=multi_processing", "--direct_num_workers=2"} <= set(seen[1])
     one = {p.relative_to(tmp_path / "one") for p in (tmp_path / "one").glob("*.parquet")}
     assert len(one) > 1
     for name in one:
@@ -391,3 +393,148 @@ def test_merge_added_to_a_finished_megatron_output_merges_without_encoding(tmp_p
     assert manifest["merged"]["tokens"] == json.loads((tmp_path / "once" / "manifest.json").read_text())["tokens"]
     assert (tmp_path / "later" / "COMPLETED").exists()
     assert run_cli(*common, "--out", tmp_path / "later", "--merge") == 0  # now simply complete
+
+
+# ------------------------------------------------------------------ a clean stop
+SLOW_SECOND_SHARD = """
+import time
+import pipeline.encode.write as write
+_original = write.write_shard
+def write_shard(layout, index, parts):
+    if index >= 1:
+        time.sleep(120)  # the test stops the run here
+    return _original(layout, index, parts)
+write.write_shard = write_shard
+"""
+
+
+def _encode_process(tmp_path: Path, r50k_file: str, out: Path) -> subprocess.Popen:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(SLOW_SECOND_SHARD)
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, "-m", "pipeline.cli", "encode", "--tokenizer", r50k_file, "--input",
+               tmp_path / "in" / "a.jsonl", "--out", out, "--shard-size", "8KB", "--range-bytes", "4096",
+               "--no-progress"]  # fmt: skip
+    return subprocess.Popen(list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def test_ctrl_c_ends_in_one_line_saying_what_is_complete_and_that_a_rerun_resumes(tmp_path, r50k_file):
+    out = tmp_path / "out"
+    proc = _encode_process(tmp_path, r50k_file, out)
+    try:
+        end = time.monotonic() + 120
+        while not list((out / "_shards").glob("tokens-*.json")) and time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.2)
+        assert list((out / "_shards").glob("tokens-*.json")), proc.communicate(timeout=5)
+        time.sleep(1)  # the second shard is in its (slowed) writer now
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    lines = [line for line in err.decode().splitlines() if not line.startswith("{")]  # not the stage lines
+    assert proc.returncode == 130, err.decode()
+    assert len(lines) == 1, err.decode()
+    assert lines[0].startswith("beam-bpe encode: stopped (Ctrl-C). 1 of ")
+    assert "rerun the same command to resume" in lines[0]
+    assert "Traceback" not in err.decode() and "CRITICAL" not in err.decode()
+    assert not (out / "_tmp").exists()
+    assert "were removed" in lines[0]
+    assert run_cli("encode", "--tokenizer", r50k_file, "--input", tmp_path / "in" / "a.jsonl", "--out", out,
+                   "--shard-size", "8KB", "--range-bytes", "4096", "--no-progress") == 0  # fmt: skip
+    assert (out / "COMPLETED").exists()
+
+
+def test_a_failed_run_names_its_part_files_when_it_cannot_remove_them(tmp_path, monkeypatch):
+    from pipeline.encode.layout import ShardLayout
+    from pipeline.encode.resume import note_stopped_run
+
+    layout = ShardLayout(str(tmp_path), "tokens", 4, "parquet", "uint16", "d", "f", (0, 1, 2, 3))
+    (tmp_path / "_tmp" / "tokens-00001-of-00004").mkdir(parents=True)
+    (tmp_path / "_tmp" / "tokens-00001-of-00004" / "part-0000001-00000.arrow").write_bytes(b"x" * 13_000_000)
+    import pipeline.encode.resume as resume
+
+    def full_disk(path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(resume, "remove", full_disk)
+    exc = OSError(28, "No space left on device")
+    note_stopped_run(layout, exc)
+    assert exc.__notes__[0] == f"0 of 4 shards complete in {tmp_path}"
+    assert exc.__notes__[1].startswith(f"1 part files (13.0 MB) are left in {tmp_path / '_tmp'}")
+    monkeypatch.undo()
+    exc = OSError(28, "No space left on device")
+    note_stopped_run(layout, exc)
+    assert exc.__notes__[1] == f"its 1 part files (13.0 MB) in {tmp_path / '_tmp'} were removed"
+    assert not (tmp_path / "_tmp").exists()
+
+
+# ------------------------------------------------------------------ portable outputs
+def test_a_copied_output_decodes_by_relative_id_and_a_rerun_there_rewrites_the_data_path(tmp_path, r50k_file, capsys):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    texts = docs()
+    write_jsonl(tmp_path / "corpus" / "a.jsonl", texts[:60])
+    write_jsonl(tmp_path / "corpus" / "sub" / "b.jsonl", texts[60:])
+    for fmt in ("megatron", "parquet"):
+        out = tmp_path / f"out-{fmt}"
+        command = ["encode", "--tokenizer", r50k_file, "--input", tmp_path / "corpus" / "a.jsonl", "--input",
+                   tmp_path / "corpus" / "sub" / "b.jsonl", "--shard-format", fmt, "--shard-size", "8KB",
+                   "--no-progress"]  # fmt: skip
+        assert run_cli(*command, "--out", out) == 0
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["root"] == str(tmp_path / "corpus")
+        assert manifest["given"] == [str(tmp_path / "corpus" / "a.jsonl"), str(tmp_path / "corpus" / "sub" / "b.jsonl")]
+        assert {s["path"] for s in manifest["sources"]} == {"a.jsonl", "sub/b.jsonl"}
+        copy = tmp_path / "elsewhere" / f"copy-{fmt}"
+        shutil.copytree(out, copy)
+        shutil.rmtree(out)
+        capsys.readouterr()
+        offset = len(json.dumps({"text": texts[60], "id": 0}, ensure_ascii=False).encode()) + 1
+        for doc in (f"sub/b.jsonl@{offset}", f"{tmp_path / 'corpus' / 'sub' / 'b.jsonl'}@{offset}"):
+            assert run_cli("decode", "--shards", copy, "--doc", doc, "--raw") == 0
+            captured = capsys.readouterr()
+            assert captured.out == texts[61] and f"# sub/b.jsonl@{offset}:" in captured.err
+        if fmt == "parquet":
+            ids = pq.read_table(sorted(copy.glob("tokens-*.parquet"))[0]).column("doc_id").to_pylist()
+            assert ids[0] == "a.jsonl@0"
+            continue
+        assert str(out) in (copy / "megatron_data_path.txt").read_text()  # as copied: the old place
+        assert run_cli(*command, "--out", copy) == 0  # complete: nothing encoded, the data path rewritten
+        line = (copy / "megatron_data_path.txt").read_text().split()
+        assert line[1::2] == [str(copy / p.name[: -len(".bin")]) for p in sorted(copy.glob("tokens-*.bin"))]
+        incomplete = tmp_path / "elsewhere" / "incomplete"
+        shutil.copytree(copy, incomplete)
+        (incomplete / "COMPLETED").unlink()
+        next((incomplete / "_shards").glob("tokens-*.json")).unlink()
+        assert run_cli(*command, "--out", incomplete) == 0
+        assert str(copy) not in (incomplete / "megatron_data_path.txt").read_text()
+        assert str(incomplete / "tokens-00000-of-") in (incomplete / "megatron_data_path.txt").read_text()
+
+
+def test_decode_doc_takes_the_path_as_given_from_here_too(tmp_path, r50k_file, capsys, monkeypatch):
+    write_jsonl(tmp_path / "data" / "a.jsonl", docs()[:5])
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("encode", "--tokenizer", r50k_file, "--input", "data/a.jsonl", "--out", "out", "--no-progress") == 0
+    capsys.readouterr()
+    for doc in ("a.jsonl@0", "data/a.jsonl@0", f"{tmp_path}/data/a.jsonl@0"):  # root-relative, as given, absolute
+        assert run_cli("decode", "--shards", "out", "--doc", doc, "--raw") == 0
+        assert capsys.readouterr().out == docs()[0]
+
+
+def test_report_md_names_files_relative_to_its_folder(tmp_path, r50k_file):
+    import shutil
+
+    write_jsonl(tmp_path / "a.jsonl", docs())
+    shutil.copy(r50k_file, tmp_path / "r50k.bpe")
+    (tmp_path / "out").mkdir()
+    shutil.copy(r50k_file, tmp_path / "out" / "mine.bpe")
+    args = ["report", "--tokenizer", tmp_path / "out" / "mine.bpe", "--tokenizer", tmp_path / "r50k.bpe",
+            "--input", tmp_path / "a.jsonl", "--eval-fraction", "0.5", "--out", tmp_path / "out"]  # fmt: skip
+    assert run_cli(*args) == 0
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "`mine.bpe`" in text and "`../r50k.bpe`" in text
+    assert str(tmp_path) not in text

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 from conftest import corpus, data_path
-from pipeline_testlib import write_jsonl
+from pipeline_testlib import run_cli, write_jsonl
 
 from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode.job import run_encode
@@ -83,3 +83,17 @@ def test_one_lease_covers_out(tmp_path):
             run_encode_several(job, [r50k, cl100k])
     assert not list((tmp_path / "out").glob("*/COMPLETED"))
     assert set(run_encode_several(job, [r50k, cl100k])) == {"r50k_base", "cl100k_base"}  # once it is released
+
+
+def test_encode_command_with_two_tokenizers(tmp_path, capsys):
+    r50k, cl100k = (str(data_path("tiktoken", f"{n}_base.tiktoken")) for n in ("r50k", "cl100k"))
+    job = _job(tmp_path, tmp_path / "unused", "parquet")
+    out = tmp_path / "out"
+    args = ["encode", "--tokenizer", r50k, "--tokenizer", cl100k, "--input", job.inputs[0].pattern, "--out", out]
+    assert run_cli(*args, "--no-progress") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.rsplit(" -> ", 1)[1] for line in lines] == [str(out / "r50k_base"), str(out / "cl100k_base")]
+    for name in ("r50k_base", "cl100k_base"):
+        assert (out / name / "COMPLETED").exists() and (out / name / "manifest.json").exists()
+    assert run_cli("encode", "--tokenizer", r50k, "--tokenizer", cl100k, "--text", "hello") == 2
+    assert "--text takes one tokenizer" in capsys.readouterr().err
