@@ -247,7 +247,8 @@ def _estimate_stage(plan: TrainPlan, reporter: Reporter) -> dict:
     job = plan.job
     limit = default_driver_memory() if job.driver_memory is None else job.driver_memory
     est = preflight(plan.corpus, job.corpus, job.settings, limit=0 if job.counts_only else limit, reporter=reporter)
-    keys = ("chunks", "words", "driver_memory", "seconds", "sample_text_bytes", "exact", "growth_a", "growth_b")
+    # the same on every runner and rerun: not the launcher's memory, which the stage line shows
+    keys = ("chunks", "words", "loop_memory", "seconds", "sample_text_bytes", "exact", "growth_a", "growth_b")
     return {key: value for key, value in est.to_manifest().items() if key in keys}
 
 
