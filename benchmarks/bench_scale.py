@@ -1,6 +1,6 @@
 """Scale benchmark (issue 16 item 4, not a test): the train and encode pipelines on growing corpora, one command.
 
-    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode,estimate,several]
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 0.1,0.3,1,2] [--parts train,encode,estimate,several,superword]
         [--work DIR]
 
 The corpora (``scale-{GB}.jsonl``, cached in ``--work``) are built from the shared corpora: every pass over them
@@ -13,7 +13,7 @@ linear), with the load average beside every figure.
 
 Layout: corpus building (shared by the parts), the train part (``bench_train``), the encode part
 (``bench_encode``), the training pre-flight's error (``bench_estimate``), several tokenizers in one read
-(``bench_several``), ``main``. Each part keeps to its own functions.
+(``bench_several``), superword training (``bench_superword``), ``main``. Each part keeps to its own functions.
 """
 
 from __future__ import annotations
@@ -434,6 +434,64 @@ def _folder_files(folder: Path) -> dict[str, bytes]:
     }
 
 
+# ----------------------------------------------------------------------------------------------- superword part
+
+
+def bench_superword(work: Path, corpora: dict[float, Path], *, pretokenizer: str, vocab_size: int,
+                    superword_merges: int = 2000) -> list[dict]:  # fmt: skip
+    """Superword training at scale (issue 26 item 4), per size: ``train --counts-only --superword-merges N`` with 2
+    workers (phase 1's count, the word model on the driver, phase 2's run count: ``counts/`` and ``runs/``), then on
+    the driver ``train --from-counts`` twice: the plain word model alone (its peak RSS is the chunk table's) and the
+    superword tokenizer (word model, runs read as columns, supermerge loop). Prints the time of each phase, unique
+    chunks against unique runs, and the driver's peak RSS above the plain run's per unique run.
+
+        .venv/bin/python benchmarks/bench_scale.py --parts superword --sizes 1
+    """
+    cli = str(BIN / "beam-bpe")
+    word_size = vocab_size - superword_merges
+    common = ["--pretokenizer", pretokenizer, "--overwrite", "--no-progress"]
+    rows = []
+    for gb, path in sorted(corpora.items()):
+        counted, plain, sup = (work / f"superword-{name}-{gb:g}" for name in ("counts", "plain", "train"))
+        sizes = ["--vocab-size", str(vocab_size), "--superword-merges", str(superword_merges)]
+        count = measure([cli, "train", "--input", str(path), "--counts-only", *sizes, "--out", str(counted), *common,
+                         *MULTI])  # fmt: skip
+        word = measure([cli, "train", "--from-counts", str(counted), "--vocab-size", str(word_size), "--out",
+                        str(plain), *common])  # fmt: skip
+        train = measure([cli, "train", "--from-counts", str(counted), *sizes, "--out", str(sup), *common])
+        m_count, m_train = (json.loads((d / "manifest.json").read_text()) for d in (counted, sup))
+        row = {"gb": gb, "mb": text_bytes(path) / 1e6, "count": count, "word": word, "train": train,
+               "count_seconds": m_count["count_seconds"], "runs": m_count["superword"]["runs_counted"],
+               "superword": m_train["superword"], "chunk_filter": m_train["chunk_filter"],
+               "train_seconds": m_train["train_seconds"]}  # fmt: skip
+        rows.append(row)
+        _print_superword_row(row)
+    return rows
+
+
+def _print_superword_row(r: dict) -> None:
+    mib = 1 << 20
+    sw, runs = r["superword"], r["runs"]
+    chunks = r["chunk_filter"]["chunks_reduced"]
+    print(f"\n{r['gb']:g} GB ({r['mb']:.0f} MB of text), word model {sw['word_model']} + supermerges "
+          f"{sw['supermerges']}: {chunks:,} unique chunks, {sw['runs_reduced']:,} unique runs "
+          f"({sw['runs_reduced'] / max(1, chunks):.2f}x), {sw['occurrences_reduced']:,} run occurrences")  # fmt: skip
+    c = r["count"]
+    print(f"  train --counts-only, 2 workers  wall {c['wall']:7.1f} s  cpu {c['cpu']:7.1f} s  peak RSS "
+          f"{c['rss'] / mib:6.0f} MiB (load {c['load']:.1f})\n"
+          f"    phase 1 count pass {r['count_seconds']:.1f} s, word model {sw['word_model_seconds']:.1f} s (driver), "
+          f"phase 2 run pass {runs['seconds']:.1f} s")  # fmt: skip
+    w, t = r["word"], r["train"]
+    above = t["rss"] - w["rss"]
+    print(f"  train --from-counts, word model only  wall {w['wall']:7.1f} s  peak RSS {w['rss'] / mib:6.0f} MiB "
+          f"(load {w['load']:.1f})\n"
+          f"  train --from-counts, superword        wall {t['wall']:7.1f} s  peak RSS {t['rss'] / mib:6.0f} MiB "
+          f"(load {t['load']:.1f}): word model {sw['word_model_seconds']:.1f} s, runs read "
+          f"{sw['read_runs_seconds']:.1f} s, supermerge loop and write {r['train_seconds']:.1f} s\n"
+          f"  driver peak RSS above the word model's: {above / mib:.0f} MiB = "
+          f"{above / max(1, sw['unique_runs']):.0f} bytes per unique run (chunk budget: 200 per chunk)")  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
@@ -442,7 +500,9 @@ def main() -> None:
         return _measure_main(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="0.1,0.3,1,2", help="GB of text per corpus, comma-separated")
-    parser.add_argument("--parts", default="train,encode", help="train, encode, estimate, several (comma-separated)")
+    parser.add_argument(
+        "--parts", default="train,encode", help="train, encode, estimate, several, superword (comma-separated)"
+    )
     parser.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "beam-bpe-scale"),
                         help="folder for the corpora (kept between runs) and the outputs")  # fmt: skip
     parser.add_argument("--pretokenizer", default="cl100k")
@@ -461,6 +521,8 @@ def main() -> None:
         bench_estimate(work, corpora, pretokenizer=args.pretokenizer, vocab_size=args.vocab_size)
     if "several" in parts:
         bench_several(work, corpora)
+    if "superword" in parts:
+        bench_superword(work, corpora, pretokenizer=args.pretokenizer, vocab_size=args.vocab_size)
 
 
 if __name__ == "__main__":

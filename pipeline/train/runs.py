@@ -257,7 +257,8 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     counts, chunk_report = load_chunk_table(plan.counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
     word_settings = dataclasses.replace(s, vocab_size=s.word_size, vocab_sizes=(s.word_size,))
     word = train_tokenizer(counts, word_settings, reporter)
-    reporter.stage("word_model", n_vocab=word.n_vocab, seconds=round(time.perf_counter() - t0, 3))
+    word_seconds = round(time.perf_counter() - t0, 3)
+    reporter.stage("word_model", n_vocab=word.n_vocab, seconds=word_seconds)
     runs_dir = None
     if job.from_counts:
         reused = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
@@ -284,11 +285,13 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
             docs = run_stats["documents_counted"]
             reporter.stage("warning", message=f"phase 2 counted runs in {docs:,} documents, the counts of "
                            f"{plan.counts_dir} came from {phase1:,}: is --input their corpus?")  # fmt: skip
-    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size, **counted}}
+    superword = {"rule": rule, "word_model": s.word_size, "word_model_seconds": word_seconds, **counted}
+    out = {"chunk_filter": chunk_report, "superword": superword}
     if job.counts_only:
         return out
     t2 = time.perf_counter()
     runs, run_report = load_run_columns(runs_dir, min_run_count=s.min_run_count)
+    run_report["read_runs_seconds"] = round(time.perf_counter() - t2, 3)
     n = s.vocab_size - s.word_size
     tok = superword_from_runs(
         word, runs, n, rule=rule, min_frequency=s.min_frequency, tie_break=s.tie_break, name=s.name
