@@ -5,7 +5,8 @@ Armed by environment variables only; without them this file does nothing.
 
 - ``BEAM_BPE_TEST_KILL_DIR``: a worker that is handed a document containing ``KILL-ME-<token>`` kills itself with
   SIGKILL, once per token: the first worker to see it creates ``<dir>/<token>`` (atomically) and dies, so a
-  retried task succeeds. The file holds the pid that died.
+  retried task succeeds. The file holds the pid that died. The launcher (``python -m pipeline.cli``) is never
+  killed: only worker processes.
 - ``BEAM_BPE_TEST_PAUSE_DIR`` with ``BEAM_BPE_TEST_PAUSE_TOKENS`` (comma-separated): a process handed a document
   containing ``PAUSE-ME-<token>`` for an armed token creates ``<dir>/<token>.paused`` and waits (at most 300 s)
   until ``<dir>/<token>.go`` exists: a job held in the middle of its work while another job is started.
@@ -36,10 +37,20 @@ def _maybe_pause(texts) -> None:
             time.sleep(0.05)
 
 
+def _is_the_launcher() -> bool:
+    """The process that runs ``python -m pipeline.cli`` itself: the job, not a worker (it reads a sample of the corpus
+    for train's pre-flight, which must not be taken for a worker reading the document)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return b"\0pipeline.cli\0" in f.read()
+    except OSError:
+        return False
+
+
 def _maybe_die(texts) -> None:
     if _PAUSE_DIR:
         _maybe_pause(texts)
-    if not _KILL_DIR:
+    if not _KILL_DIR or _is_the_launcher():
         return
     import re
     import signal
