@@ -201,10 +201,10 @@ def load_run_columns(runs_dir: str, *, min_run_count: int = 0) -> tuple[RunColum
                 kept_lengths = lengths[keep] // 4
                 kept_ids = batch_ids[np.repeat(keep, lengths // 4)]
                 k = int(keep.sum())
-                if m + len(kept_ids) > len(ids) or n + k > rows:  # the metadata under-counted: grow
-                    ids = np.concatenate([ids, np.empty(len(kept_ids), np.uint32)])
-                    offsets = np.concatenate([offsets, np.zeros(k, np.int64)])
-                    counts = np.concatenate([counts, np.empty(k, np.int64)])
+                if m + len(kept_ids) > len(ids):  # the metadata under-counted: grow (doubling)
+                    ids = _grown(ids, m + len(kept_ids))
+                if n + k > len(counts):
+                    offsets, counts = _grown(offsets, n + k + 1), _grown(counts, n + k)
                 ids[m : m + len(kept_ids)] = kept_ids
                 np.cumsum(kept_lengths, out=offsets[n + 1 : n + k + 1])
                 offsets[n + 1 : n + k + 1] += m
@@ -220,6 +220,13 @@ def load_run_columns(runs_dir: str, *, min_run_count: int = 0) -> tuple[RunColum
         "run_occurrences": t["occurrences"] - t["low_occurrences"],
     }
     return columns, report
+
+
+def _grown(array: np.ndarray, needed: int) -> np.ndarray:
+    """``array`` with room for at least ``needed`` items, doubled (its items kept, the rest uninitialised)."""
+    out = np.empty(max(needed, 2 * len(array)), array.dtype)
+    out[: len(array)] = array
+    return out
 
 
 def _exact_sum(counts: np.ndarray) -> int:

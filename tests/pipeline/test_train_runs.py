@@ -98,7 +98,9 @@ def _write_runs(root, runs: dict[bytes, int], shards: int) -> str:
 
 
 @pytest.mark.parametrize("shards", [1, 3, 7])
-def test_run_columns_hold_every_run_and_train_the_same_supermerges(tmp_path, all_runs, word, shards, monkeypatch):
+@pytest.mark.parametrize("sized", [True, False], ids=["sized-from-metadata", "grown"])
+def test_run_columns_hold_every_run_and_train_the_same_supermerges(tmp_path, all_runs, word, shards, sized,
+                                                                    monkeypatch):  # fmt: skip
     """The driver's columns (no dict) hold exactly the counted runs, and the native loop on them gives the merges
     of the dict path (sorted run_columns) and of the Python reference; record batches smaller than a shard too."""
     from pipeline.train import counts_files
@@ -107,6 +109,8 @@ def test_run_columns_hold_every_run_and_train_the_same_supermerges(tmp_path, all
     runs = all_runs
     real = counts_files._record_batches
     monkeypatch.setattr("pipeline.train.runs._record_batches", lambda path: real(path, batch_rows=97))
+    if not sized:  # metadata that under-counts: the columns grow as batches come
+        monkeypatch.setattr("pipeline.train.runs._sizes", lambda paths: (1, 4))
     columns, report = load_run_columns(_write_runs(tmp_path / "runs", runs, shards))
     assert columns.ids.dtype == "uint32" and columns.offsets.dtype == columns.counts.dtype == "int64"
     assert sw.run_columns_to_dict(columns) == runs and len(columns) == len(runs)
@@ -119,3 +123,19 @@ def test_run_columns_hold_every_run_and_train_the_same_supermerges(tmp_path, all
         assert sw.train_supermerges(columns, alphabet, 120, tie_break=tie_break) == from_dict
     if shards == 3:  # the reference backend takes the columns too (slow: a few merges)
         assert sw.train_supermerges(columns, alphabet, 8, backend="python") == sw.train_supermerges(runs, alphabet, 8)
+
+
+def test_run_columns_refuse_bad_keys_and_missing_shards(tmp_path):
+    from pipeline.errors import ShardFileError
+    from pipeline.train.runs import load_run_columns
+
+    good = sw.run_key([300, 301])
+    for bad in (good + b"\x01\x00", sw.run_key([300])):  # not whole u32 ids; a single id is no run
+        with pytest.raises(ShardFileError, match="two or more little-endian u32 ids"):
+            load_run_columns(_write_runs(tmp_path / f"bad-{len(bad)}", {good: 2, bad: 1}, 1))
+    root = _write_runs(tmp_path / "three", {good: 2}, 3)
+    next((tmp_path / "three").glob("runs-00001-*")).unlink()
+    with pytest.raises(ShardFileError, match="missing"):
+        load_run_columns(root)
+    with pytest.raises(ShardFileError, match="no runs"):
+        load_run_columns(str(tmp_path / "none"))
