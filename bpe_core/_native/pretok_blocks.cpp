@@ -7,8 +7,10 @@
 // back only to bytes of the same block, or to "bit 0 started a piece").
 //  1. Classify the 64 bytes into u64 masks: L (ASCII letter), N (digit), W (\s: 9-13 and 32), NL (\r \n), SP (32),
 //     AP ('), HI (>= 0x80). SSE2 4x16 bytes, or AVX2 2x32 (per-function target attribute, chosen once per process).
-//  2. V = the first non-ASCII byte (64 if none): bytes >= V are unknown to the algebra (their class would need the
-//     Unicode tables) and are left to the scalar splitter.
+//  2. Non-ASCII characters (r50k, cl100k family) are decoded and classified by the Unicode tables (flags_of), their
+//     class spread over their bytes: letters join L, the rest O. V = the first that is a digit or a space (their
+//     rules count characters), or is cut by the block's edge (o200k: the first non-ASCII byte); bytes >= V are
+//     unknown to the algebra and left to the scalar splitter.
 //  3. Boundary algebra (piece starts T) with shifts: for the cl100k family (cl100k, llama3, qwen2):
 //       O = not L, N, W            Wnl = W & ~NL            prev(x) = x << 1 (bit j = bit j-1 of x)
 //       Ostart  = O & ~prev(O | SP)        ` ?O++`: an O run starts a piece unless a space before it took it
@@ -25,7 +27,8 @@
 //     The piece from the last of them runs past what is known: the next block starts there.
 //  5. A block with no certain start (a piece of 64 bytes or more, or non-ASCII text near its start) goes to
 //     pretok_split_some, one piece at a time, until past the last non-ASCII byte of the block.
-// o200k (case runs, `[\r\n/]*`, suffix contractions) has no algebra here yet: it is pretok_split_some throughout.
+// o200k: the same with a start before an upper-case letter that follows a lower-case one, contractions as the
+// suffix of the letters before them, and `[\r\n/]*` after an O run.
 #include "pretok_blocks.h"
 
 #include <emmintrin.h>
@@ -39,21 +42,24 @@ namespace {
 
 #define BPE_INLINE __attribute__((always_inline)) inline
 
-enum : uint8_t { kFlagL = 1, kFlagN = 2, kFlagS = 4, kFlagCrLf = 32 };  // gen_unicode_tables.py FLAGS and CR_LF
+enum : uint8_t { kFlagL = 1, kFlagN = 2, kFlagS = 4, kFlagU = 8, kFlagW = 16, kFlagCrLf = 32 };  // gen_unicode_tables.py
 
 struct Masks {
-    uint64_t l, n, w, nl, sp, ap, hi;
+    uint64_t l, n, w, nl, sp, ap, hi, up, sl;  // up: A-Z, sl: '/' (o200k)
 };
 
 // True when the tables agree with the classes the vector code computes for every ASCII byte (L = A-Z a-z, N = 0-9,
-// S = 9-13 and 32, CR/LF = 13 and 10): checked once rather than assumed; when false, the walker is the scalar one.
+// S = 9-13 and 32, CR/LF = 13 and 10; o200k's U = A-Z, W = a-z): checked once rather than assumed; when false, the
+// walker is the scalar one.
 bool ascii_classes_match_tables() {
     static const bool ok = [] {
         for (int b = 0; b < 128; ++b) {
             const uint8_t f = kAsciiFlags[b];
             const bool l = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'), d = b >= '0' && b <= '9';
             const bool s = (b >= 9 && b <= 13) || b == ' ', nl = b == '\r' || b == '\n';
-            if (bool(f & kFlagL) != l || bool(f & kFlagN) != d || bool(f & kFlagS) != s || bool(f & kFlagCrLf) != nl)
+            const bool up = b >= 'A' && b <= 'Z', lo = b >= 'a' && b <= 'z';
+            if (bool(f & kFlagL) != l || bool(f & kFlagN) != d || bool(f & kFlagS) != s || bool(f & kFlagCrLf) != nl ||
+                bool(f & kFlagU) != up || bool(f & kFlagW) != lo)
                 return false;
         }
         return true;
@@ -69,7 +75,7 @@ BPE_INLINE __m128i below_sse2(__m128i x, int n) {
 }
 
 Masks classify_sse2(const uint8_t* p) {
-    Masks m{0, 0, 0, 0, 0, 0, 0};
+    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int q = 0; q < 4; ++q) {
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q));
         const __m128i letter = below_sse2(_mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('a')), 26);
@@ -78,7 +84,11 @@ Masks classify_sse2(const uint8_t* p) {
         const __m128i ws = _mm_or_si128(sp, below_sse2(_mm_sub_epi8(v, _mm_set1_epi8(9)), 5));
         const __m128i nl = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
         const __m128i ap = _mm_cmpeq_epi8(v, _mm_set1_epi8('\''));
+        const __m128i up = below_sse2(_mm_sub_epi8(v, _mm_set1_epi8('A')), 26);
+        const __m128i sl = _mm_cmpeq_epi8(v, _mm_set1_epi8('/'));
         const int sh = 16 * q;
+        m.up |= uint64_t(uint16_t(_mm_movemask_epi8(up))) << sh;
+        m.sl |= uint64_t(uint16_t(_mm_movemask_epi8(sl))) << sh;
         m.l |= uint64_t(uint16_t(_mm_movemask_epi8(letter))) << sh;
         m.n |= uint64_t(uint16_t(_mm_movemask_epi8(digit))) << sh;
         m.w |= uint64_t(uint16_t(_mm_movemask_epi8(ws))) << sh;
@@ -99,7 +109,7 @@ BPE_AVX2 BPE_INLINE __m256i below_avx2(__m256i x, int n) {
 // Not inlined: the walker that calls it has no target attribute of its own (it is inlined into walk_avx2); a call
 // per 64 bytes.
 BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
-    Masks m{0, 0, 0, 0, 0, 0, 0};
+    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int q = 0; q < 2; ++q) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * q));
         const __m256i letter =
@@ -110,7 +120,11 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
         const __m256i nl =
             _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r')), _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')));
         const __m256i ap = _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\''));
+        const __m256i up = below_avx2(_mm256_sub_epi8(v, _mm256_set1_epi8('A')), 26);
+        const __m256i sl = _mm256_cmpeq_epi8(v, _mm256_set1_epi8('/'));
         const int sh = 32 * q;
+        m.up |= uint64_t(uint32_t(_mm256_movemask_epi8(up))) << sh;
+        m.sl |= uint64_t(uint32_t(_mm256_movemask_epi8(sl))) << sh;
         m.l |= uint64_t(uint32_t(_mm256_movemask_epi8(letter))) << sh;
         m.n |= uint64_t(uint32_t(_mm256_movemask_epi8(digit))) << sh;
         m.w |= uint64_t(uint32_t(_mm256_movemask_epi8(ws))) << sh;
@@ -120,6 +134,68 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
         m.hi |= uint64_t(uint32_t(_mm256_movemask_epi8(v))) << sh;
     }
     return m;
+}
+
+// ------------------------------------------------------------------------------------------ non-ASCII characters
+
+inline uint8_t flags_of(uint32_t cp) {
+    return kStage2[(size_t(kStage1[cp >> kBlockShift]) << kBlockShift) | (cp & ((1u << kBlockShift) - 1))];
+}
+
+// Strict UTF-8 as CPython decodes (pretok.cpp's decode_multi): the code point of the valid sequence at s[j] (a byte
+// >= 0x80), or, where none starts there, the lone surrogate U+DC00+byte that surrogateescape gives that one byte.
+inline uint32_t decode_wide(const uint8_t* s, size_t avail, unsigned j, unsigned& len) {
+    const uint8_t b0 = s[j];
+    const size_t rem = avail - j;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        if (rem >= 2 && (s[j + 1] & 0xC0) == 0x80) {
+            len = 2;
+            return (uint32_t(b0 & 0x1F) << 6) | (s[j + 1] & 0x3F);
+        }
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+        if (rem >= 3 && s[j + 1] >= lo && s[j + 1] <= hi && (s[j + 2] & 0xC0) == 0x80) {
+            len = 3;
+            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[j + 1] & 0x3F) << 6) | (s[j + 2] & 0x3F);
+        }
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+        if (rem >= 4 && s[j + 1] >= lo && s[j + 1] <= hi && (s[j + 2] & 0xC0) == 0x80 && (s[j + 3] & 0xC0) == 0x80) {
+            len = 4;
+            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[j + 1] & 0x3F) << 12) | (uint32_t(s[j + 2] & 0x3F) << 6) |
+                   (s[j + 3] & 0x3F);
+        }
+    }
+    len = 1;
+    return 0xDC00u + b0;
+}
+
+// The non-ASCII characters of a block (r50k and the cl100k family), each classified by the Unicode tables and its
+// class spread over all its bytes: letters join L, the others (punctuation, symbols, marks, invalid bytes) are O by
+// default. A digit or a space (\p{N} groups count characters, \s runs split before their last character) or a
+// character cut by the block's edge ends what the block knows: `cut`.
+struct Wide {
+    uint64_t letters, cont;  // bytes of non-ASCII letters; continuation bytes of the classified characters
+    unsigned cut;
+};
+
+__attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi) {
+    Wide w{0, 0, 64};
+    while (hi) {
+        const unsigned j = unsigned(__builtin_ctzll(hi));
+        unsigned len;
+        const uint32_t cp = decode_wide(s, avail, j, len);
+        const uint8_t f = flags_of(cp);
+        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
+            w.cut = j;
+            break;
+        }
+        const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
+        if (f & kFlagL) w.letters |= bits;
+        w.cont |= bits & ~(uint64_t(1) << j);
+        hi &= ~bits;
+    }
+    return w;
 }
 
 // ------------------------------------------------------------------------------------------ boundary algebra
@@ -157,19 +233,19 @@ BPE_INLINE uint64_t digit_starts(uint64_t n) {
     return acc;
 }
 
-enum Family { kFamR50k, kFamCl100k };
+enum Family { kFamR50k, kFamCl100k, kFamO200k };
 
 // The ASCII contraction at s[j] (an apostrophe that starts a piece) whose letters lie below v: its end, 0 for none,
 // or ~0u when the letters reach v (unknown here).
 template <Family F>
 BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
-    if (j + 1 >= v) return ~0u;
+    if (j + 1 >= v || s[j + 1] >= 0x80) return ~0u;  // a non-ASCII letter might fold to one (cl100k: U+017F)
     const uint8_t a = F == kFamR50k ? s[j + 1] : uint8_t(s[j + 1] | 0x20);  // | 0x20: exactly the ASCII capitals
     const bool letter_a = (s[j + 1] | 0x20) >= 'a' && (s[j + 1] | 0x20) <= 'z';
     if (!letter_a) return 0;
     if (a == 's' || a == 'd' || a == 'm' || a == 't') return j + 2;
     if (a != 'l' && a != 'v' && a != 'r') return 0;
-    if (j + 2 >= v) return ~0u;
+    if (j + 2 >= v || s[j + 2] >= 0x80) return ~0u;
     const uint8_t b = F == kFamR50k ? s[j + 2] : uint8_t(s[j + 2] | 0x20);
     if (!((s[j + 2] | 0x20) >= 'a' && (s[j + 2] | 0x20) <= 'z')) return 0;
     if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return j + 3;
@@ -178,10 +254,19 @@ BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
 
 // The certain piece starts in (0, 64) of the block at s (s[0] starts a piece): bit j set = a piece starts at s[j].
 template <Family F, int kGroup>
-BPE_INLINE uint64_t block_starts(const uint8_t* s, const Masks& m) {
-    const unsigned v = m.hi ? unsigned(__builtin_ctzll(m.hi)) : 64u;
+BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m) {
+    unsigned v = 64;
+    uint64_t wide_letters = 0, cont = 0;
+    if (m.hi) {
+        if (F == kFamO200k) {  // its letter classes (U, W, marks in both) are not spread here: the scalar takes them
+            v = unsigned(__builtin_ctzll(m.hi));
+        } else {
+            const Wide w = classify_wide(s, avail, m.hi);
+            v = w.cut, wide_letters = w.letters, cont = w.cont;
+        }
+    }
     const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
-    const uint64_t L = m.l & valid, N = m.n & valid, W = m.w & valid, SP = m.sp & valid;
+    const uint64_t L = (m.l | wide_letters) & valid, N = m.n & valid, W = m.w & valid, SP = m.sp & valid;
     const uint64_t O = valid & ~(L | N | W);
     uint64_t t;
     if (F == kFamR50k) {
@@ -189,10 +274,27 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, const Masks& m) {
         const uint64_t ws_start = W & ~(W << 1), ws_last = W & ~(W >> 1);
         t = (L & ~(L << 1) & ~lead) | (N & ~(N << 1) & ~lead) | (O & ~(O << 1) & ~lead) | ws_start |
             (ws_last & (W << 1));
+    } else if (F == kFamO200k) {
+        // As the cl100k family, with: no contraction pieces (a contraction after letters is their suffix, below);
+        // a start before an upper-case letter after a lower-case one (`U*W+|U+W*`); an O run takes the newlines
+        // and slashes after it (`[\r\n/]*`: the first of them a newline, else the slashes are O+ already).
+        const uint64_t NL = m.nl & valid, Wnl = W & ~NL, UP = m.up & valid, LO = L & ~UP;
+        const uint64_t absorbed = smear_up(NL & (O << 1), NL | (m.sl & valid));
+        const uint64_t o = O & ~absorbed;
+        const uint64_t o_start = o & ~((o | SP) << 1);
+        const uint64_t l_start = (L & ~(L << 1) & ~((o_start | Wnl) << 1)) | (UP & (LO << 1));
+        const uint64_t w = W & ~absorbed;
+        const uint64_t r = NL & w;
+        const uint64_t has_nl_after = smear_down(r, w);
+        const uint64_t seg = w & ~has_nl_after;
+        const uint64_t seg_last = seg & ~(seg >> 1);
+        t = o_start | l_start | digit_starts<kGroup>(N) | (w & ~(w << 1)) | (w & (r << 1) & ~has_nl_after) |
+            (seg_last & (seg << 1));
     } else {
         const uint64_t NL = m.nl & valid, Wnl = W & ~NL;
         const uint64_t o_start = O & ~((O | SP) << 1);
-        const uint64_t l_start = L & ~(L << 1) & ~((o_start | Wnl) << 1);
+        const uint64_t o_start_chars = smear_up(o_start, cont & O);  // all the bytes of an O that starts a piece
+        const uint64_t l_start = L & ~(L << 1) & ~((o_start_chars | Wnl) << 1);
         const uint64_t abs_nl = smear_up(NL & (O << 1), NL);
         const uint64_t w = W & ~abs_nl;
         const uint64_t r = NL & w;
@@ -208,8 +310,10 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, const Masks& m) {
         const uint64_t not_ws = valid & ~W;
         u = not_ws ? 64u - unsigned(__builtin_clzll(not_ws)) : 0u;
     }
-    // Contractions: an apostrophe that starts a piece, followed by the letters of one, is that piece.
-    uint64_t aps = m.ap & valid & (t | 1) & ((u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1));
+    // Contractions: an apostrophe that starts a piece, followed by the letters of one, is that piece (o200k: an
+    // apostrophe right after a letter, whose piece takes the contraction as its suffix).
+    uint64_t aps = m.ap & valid & ((u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1));
+    aps &= F == kFamO200k ? (L << 1) : (t | 1);
     while (aps) {
         const unsigned j = unsigned(__builtin_ctzll(aps));
         aps &= aps - 1;
@@ -219,8 +323,10 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, const Masks& m) {
             break;
         }
         if (e) {
+            if (F == kFamO200k) t &= ~(uint64_t(1) << j);  // the apostrophe continues the letters' piece
             t &= ~(((uint64_t(1) << (e - j - 1)) - 1) << (j + 1));  // nothing starts inside it ...
             if (e < 64) t |= uint64_t(1) << e;            // ... and the next piece starts after it
+            if (F == kFamO200k && e < 64) aps &= ~(uint64_t(1) << e);  // an apostrophe there is not a suffix
         }
     }
     const uint64_t below_u = u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1;
@@ -235,7 +341,7 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
     while (i < n && k < max) {
         if (n - i >= 64 && max - k >= 64) {
             const Masks m = Classify(s + i);
-            uint64_t bits = block_starts<F, kGroup>(s + i, m);
+            uint64_t bits = block_starts<F, kGroup>(s + i, n - i, m);
             if (bits) {
                 do {
                     ends[k++] = i + unsigned(__builtin_ctzll(bits));
@@ -278,8 +384,7 @@ bool use_avx2() {
 }  // namespace
 
 bool pretok_blocks_covers(Pretok kind) {
-    return ascii_classes_match_tables() &&
-           (kind == Pretok::kR50k || kind == Pretok::kCl100k || kind == Pretok::kLlama3 || kind == Pretok::kQwen2);
+    return ascii_classes_match_tables() && kind != Pretok::kNone;
 }
 
 const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
@@ -299,6 +404,9 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
         case Pretok::kQwen2:
             return avx2 ? walk_avx2<kFamCl100k, 1>(kind, text, n, pos, ends, max)
                         : walk_sse2<kFamCl100k, 1>(kind, text, n, pos, ends, max);
+        case Pretok::kO200k:
+            return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max)
+                        : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max);
         default: return pretok_split_some(kind, text, n, pos, ends, max);
     }
 }
