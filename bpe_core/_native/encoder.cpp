@@ -1,4 +1,5 @@
 #include "encoder.h"
+#include "pretok_blocks.h"
 
 #include <algorithm>
 #include <cstring>
@@ -292,7 +293,7 @@ uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, Ch
     size_t pos = 0, start = 0;
     int missing = -1;
     while (pos < n) {
-        const size_t k = pretok_split_some(kind, text, n, &pos, ends, kSplitBatch);
+        const size_t k = pretok_blocks_split_some(kind, text, n, &pos, ends, kSplitBatch);
         for (size_t j = 0; j < k; ++j) {
             const size_t len = ends[j] - start;
             // The hot table inline here, the call only on a miss: the call's prologue and epilogue (spilled
