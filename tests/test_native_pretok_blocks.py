@@ -33,7 +33,7 @@ TIERS = ("auto", "sse2")
 
 
 def ends(name: str, data: bytes, tier: str, batch: int = 256) -> np.ndarray:
-    return np.frombuffer(core.pretok_split_ends(name, data, tier, batch), dtype=np.uintp)
+    return np.frombuffer(core.pretok_split_ends(name, data, tier, batch)[0], dtype=np.uintp)
 
 
 def assert_same(name: str, data: bytes, tiers=TIERS, batch: int = 256) -> None:
@@ -63,6 +63,22 @@ def test_bad_arguments_are_refused_naming_the_fix():
         core.pretok_split_ends("cl100k", b"x", "avx9")
     with pytest.raises(ValueError, match="batch 0"):
         core.pretok_split_ends("cl100k", b"x", "auto", 0)
+
+
+# The share of each corpus's bytes that the blocks split themselves (the rest goes to the scalar fallback): the
+# differential tests would pass with no block at all, so this says they test the blocks. Measured on these 200
+# documents: 0.97-1.00 for every corpus and preset, except o200k on multi_udhr, 0.45 (any non-ASCII byte ends what
+# its blocks know).
+MIN_COVERED = {("multi_udhr", "o200k"): 0.3}
+
+
+@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("corpus_name", CORPORA)
+def test_the_blocks_split_most_of_each_corpus(name, corpus_name):
+    data = "\n".join(corpus(corpus_name, 200)).encode("utf-8", "surrogatepass")
+    _, covered = core.pretok_split_ends(name, data)
+    assert covered / len(data) >= MIN_COVERED.get((corpus_name, name), 0.9), (name, corpus_name, covered / len(data))
+    assert core.pretok_split_ends(name, data, "scalar")[1] == 0
 
 
 @pytest.mark.parametrize("name", PRESETS)

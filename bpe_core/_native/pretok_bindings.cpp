@@ -73,22 +73,24 @@ void bind_pretok(nb::module_& m) {
                                           .c_str());
             const auto* text = reinterpret_cast<const uint8_t*>(data.c_str());
             std::vector<size_t> ends(batch), all;
-            size_t pos = 0, k;
+            size_t pos = 0, k, covered = 0;
             {
                 nb::gil_scoped_release release;
                 const char* t = tier.c_str();
                 const bool scalar = tier == "scalar";
                 while ((k = scalar ? bpe::pretok_split_some(kind, text, data.size(), &pos, ends.data(), batch)
                                    : bpe::pretok_blocks_split_some_tier(kind, text, data.size(), &pos, ends.data(),
-                                                                        batch, t)))
+                                                                        batch, t, &covered)))
                     all.insert(all.end(), ends.begin(), ends.begin() + k);
             }
-            return nb::bytes(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(size_t));
+            return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(size_t)),
+                                  covered);
         },
         nb::arg("name"), nb::arg("data"), nb::arg("tier") = "auto", nb::arg("batch") = 256,
-        "The piece end offsets of `data` (native-endian size_t bytes), `batch` at a time as the encoder takes them: "
-        "from the 64-byte block splitter (pretok_blocks.cpp) in `tier` (auto: the best this CPU has; sse2), or from "
-        "the scalar one (tier='scalar'). For tests and callgrind.");
+        "(ends, covered): the piece end offsets of `data` (native-endian size_t bytes), `batch` at a time as the "
+        "encoder takes them, from the 64-byte block splitter (pretok_blocks.cpp) in `tier` (auto: the best this CPU "
+        "has; sse2) or from the scalar one (tier='scalar'), and how many bytes the blocks themselves split (the rest "
+        "went to the scalar fallback). For tests and callgrind.");
     m.def("pretok_blocks_tier", &bpe::pretok_blocks_tier, "The block classifier's instruction tier on this CPU.");
     m.def(
         "unicode_tables_info",

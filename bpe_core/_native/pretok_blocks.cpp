@@ -336,7 +336,8 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
 // ------------------------------------------------------------------------------------------ the walker
 
 template <Family F, int kGroup, Masks (*Classify)(const uint8_t*)>
-BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max) {
+BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
+                       size_t* covered) {
     size_t i = *pos, k = 0;
     while (i < n && k < max) {
         if (n - i >= 64 && max - k >= 64) {
@@ -347,6 +348,7 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
                     ends[k++] = i + unsigned(__builtin_ctzll(bits));
                     bits &= bits - 1;
                 } while (bits);
+                if (covered) *covered += ends[k - 1] - i;
                 i = ends[k - 1];
                 continue;
             }
@@ -366,13 +368,14 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
 }
 
 template <Family F, int kGroup>
-size_t walk_sse2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max) {
-    return walk<F, kGroup, classify_sse2>(kind, s, n, pos, ends, max);
+size_t walk_sse2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max, size_t* covered) {
+    return walk<F, kGroup, classify_sse2>(kind, s, n, pos, ends, max, covered);
 }
 
 template <Family F, int kGroup>
-BPE_AVX2 size_t walk_avx2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max) {
-    return walk<F, kGroup, classify_avx2>(kind, s, n, pos, ends, max);
+BPE_AVX2 size_t walk_avx2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
+                          size_t* covered) {
+    return walk<F, kGroup, classify_avx2>(kind, s, n, pos, ends, max, covered);
 }
 
 bool use_avx2() {
@@ -390,29 +393,29 @@ bool pretok_blocks_covers(Pretok kind) {
 const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
 
 size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max,
-                                     const char* tier) {
+                                     const char* tier, size_t* covered) {
     if (!ascii_classes_match_tables()) return pretok_split_some(kind, text, n, pos, ends, max);
     const bool avx2 = tier[0] == 'a' ? use_avx2() : false;
     switch (kind) {
         case Pretok::kR50k:
-            return avx2 ? walk_avx2<kFamR50k, 0>(kind, text, n, pos, ends, max)
-                        : walk_sse2<kFamR50k, 0>(kind, text, n, pos, ends, max);
+            return avx2 ? walk_avx2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered);
         case Pretok::kCl100k:
         case Pretok::kLlama3:
-            return avx2 ? walk_avx2<kFamCl100k, 3>(kind, text, n, pos, ends, max)
-                        : walk_sse2<kFamCl100k, 3>(kind, text, n, pos, ends, max);
+            return avx2 ? walk_avx2<kFamCl100k, 3>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamCl100k, 3>(kind, text, n, pos, ends, max, covered);
         case Pretok::kQwen2:
-            return avx2 ? walk_avx2<kFamCl100k, 1>(kind, text, n, pos, ends, max)
-                        : walk_sse2<kFamCl100k, 1>(kind, text, n, pos, ends, max);
+            return avx2 ? walk_avx2<kFamCl100k, 1>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamCl100k, 1>(kind, text, n, pos, ends, max, covered);
         case Pretok::kO200k:
-            return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max)
-                        : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max);
+            return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
         default: return pretok_split_some(kind, text, n, pos, ends, max);
     }
 }
 
 size_t pretok_blocks_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
-    return pretok_blocks_split_some_tier(kind, text, n, pos, ends, max, "auto");
+    return pretok_blocks_split_some_tier(kind, text, n, pos, ends, max, "auto", nullptr);
 }
 
 }  // namespace bpe

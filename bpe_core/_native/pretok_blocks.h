@@ -17,9 +17,10 @@ namespace bpe {
 // before the end (it stops when fewer than 64 slots are left and it has written some).
 size_t pretok_blocks_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max);
 
-// The same in a given tier: "auto" (the best this CPU has: pretok_blocks_tier), or "sse2" (for tests of that tier).
+// The same in a given tier: "auto" (the best this CPU has: pretok_blocks_tier), or "sse2" (for tests of that tier);
+// with `covered`, adds to it the bytes whose pieces came from blocks (not from the scalar fallback), for tests.
 size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max,
-                                     const char* tier);
+                                     const char* tier, size_t* covered);
 
 // Whether `kind` has a block algebra here (else pretok_blocks_split_some is pretok_split_some).
 bool pretok_blocks_covers(Pretok kind);
