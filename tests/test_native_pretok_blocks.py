@@ -11,6 +11,7 @@ and cases built to put whitespace runs, contractions, digits and newlines across
 from __future__ import annotations
 
 import os
+import platform
 
 import numpy as np
 import pytest
@@ -52,8 +53,12 @@ def assert_same(name: str, data: bytes, tiers=TIERS, batch: int = 256) -> None:
             )
 
 
+X86 = platform.machine() in ("x86_64", "AMD64")
+
+
 def test_the_tier_is_named():
-    assert core.pretok_blocks_tier() in ("avx2", "sse2")
+    # x86-64 has the vector code (SSE2 is its baseline); elsewhere the block splitter is the scalar one throughout.
+    assert core.pretok_blocks_tier() in (("avx2", "sse2") if X86 else ("scalar",))
 
 
 def test_bad_arguments_are_refused_naming_the_fix():
@@ -77,7 +82,8 @@ MIN_COVERED = {("multi_udhr", "o200k"): 0.3}
 def test_the_blocks_split_most_of_each_corpus(name, corpus_name):
     data = "\n".join(corpus(corpus_name, 200)).encode("utf-8", "surrogatepass")
     _, covered = core.pretok_split_ends(name, data)
-    assert covered / len(data) >= MIN_COVERED.get((corpus_name, name), 0.9), (name, corpus_name, covered / len(data))
+    least = MIN_COVERED.get((corpus_name, name), 0.9) if X86 else 0
+    assert covered / len(data) >= least, (name, corpus_name, covered / len(data))
     assert core.pretok_split_ends(name, data, "scalar")[1] == 0
 
 

@@ -31,6 +31,7 @@
 // suffix of the letters before them, and `[\r\n/]*` after an O run.
 #include "pretok_blocks.h"
 
+#if defined(__x86_64__)
 #include <emmintrin.h>
 #include <immintrin.h>
 
@@ -419,3 +420,21 @@ size_t pretok_blocks_split_some(Pretok kind, const uint8_t* text, size_t n, size
 }
 
 }  // namespace bpe
+
+#else  // no x86-64 vector code here (yet): the scalar splitter throughout
+
+namespace bpe {
+
+bool pretok_blocks_covers(Pretok) { return false; }
+const char* pretok_blocks_tier() { return "scalar"; }
+size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max,
+                                     const char*, size_t*) {
+    return pretok_split_some(kind, text, n, pos, ends, max);
+}
+size_t pretok_blocks_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    return pretok_split_some(kind, text, n, pos, ends, max);
+}
+
+}  // namespace bpe
+
+#endif
