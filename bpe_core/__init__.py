@@ -13,7 +13,7 @@ from bpe_core.presets import preset_names
 from bpe_core.pretokenize import PreTokenizer
 from bpe_core.stream import StreamingDecoder
 from bpe_core.tokenizer import Tokenizer
-from bpe_core.train import TIE_BREAKS, ChunkCounts, count_chunks, train
+from bpe_core.train import TIE_BREAKS, ChunkCounts, count_chunks, train, train_superword
 from bpe_core.vocab import VocabularyError
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "count_chunks",
     "preset_names",
     "train",
+    "train_superword",
 ]

@@ -71,10 +71,32 @@ def resolve_backend(backend: str | None) -> str:
     raise ValueError(f"backend must be 'native', 'python' or None (native where it loads), got {backend!r}")
 
 
+CACHE_ENV = "BEAM_BPE_CACHE_MB"
+
+
+def cache_limit_bytes() -> int | None:
+    """The bound of each worker's encode cache from ``BEAM_BPE_CACHE_MB`` (MiB), or None (the core's default,
+    256 MiB). Over it a worker's piece table is reset to the vocabulary's seed image (``Encoder.cache_resets``)."""
+    value = os.environ.get(CACHE_ENV)
+    if value is None or value == "":
+        return None
+    try:
+        mb = int(value)
+    except ValueError:
+        mb = 0
+    if mb < 1:
+        raise ValueError(f"{CACHE_ENV} must be a positive number of MiB (e.g. {CACHE_ENV}=64), got {value!r}")
+    return mb << 20
+
+
 def make_encoder(vocab: Mapping[int, bytes], pair_values: Mapping[int, int] | None, ignore_merges: bool):
     """The C++ encoder of a vocabulary: ``pair_values`` as bpe.MergeTable, or None for a rank-only vocabulary."""
     pairs = None if pair_values is None else dict(pair_values)
-    return _core.Encoder(dict(vocab), pairs, bool(ignore_merges))
+    encoder = _core.Encoder(dict(vocab), pairs, bool(ignore_merges))
+    limit = cache_limit_bytes()
+    if limit is not None:
+        encoder.cache_limit = limit
+    return encoder
 
 
 def make_chunk_counter(kind: str):

@@ -99,14 +99,23 @@ class PreTokenizer:
 
     @property
     def native_kind(self) -> str | None:
-        """The hand-written pre-tokenizer that splits exactly as these regexes do, or None (then `regex` splits).
+        """The native pre-tokenizer that splits exactly as these regexes do, or None (then `regex` splits).
 
-        Set when the patterns are exactly one preset's (whatever the name or the normalizer: it runs before the
-        split), the native core loaded, and its property tables come from the `regex` version imported now (else
-        None, with one RuntimeWarning saying why).
+        A hand-written one when the patterns are exactly one preset's (whatever the name or the normalizer: it runs
+        before the split), the native core loaded, and its property tables come from the `regex` version imported
+        now (else, with one RuntimeWarning saying why, the compiled matcher). Otherwise the compiled matcher
+        (``bpe_core/pretok_compiler.py``, ``"rx:N"``) when every pattern is in its subset: every pattern of the
+        llama.cpp table, and the same patterns read from a tokenizer.json or given by hand. Its classes are derived
+        from the `regex` imported now, so no version check applies.
         """
         kind = native_preset_for(self.patterns)
-        return kind if kind is not None and _native_split_usable() else None
+        if kind is not None and _native_split_usable():
+            return kind
+        if not native.available():
+            return None
+        from bpe_core.pretok_compiler import native_name
+
+        return native_name(self.patterns)
 
     def split_bytes(self, data: bytes) -> list[bytes]:
         """The pieces of UTF-8 ``data`` (normalized first), as bytes; their concatenation is the normalized data.
@@ -132,14 +141,24 @@ class PreTokenizer:
         return [p.encode("utf-8", "surrogateescape") for p in self._split_normalized(text)]
 
     def _split_normalized(self, text: str) -> list[str]:
-        """The pieces of ``text``, already normalized."""
+        """The pieces of ``text``, already normalized: one pass of ``finditer`` per regex over the pieces the one
+        before left (the time limit is passed to `regex` only for pieces long enough to backtrack for long: on short
+        ones its per-call setup cost more than the split itself, 6x a plain finditer loop on deepseek-llm's six)."""
         pieces = [text] if text else []
         timeout = getattr(self, "timeout", "default")  # pickles of older versions have no timeout
         timeout = REGEX_TIMEOUT if timeout == "default" else timeout
         deadline = time.monotonic() + timeout if timeout else None
         for pattern in self._compiled:
             try:
-                pieces = [p for piece in pieces for p in _split_one(pattern, piece, deadline)]
+                if len(self._compiled) == 1 and pattern.groups == 0 and text:
+                    # One regex (tiktoken's kind): its matches usually tile the text, and findall is faster.
+                    found = pattern.findall(text, timeout=None if deadline is None else timeout)
+                    if sum(map(len, found)) == len(text):
+                        return [p for p in found if p] if "" in found else found
+                out: list[str] = []
+                for piece in pieces:
+                    _split_into(pattern, piece, deadline, out)
+                pieces = out
             except TimeoutError:
                 raise PreTokenizeTimeout(
                     f"pre-tokenizer regex {pattern.pattern!r} ran over {timeout:g} s on one text of {len(text)} "
@@ -215,7 +234,7 @@ def _check_native_split() -> bool:
         warnings.warn(
             f"beam-bpe: the native pre-tokenizers' Unicode tables were generated from regex {info['regex_version']}, "
             f"and regex {regex.__version__}, imported now, classes some characters differently; splitting with the "
-            "regex module, which is slower. Rebuild beam-bpe against this regex "
+            "compiled matcher (bpe_core/pretok_compiler.py), which is slower. Rebuild beam-bpe against this regex "
             "(`pip install --force-reinstall --no-binary beam-bpe beam-bpe`) "
             f"or install regex=={info['regex_version']}",
             RuntimeWarning,
@@ -249,16 +268,26 @@ def _compile(pattern: str) -> regex.Pattern:
         raise ValueError(f"invalid pre-tokenizer regex {pattern!r}: {exc}") from None
 
 
+# Pieces up to this many characters are split without a time limit: even an exponential pattern ("(a+)+$") takes
+# milliseconds on them, and passing `timeout` costs `regex` ~1.5 us per call.
+UNTIMED_CHARS = 16
+
+
 def _split_one(pattern: regex.Pattern, text: str, deadline: float | None = None) -> list[str]:
     """Matches of ``pattern`` in ``text`` and the text between them, in order; TimeoutError after ``deadline``."""
-    timeout = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
-    pieces = pattern.findall(text, timeout=timeout) if pattern.groups == 0 else None
-    if pieces is not None and sum(map(len, pieces)) == len(text):
-        # The common case: the matches tile the whole text (every tiktoken pattern does).
-        return [p for p in pieces if p] if "" in pieces else pieces
     out: list[str] = []
+    _split_into(pattern, text, deadline, out)
+    return out
+
+
+def _split_into(pattern: regex.Pattern, text: str, deadline: float | None, out: list[str]) -> None:
+    """Append the pieces of ``text`` under ``pattern`` to ``out`` (see :func:`_split_one`)."""
+    if deadline is None or len(text) <= UNTIMED_CHARS:
+        matches = pattern.finditer(text)
+    else:
+        matches = pattern.finditer(text, timeout=max(deadline - time.monotonic(), 1e-6))
     pos = 0
-    for match in pattern.finditer(text, timeout=timeout):
+    for match in matches:
         start, end = match.span()
         if start > pos:
             out.append(text[pos:start])
@@ -267,4 +296,3 @@ def _split_one(pattern: regex.Pattern, text: str, deadline: float | None = None)
         pos = end
     if pos < len(text):
         out.append(text[pos:])
-    return out

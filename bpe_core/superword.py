@@ -21,7 +21,7 @@ Choices against kensho-technologies/fastboundlessbpe (the papers' code), written
 - Eligibility: theirs is ``"letter-token"`` (``reachable_vocab & possible_superwords`` with ``SIMPLE_MERGE_PATTERN =
   \\p{L}``: each pre-token's bytes are one reachable word token that contains a letter). Ours by default is
   ``"letter-run"`` (each pre-token one token, a letter somewhere in the run): with cl100k pieces, punctuation and
-  whitespace are pre-tokens of their own, and theirs gave 3.2% fewer held-out tokens at 16000/2000, ours 13.7%.
+  whitespace are pre-tokens of their own, and theirs gave 3.2% fewer held-out tokens at 16000/2000, ours 12.7%.
 - Their encoder splits runs also at tokens that take part in no supermerge; that gives the same ids (such a token
   can never merge), so we split only by the rule.
 - Ties: theirs follow their heap's order; ours are the explicit phase-1 rules (``ids``, ``huggingface``,
@@ -39,7 +39,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from bpe_core.bpe import merge_ids
 from bpe_core.bytelevel import huggingface_base_order
@@ -47,17 +47,19 @@ from bpe_core.constants import TIE_BREAKS
 from bpe_core.text import Text
 from bpe_core.text import as_str as _as_str
 
-if TYPE_CHECKING:  # pragma: no cover
-    from bpe_core.tokenizer import Tokenizer
+# The word model is a bpe_core.Tokenizer; it is typed Any here so that this module imports nothing that imports it
+# (tokenizer.py builds its superword engine from here).
+Tokenizer = Any
 
 # The eligibility rules (the artifact names its rule, so that a reader refuses one it does not know):
 # - "letter-run": a run is a maximal run of >= 2 consecutive pre-tokens that the word model encodes as one token each,
 #   and it counts (in training and in encoding) where one of its tokens holds a letter.
 # - "letter-token": fastboundlessbpe's rule: every pre-token of the run is one token holding a letter.
 # Measured on the shared corpora, cl100k, every 20th document held out (total tokens against the plain tokenizer of
-# the same size trained on the same documents): 16000/2000: letter-run 13.7% fewer, letter-token 3.2%; 8000/2000:
-# 9.4% and -0.2%; 8000/1000: 9.8% and 1.4%. Punctuation, digits and whitespace pre-tokens (", ", "\n   ") are single
-# tokens without a letter: letter-token ends a run at each, so phrases like "LORD, and" or "\n    return" never form.
+# the same size trained on the same documents; benchmarks/bench_superword.py): 16000/2000: letter-run 12.7% fewer,
+# letter-token 3.2%; 8000/2000: 8.1% and -0.2%; 8000/1000: 8.6% and 1.4%. Punctuation, digits and whitespace
+# pre-tokens (",", "\n   ") are single tokens without a letter: letter-token ends a run at each, so phrases like
+# "LORD, and" or "\n    return" never form.
 RULES = ("letter-run", "letter-token")
 DEFAULT_RULE = "letter-run"
 
@@ -372,27 +374,205 @@ class SuperwordPass:
                 kind,
             )
 
-    def _columns(self, texts: Sequence[Text], num_threads: int | None):
+    def _word_ids(self, texts: Sequence[Text], num_threads: int | None, word_flat=None):
+        """(docs, ids, id_offsets): the texts as str or bytes (the core reads a str's cached UTF-8 in place) and the
+        word model's flat ids of them."""
         import numpy as np
 
-        encoded = [_as_str(t).encode("utf-8", "surrogateescape") for t in texts]
-        doc_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=doc_offsets[1:])
-        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        ids, id_offsets = self.word_model.encode_ordinary_flat(list(texts), num_threads=num_threads)
-        return data, doc_offsets, np.ascontiguousarray(ids, dtype=np.uint32), np.asarray(id_offsets, dtype=np.int64)
+        docs = [t if type(t) is str or type(t) is bytes else _as_str(t) for t in texts]
+        if word_flat is None:
+            ids, id_offsets = self.word_model.encode_ordinary_flat(docs, num_threads=num_threads)
+        else:
+            ids, id_offsets = word_flat(docs)
+        return docs, np.ascontiguousarray(ids, dtype=np.uint32), np.asarray(id_offsets, dtype=np.int64)
+
+    def encode_flat(self, texts: Sequence[Text], num_threads: int | None = None, word_flat=None):
+        """(ids uint32, offsets int64) of whole texts (ordinary: no special or added token is looked for). A text
+        the pass cannot align (a lone surrogate, which the word model reads as U+FFFD) takes the reference."""
+        import numpy as np
+
+        docs, ids, id_offsets = self._word_ids(texts, num_threads, word_flat)
+        out, offsets, failed = self.native_pass.encode_texts(docs, ids, id_offsets)
+        if not len(failed):
+            return out, offsets
+        lists = [out[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+        for i in failed.tolist():
+            lists[i] = encode_reference(self.word_model, self.supermerges, docs[i])
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in lists], out=offsets[1:])
+        return np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(offsets[-1])), offsets
 
     def count_runs(self, texts: Sequence[Text], num_threads: int | None = None) -> dict[bytes, int]:
         """:func:`count_runs` through the native pass (documents it cannot align go through the reference)."""
         if self.native_pass is None:
             return count_runs(texts, self.word_model, self.rule)
         texts = list(texts)
-        run_ids_, run_offsets, counts, failed = self.native_pass.count(*self._columns(texts, num_threads))
+        docs, ids, id_offsets = self._word_ids(texts, num_threads)
+        run_ids_, run_offsets, counts, failed = self.native_pass.count_texts(docs, ids, id_offsets)
         keys = run_ids_.astype("<u4").tobytes()
         bounds = (run_offsets * 4).tolist()
         out: Counter[bytes] = Counter(
             {keys[a:b]: int(c) for a, b, c in zip(bounds[:-1], bounds[1:], counts.tolist(), strict=True)}
         )
         if len(failed):
-            out.update(count_runs([texts[i] for i in failed.tolist()], self.word_model, self.rule))
+            out.update(count_runs([docs[i] for i in failed.tolist()], self.word_model, self.rule))
         return dict(out)
+
+
+class SuperwordBackend:
+    """The engine of a superword tokenizer (``Tokenizer._backend``, see bpe_core/backend.py): the word model's
+    engine for the ids of each pre-token, then the superword pass (native where it aligns, else the reference);
+    decoding is ``plain``'s, the tokenizer's own engine over the whole vocabulary."""
+
+    def __init__(self, tok: Tokenizer, plain: Any, word_model: Tokenizer) -> None:
+        import weakref
+
+        self._tok = weakref.proxy(tok)
+        self._plain = plain
+        self._word = word_model
+        self.name = plain.name
+        self._pass = SuperwordPass(word_model, tok.superword)
+
+    @property
+    def kind(self) -> str | None:
+        return getattr(self._word._backend, "kind", None)
+
+    def encoder(self) -> Any:
+        return self._word._backend.encoder()
+
+    def decoder(self) -> Any:
+        return self._plain.decoder()
+
+    # ------------------------------------------------------------------------------------------- encoding
+    def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
+        self._tok._finder.check_disallowed(_as_str(text), disallowed)
+        return self._segments(text, allowed)
+
+    def encode_ordinary(self, text: Text) -> list[int]:
+        return self._segments(text, frozenset())
+
+    def _segments(self, text: Text, allowed: frozenset[str]) -> list[int]:
+        """Bytes stay bytes to the pass (invalid UTF-8 reads as its surrogateescape characters, as the plain engine
+        reads it); a str's lone surrogates read as U+FFFD (the reference, through as_str)."""
+        sup = self._tok.superword
+        raw = isinstance(text, (bytes, bytearray, memoryview))
+        if raw:
+            text = bytes(text)
+        if self._pass.native_pass is None:
+            return encode_reference(self._word, sup, text, allowed)
+        segments = list(self._tok._finder.segments(_as_str(text), allowed))
+        pieces = [s.encode("utf-8", "surrogateescape") if raw else s for s in segments if not isinstance(s, int)]
+        ids, offsets = self._pass.encode_flat(pieces, 1)
+        bounds = offsets.tolist()
+        out: list[int] = []
+        k = 0
+        for s in segments:
+            if isinstance(s, int):
+                out.append(s)
+            else:
+                out += ids[bounds[k] : bounds[k + 1]].tolist()
+                k += 1
+        return out
+
+    def batch(
+        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
+    ) -> list[list[int]]:
+        texts = list(texts)
+        if not self.splits_whole_texts(allowed):
+            return [self.encode(t, allowed, disallowed) for t in texts]
+        for text in texts if disallowed else ():
+            self._tok._finder.check_disallowed(_as_str(text), disallowed)
+        ids, offsets = self._pass.encode_flat(texts, threads)
+        bounds = offsets.tolist()
+        return [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
+        return self._pass.native_pass is not None and self._word._backend.splits_whole_texts(allowed)
+
+    def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: Any) -> tuple:
+        for text in texts if disallowed else ():
+            self._tok._finder.check_disallowed(_as_str(text), disallowed)
+        ids, offsets = self._pass.encode_flat(texts, threads)
+        return ids.astype(dtype, copy=False), offsets
+
+    def flat_arrow(
+        self, offsets_addr: int, width: int, data_addr: int, data_size: int, n: int, threads: int, dtype: Any
+    ) -> tuple:
+        """The Arrow array read in place by the word model's engine, its bytes viewed for the pass."""
+        import ctypes
+
+        import numpy as np
+
+        result = self._word._backend.flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, np.uint32)
+        if result[0] is None:
+            return result
+        kind = ctypes.c_int64 if width == 8 else ctypes.c_int32
+        offsets = np.ctypeslib.as_array((kind * (n + 1)).from_address(offsets_addr)).astype(np.int64)
+        data = np.ctypeslib.as_array((ctypes.c_uint8 * max(data_size, 1)).from_address(data_addr or 1))
+        data = data[offsets[0] : offsets[-1]] if data_size else np.zeros(0, dtype=np.uint8)
+        texts = [bytes(data[a:b]) for a, b in zip((offsets - offsets[0])[:-1], (offsets - offsets[0])[1:], strict=True)]
+        ids, out_offsets = self._pass.encode_flat(texts, threads, word_flat=lambda _docs: (result[0], result[1]))
+        return ids.astype(dtype, copy=False), out_offsets
+
+    def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
+        return self._word._backend.merge_piece(data, stats)
+
+    # ------------------------------------------------------------------------------------------- decoding
+    def decode_bytes(self, ids: Sequence) -> bytes | None:
+        return self._plain.decode_bytes(ids)
+
+    def decode_flat(self, ids: Any, offsets: Any, errors: str) -> list[str]:
+        return self._plain.decode_flat(ids, offsets, errors)
+
+    def stream_state(self, errors: str, skip_special: bool) -> Any:
+        return self._plain.stream_state(errors, skip_special)
+
+
+def word_model_arguments(tok: Tokenizer) -> dict:
+    """The word model of a superword tokenizer as Tokenizer arguments: its word tokens, its merges, the same
+    pre-tokenizer, special and added tokens (at their ids)."""
+    size = tok.superword.word_size
+    return dict(
+        vocab={i: b for i, b in tok._vocab.items() if i < size},
+        merges=tok._merge_ids,
+        pretokenizer=tok.pretokenizer,
+        special_tokens=tok.special_tokens,
+        added_tokens=tok.added_tokens,
+        token_flags=tok.token_flags,
+        ignore_merges=tok.ignore_merges,
+        backend=tok.backend,
+    )
+
+
+def truncated_superword(tok: Tokenizer, n_vocab: int) -> Tokenizer:
+    """The superword tokenizer of ``n_vocab`` ids that phase 2 with fewer supermerges gives: the supermerges up to
+    the one that made the last kept token (the loop stops right after its budget's last new token); at or below
+    the word model's size, the plain word model cut to ``n_vocab``. Special tokens follow, in their order."""
+    from bpe_core.vocab import as_token_id
+
+    n_vocab = as_token_id(n_vocab)
+    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    if not isinstance(n_vocab, int) or n_vocab < 256 + len(specials):
+        raise ValueError(
+            f"n_vocab must be an integer of at least 256 + {len(specials)} special tokens, got {n_vocab!r}"
+        )
+    if n_vocab >= tok.n_vocab:
+        return tok
+    if tok.added_tokens:
+        raise ValueError("a superword tokenizer with added tokens cannot be truncated: their ids sit among the cut")
+    sup = tok.superword
+    cut = n_vocab - len(specials)
+    arguments = word_model_arguments(tok)
+    cls = type(tok)
+    if cut <= sup.word_size:
+        word = cls(arguments.pop("vocab"), **arguments)
+        return word.truncated(n_vocab)
+    keep = next(r for r, result in enumerate(sup.results) if result == cut - 1) + 1
+    vocab = {i: b for i, b in tok._vocab.items() if i < cut}
+    arguments.update(
+        special_tokens={text: cut + i for i, (text, _) in enumerate(specials)},
+        superword=Supermerges(sup.merges[:keep], sup.results[:keep], sup.word_size, sup.rule),
+        name=tok.name,
+    )
+    del arguments["vocab"]
+    return cls(vocab, **arguments)

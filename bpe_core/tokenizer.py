@@ -8,6 +8,7 @@ concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` fo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bpe_core import native
 from bpe_core.added_tokens import AddedTokenFlags
@@ -18,6 +19,9 @@ from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
 from bpe_core.special_tokens import SpecialSet, TokenFinder
 from bpe_core.text import Text
 from bpe_core.tokenizer_data import TokenizerData
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bpe_core.superword import Supermerges
 
 CHUNK_CACHE_LIMIT = 1 << 18
 
@@ -47,6 +51,7 @@ class Tokenizer:
         token_flags: Mapping[str, AddedTokenFlags] | None = None,
         family: str | None = None,
         unreachable: Iterable[int] = (),
+        superword: Supermerges | None = None,
     ) -> None:
         self.name = name
         self.family = family  # where the vocabulary comes from, for `beam-bpe info` (e.g. "huggingface")
@@ -57,6 +62,7 @@ class Tokenizer:
         # Vocabulary ids BPE never produces (a file spells them as raw text, not in byte-level form): decoded, never
         # looked up by bytes; a merge with such a part can never fire and is dropped (the ids do not change).
         self._unreachable = frozenset(int(i) for i in unreachable)
+        self.superword = superword  # a superword tokenizer's supermerges (bpe_core.superword), else None
         self._merge_ids = (
             None
             if merges is None
@@ -94,7 +100,7 @@ class Tokenizer:
         self._finder = TokenFinder(self.special_tokens, self.added_tokens, self.token_flags, self.pretokenizer)
         self._derived_merges: list[tuple[int, int]] | None = None
         self._unreachable_ids: list[int] | None = None
-        self._backend = make_backend(self, self.backend)  # the engine: encode, batch, flat, decode, stream
+        self._backend = self._make_backend()  # the engine: encode, batch, flat, decode, stream
 
     def __getstate__(self) -> dict:
         keep = (
@@ -108,6 +114,7 @@ class Tokenizer:
             "token_flags",
             "family",
             "_unreachable",
+            "superword",
         )
         return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
@@ -116,11 +123,21 @@ class Tokenizer:
         self.backend = native.resolve_backend(None if state.get("backend") == "native" else state.get("backend"))
         self._build()
 
+    def _make_backend(self):
+        """The engine; a superword tokenizer's wraps its word model's (bpe_core.superword.SuperwordBackend)."""
+        plain = make_backend(self, self.backend)
+        if self.superword is None:
+            return plain
+        from bpe_core.superword import SuperwordBackend, word_model_arguments
+
+        arguments = word_model_arguments(self)
+        return SuperwordBackend(self, plain, Tokenizer(arguments.pop("vocab"), **arguments))
+
     def use_backend(self, backend: str | None) -> Tokenizer:
         """Switch between the C++ core (``"native"``, or None: native where it loads) and the Python reference
         (``"python"``), in place; returns self. The ids never depend on the backend."""
         self.backend = native.resolve_backend(backend)
-        self._backend = make_backend(self, self.backend)
+        self._backend = self._make_backend()
         return self
 
     def _encoder(self):
@@ -211,6 +228,10 @@ class Tokenizer:
         :mod:`bpe_core.truncate`."""
         from bpe_core.truncate import truncated_arguments
 
+        if self.superword is not None:
+            from bpe_core.superword import truncated_superword
+
+            return truncated_superword(self, n_vocab)
         arguments = truncated_arguments(self, n_vocab)
         return self if arguments is None else Tokenizer(arguments.pop("vocab"), **arguments)
 
@@ -234,6 +255,8 @@ class Tokenizer:
             ids = {tid for tid in self._vocab if tid not in owned}
             if self._merge_ids is not None and not self.ignore_merges:
                 ids |= unmade_tokens(self._vocab, self._merge_ids, self._bytes_to_id)
+            if self.superword is not None:  # supertokens: made by supermerges, not by the word model's merges
+                ids = {i for i in ids if i < self.superword.word_size}
             self._unreachable_ids = sorted(ids)
         return list(self._unreachable_ids)
 
@@ -271,6 +294,9 @@ class Tokenizer:
         }
         if self._unreachable:  # only where there are some, so that every earlier digest stays as it was
             meta["unreachable"] = sorted(self._unreachable)
+        if self.superword is not None:  # likewise
+            sw = self.superword
+            meta["superword"] = {"rule": sw.rule, "word_size": sw.word_size, "merges": [list(m) for m in sw.merges]}
         digest.update(json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
 
@@ -481,6 +507,7 @@ class Tokenizer:
                 token_flags=data.token_flags,
                 family=data.family,
                 unreachable=data.unreachable,
+                superword=data.superword,
             )
         except ValueError as exc:  # VocabularyError and the constructor's own checks
             if data.source is None or isinstance(exc, TokenizerFileError):
@@ -590,6 +617,13 @@ class Tokenizer:
             "added_tokens": dict(sorted(self.added_tokens.items(), key=lambda kv: kv[1])),
             "token_flags": {t: f.as_dict() for t, f in sorted(self.token_flags.items())},
             "unreachable_tokens": len(self.unreachable_tokens()),
+            "superword": None
+            if self.superword is None
+            else {
+                "rule": self.superword.rule,
+                "word_model": self.superword.word_size,
+                "supermerges": len(self.superword.merges),
+            },
         }
 
     def __repr__(self) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from bpe_core.added_tokens import AddedTokenFlags
     from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
+    from bpe_core.superword import Supermerges
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class TokenizerData:
     unreachable: frozenset[int] = frozenset()
     source: str | None = None
     context: str = ""
+    superword: Supermerges | None = None  # a superword tokenizer's phase 2 (format version 3 of tokenizer.bpe)
 
 
 class TokenizerLike(Protocol):
@@ -78,3 +80,14 @@ def text_spelled_ids(tok: TokenizerLike) -> list[int]:
     spelled as raw text: ``Tokenizer(..., unreachable=...)``); what a writer must mark as such."""
     vocab = tok.vocab
     return [i for i in sorted(vocab) if vocab[i] and tok.token_id(vocab[i]) != i]
+
+
+def refuse_superword(tok: object, target: str) -> None:
+    """A superword tokenizer (SuperBPE) has supermerges over whole pre-tokens, which ``target`` cannot hold: the
+    file would encode with the word model alone and give other ids. Raises ValueError saying so."""
+    if getattr(tok, "superword", None) is not None:
+        raise ValueError(
+            f"this is a superword tokenizer: {target} cannot hold its supermerges (they join whole pre-tokens, which "
+            "a merge list or rank file applies only inside one), so it would give other ids; save it as "
+            "tokenizer.bpe (Tokenizer.save)"
+        )

@@ -317,3 +317,96 @@ def _merge_word(word: list[int], left: int, right: int, new_id: int) -> list[int
             out.append(word[i])
             i += 1
     return out if hit else None
+
+
+def train_superword(
+    chunk_counts: Mapping[bytes, int] | ChunkTable,
+    vocab_size: int,
+    superword_merges: int,
+    texts: Iterable[Text] | None = None,
+    *,
+    run_counts: Mapping[bytes, int] | None = None,
+    rule: str = "letter-run",
+    special_tokens: Sequence[str] = (),
+    min_frequency: int = 2,
+    tie_break: str = "ids",
+    pretokenizer: PreTokenizerSpec | None = None,
+    name: str | None = None,
+    num_threads: int | None = None,
+    backend: str | None = None,
+) -> Tokenizer:
+    """A superword tokenizer (SuperBPE): the word model of ``vocab_size - superword_merges`` ids (the plain
+    tokenizer's prefix), then ``superword_merges`` supermerges learned over the runs of ``texts`` (or the
+    ``run_counts`` given, made with this word model). See :mod:`bpe_core.superword`.
+
+    >>> docs = ["the cat sat on the mat"] * 5
+    >>> tok = train_superword(count_chunks(docs, "cl100k"), 300, 10, docs)
+    >>> tok.decode(tok.encode("the cat sat")) == "the cat sat"
+    True
+    """
+    from bpe_core.superword import SuperwordPass, check_rule
+
+    check_rule(rule)
+    if not _is_int(superword_merges) or not 0 < superword_merges <= vocab_size - 256 - len(list(special_tokens)):
+        raise ValueError(
+            f"superword_merges must be a positive integer below vocab_size - 256 - {len(list(special_tokens))} "
+            f"special tokens (the word model keeps the rest), got {superword_merges!r} for vocab_size={vocab_size!r}"
+        )
+    word = train(
+        chunk_counts,
+        vocab_size - superword_merges,
+        special_tokens=special_tokens,
+        min_frequency=min_frequency,
+        tie_break=tie_break,
+        pretokenizer=pretokenizer,
+        backend=backend,
+    )
+    if run_counts is None:
+        if texts is None:
+            raise TypeError("train_superword needs the texts (phase 2 counts their runs) or run_counts")
+        run_counts = SuperwordPass(word, None, rule).count_runs(list(texts), num_threads)
+    return superword_from_runs(
+        word, run_counts, superword_merges, rule=rule, min_frequency=min_frequency, tie_break=tie_break, name=name
+    )
+
+
+def superword_from_runs(
+    word: Tokenizer,
+    run_counts: Mapping[bytes, int],
+    superword_merges: int,
+    *,
+    rule: str = "letter-run",
+    min_frequency: int = 2,
+    tie_break: str = "ids",
+    name: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Tokenizer:
+    """Phase 2 on counted runs: the word model's tokens and merges, ``superword_merges`` new tokens after them,
+    then the word model's special tokens (in their order)."""
+    from bpe_core.superword import Supermerges, train_supermerges
+
+    n_word = len(word.vocab)
+    alphabet = [word.token_bytes(i) for i in range(n_word)]
+    merges, vocab = train_supermerges(
+        run_counts, alphabet, superword_merges, min_frequency=min_frequency, tie_break=tie_break,
+        backend=word.backend, progress=progress,
+    )  # fmt: skip
+    if len(vocab) - n_word < superword_merges:
+        warnings.warn(
+            f"bpe_core.train_superword: stopped at {len(vocab) - n_word:,} supermerges of the {superword_merges:,} "
+            f"asked for: no pair of tokens occurs {max(1, min_frequency)} times or more in the runs any more. Train "
+            "on more text or lower min_frequency",
+            UserWarning,
+            stacklevel=2,
+        )
+    superword = Supermerges.from_vocab(merges, dict(enumerate(vocab)), n_word, rule)
+    specials = sorted(word.special_tokens.items(), key=lambda kv: kv[1])
+    return Tokenizer(
+        dict(enumerate(vocab)),
+        merges=word.merge_ids,
+        pretokenizer=word.pretokenizer,
+        special_tokens={text: len(vocab) + i for i, (text, _) in enumerate(specials)},
+        name=name,
+        backend=word.backend,
+        superword=superword,
+    )

@@ -22,6 +22,14 @@ class OutputError(ValueError):
     """The output directory cannot be used as asked: a finished output without ``--overwrite``, a refused resume."""
 
 
+class NothingWrittenError(CorpusError):
+    """A run that read no document, or only dead letters: it finished, but its output holds nothing. The command
+    line ends it with exit code 3, not 2, so that a script can tell "nothing to do with this corpus" from a refusal
+    or a failure (at a74ce39 encode and count-tokens exited 0 here)."""
+
+    exit_code = 3
+
+
 class ShardFileError(ValueError):
     """A file a run wrote and reads back (a shard, a part file, a counts file, a manifest) is missing or not what
     it must be."""

@@ -79,7 +79,7 @@ def test_convert_gives_a_rank_file_its_special_tokens(tmp_path, capsys):
     assert main([*args, "--special-token", "<|endoftext|>=1000", "--special-token", "<|pad|>=1001"]) == 0
     assert Tokenizer.load(str(out)).special_tokens == {"<|endoftext|>": 1000, "<|pad|>": 1001}
     assert main([*args, "--special-token", "<|endoftext|>"]) == 2
-    assert "expected TOKEN=ID" in capsys.readouterr().err
+    assert "expected NAME=ID" in capsys.readouterr().err
     assert (
         main(["convert", "--tokenizer", str(out), "--out", str(tmp_path / "b.bpe"), "--special-token", "<|x|>=5"]) == 2
     )

@@ -21,20 +21,31 @@ uint32_t* ChunkCache::get(const uint8_t* p, size_t n, uint64_t h, uint32_t* dst)
     return dst + s.count;
 }
 
-void ChunkCache::put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count) {
+void ChunkCache::put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count, size_t limit) {
     if (n > kCacheMaxPiece) return;
-    if (spans_.size() >= kChunkCacheLimit) clear();
+    const size_t bytes = n + 48 + count * sizeof(uint32_t);  // the key, its entry and index slots, the ids
+    if (spans_.size() >= kChunkCacheLimit || long_bytes_ + bytes > limit / 4) {
+        keys_.clear();
+        spans_.clear();
+        ids_.clear();
+        long_bytes_ = 0;
+        ++resets_;
+    }
     keys_.insert_hashed(p, n, h, static_cast<uint32_t>(spans_.size()));
     spans_.push_back(Span{ids_.size(), count});
     ids_.insert(ids_.end(), ids, ids + count);
+    long_bytes_ += bytes;
 }
 
 void ChunkCache::clear() {
-    std::fill(hot_.begin(), hot_.end(), HotSet{});
+    owner_ = 0;
     keys_.clear();
     spans_.clear();
     ids_.clear();
+    long_bytes_ = 0;
 }
+
+size_t ChunkCache::size() const { return (owner_ ? table_.size() - seeded_ : 0) + spans_.size(); }
 
 // ------------------------------------------------------------------------------------------ cache pool
 
@@ -80,8 +91,11 @@ Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string_view>>& vocab
             if (byte_ids_[b] < 0) byte_ids_[b] = id;
         }
     }
+    static std::atomic<uint64_t> serials{0};
+    serial_ = ++serials;
     if (!rank_only) {
         for (const auto& [key, value] : pair_values) pairs_[key] = value;
+        seed(vocab);
         return;
     }
     // Rank-only: every split of every token into two tokens is a pair that merges into it, with the token's id
@@ -90,6 +104,30 @@ Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string_view>>& vocab
     for (size_t i = 0; i < pairs.size(); ++i) {
         if (i + 8 < pairs.size()) pairs_.prefetch(pairs[i + 8].first);
         pairs_[pairs[i].first] = pairs[i].second;
+    }
+    seed(vocab);
+}
+
+// The seed image: every vocabulary entry of 1-15 bytes with the ids the encoder gives that piece (the token itself
+// for rank files and ignore_merges vocabularies, tiktoken's whole-piece rule; the merges' result for a merge list,
+// which is not always the token). Then only pieces that are not tokens ever miss in a worker's table.
+void Encoder::seed(const std::vector<std::pair<uint32_t, std::string_view>>& vocab) {
+    size_t short_tokens = 0;
+    for (const auto& token : vocab) short_tokens += token.second.size() - 1 < kPieceMax;
+    seed_ = PieceTable(short_tokens);
+    uint32_t ids[kPieceMax + kPieceSlack];
+    for (const auto& [id, data] : vocab) {
+        const size_t n = data.size();
+        if (n == 0 || n > kPieceMax) continue;
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(data.data());
+        int missing = -1;
+        uint32_t* end = encode_uncached(p, n, ids, &missing);
+        if (!end) continue;  // a token with a byte that has no token of its own: only its whole piece could say
+        PieceKey k = piece_key(p, n);
+        if (!seed_.insert(k, piece_hash(k), ids, static_cast<size_t>(end - ids))) {
+            seed_.grow();
+            seed_.insert(k, piece_hash(k), ids, static_cast<size_t>(end - ids));
+        }
     }
 }
 
@@ -227,20 +265,7 @@ std::vector<std::pair<uint64_t, uint64_t>> rank_only_pairs(const std::vector<std
     return pairs;
 }
 
-bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::vector<uint32_t>& out,
-                           int* missing_byte) const {
-    size_t k = out.size();
-    out.resize(k + n + kPieceSlack);
-    uint32_t* end = encode_piece_to(p, n, cache, out.data() + k, missing_byte);
-    out.resize(end ? static_cast<size_t>(end - out.data()) : k);
-    return end != nullptr;
-}
-
-// Output straight into the caller's buffer, which has room for n + kPieceSlack ids (a piece of n bytes has at most n
-// tokens; the slack lets a hot hit store all kHotIds ids unconditionally): per-piece vector appends (a capacity check
-// and, for several ids, a memmove call each) were 12% of a warm encode's instructions.
-uint32_t* Encoder::encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst,
-                                   int* missing_byte) const {
+uint32_t* Encoder::encode_uncached(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const {
     if (n == 0) return dst;
     // One byte: its token (the whole-piece lookup would find the same one: both keep the first in vocab order).
     if (n == 1) {
@@ -251,30 +276,84 @@ uint32_t* Encoder::encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache
         *dst = static_cast<uint32_t>(byte_ids_[p[0]]);
         return dst + 1;
     }
-    const bool hot = cache && n <= ChunkCache::kHotMax;
-    uint64_t head = 0, tail = 0;
-    if (hot) {
-        ChunkCache::key_of(p, n, &head, &tail);
-        if (uint32_t* end = cache->hot_emit(head, tail, n, dst)) return end;
+    if (ignore_merges_) {
+        uint32_t whole = whole_.find(p, n);
+        if (whole != BytesMap::kMissing) {
+            *dst = whole;
+            return dst + 1;
+        }
     }
+    return merge_bytes_to(p, n, dst, missing_byte);
+}
+
+void Encoder::attach(ChunkCache* cache) const {
+    if (cache->owner_ == serial_) return;
+    cache->table_.copy_from(seed_);
+    cache->seeded_ = seed_.size();
+    cache->owner_ = serial_;
+}
+
+// Pieces of more than 15 bytes: the whole-piece lookup, then the BytesMap cache, then the merges.
+uint32_t* Encoder::encode_long(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst, int* missing_byte) const {
     uint64_t h = hash_bytes(p, n);
     if (ignore_merges_) {
         uint32_t whole = whole_.find_hashed(p, n, h);
         if (whole != BytesMap::kMissing) {
             *dst = whole;
-            if (hot) cache->hot_put(head, tail, n, dst, 1);
             return dst + 1;
         }
     }
-    uint32_t* end = cache ? cache->get(p, n, h, dst) : nullptr;
-    if (!end) {
-        end = merge_bytes_to(p, n, dst, missing_byte);
-        if (!end) return nullptr;
-        if (stopped()) return end;  // a partial merge: the caller drops it
-        if (cache) cache->put(p, n, h, dst, static_cast<size_t>(end - dst));
-    }
-    if (hot) cache->hot_put(head, tail, n, dst, static_cast<size_t>(end - dst));
+    if (uint32_t* end = cache->get(p, n, h, dst)) return end;
+    uint32_t* end = merge_bytes_to(p, n, dst, missing_byte);
+    if (!end || stopped()) return end;  // a partial merge: the caller drops it
+    cache->put(p, n, h, dst, static_cast<size_t>(end - dst), std::max(cache_limit(), seed_.bytes()));
     return end;
+}
+
+uint32_t* Encoder::encode_slow(const uint8_t* p, size_t n, PieceKey k, uint64_t h, ChunkCache* cache, uint32_t* dst,
+                               int* missing_byte) const {
+    if (n > kPieceMax) return encode_long(p, n, cache, dst, missing_byte);
+    if (n == 0) return dst;
+    PieceTable& table = cache->table_;
+    size_t free_slot = 0;
+    if (uint32_t* end = table.find(k, h, dst, &free_slot)) return end;
+    uint32_t* end = merge_bytes_to(p, n, dst, missing_byte);  // not a token (every token is seeded): merge
+    if (!end || stopped()) return end;
+    const size_t count = static_cast<size_t>(end - dst);
+    if (table.insert_at(free_slot, k, dst, count)) return end;
+    // Full (3/4 load): double it while the doubled table stays within the limit, else back to the seed image.
+    if (table.bytes_if_grown() + cache->long_bytes_ <= std::max(cache_limit(), seed_.bytes())) {
+        table.grow();
+    } else {
+        table.copy_from(seed_);
+        ++cache->resets_;
+        resets_.fetch_add(1, std::memory_order_relaxed);
+    }
+    table.insert(k, h, dst, count);
+    return end;
+}
+
+bool Encoder::encode_piece(const uint8_t* p, size_t n, ChunkCache* cache, std::vector<uint32_t>& out,
+                           int* missing_byte) const {
+    size_t k = out.size();
+    out.resize(k + n + kPieceSlack);
+    uint32_t* end = encode_piece_to(p, n, cache, out.data() + k, missing_byte);
+    out.resize(end ? static_cast<size_t>(end - out.data()) : k);
+    return end != nullptr;
+}
+
+// Output straight into the caller's buffer, which has room for n + kPieceSlack ids (a piece of n bytes has at most n
+// tokens; the slack lets a hit store 4 ids unconditionally): per-piece vector appends (a capacity check and, for
+// several ids, a memmove call each) were 12% of a warm encode's instructions.
+uint32_t* Encoder::encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst,
+                                   int* missing_byte) const {
+    if (!cache) return encode_uncached(p, n, dst, missing_byte);
+    attach(cache);
+    if (n == 0 || n > kPieceMax) return encode_slow(p, n, PieceKey{0, 0}, 0, cache, dst, missing_byte);
+    const PieceKey k = piece_key(p, n);
+    const uint64_t h = piece_hash(k);
+    if (uint32_t* end = cache->table_.emit(k, h, dst)) return end;
+    return encode_slow(p, n, k, h, cache, dst, missing_byte);
 }
 
 bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, std::vector<size_t>&,
@@ -286,37 +365,93 @@ bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache
     return end != nullptr;
 }
 
-// The pieces a batch of kSplitBatch at a time (pretok_split_some), each encoded straight into dst.
+// The pieces a batch of kSplitBatch at a time (pretok_blocks_split_some: the 64-byte block splitter, its scalar
+// fallback pretok_split_some), each batch through encode_pieces_to.
 uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                                   BadPiece* bad) const {
     size_t ends[kSplitBatch];
-    size_t pos = 0, start = 0;
-    int missing = -1;
+    size_t pos = 0;
     while (pos < n) {
+        const size_t start = pos;
         const size_t k = pretok_blocks_split_some(kind, text, n, &pos, ends, kSplitBatch);
-        for (size_t j = 0; j < k; ++j) {
-            const size_t len = ends[j] - start;
-            // The hot table inline here, the call only on a miss: the call's prologue and epilogue (spilled
-            // registers) cost about as much as the probe itself (17 M of 243 M instructions, callgrind, cl100k).
-            if (cache && len >= 2 && len <= ChunkCache::kHotMax) {
-                uint64_t head, tail;
-                ChunkCache::key_of(text + start, len, &head, &tail);
-                if (uint32_t* hit = cache->hot_emit(head, tail, len, dst)) {
-                    dst = hit;
-                    start = ends[j];
-                    continue;
-                }
-            }
-            uint32_t* next = encode_piece_to(text + start, len, cache, dst, &missing);
+        dst = encode_pieces_to(text, n, start, ends, k, cache, dst, bad);
+        if (!dst) return nullptr;
+        if (pos < n && stop_requested()) break;  // partial: the caller checks stopped()
+    }
+    return dst;
+}
+
+namespace {
+
+// A keyed piece of a batch: its key and hash (the key {0, 0} for pieces the table does not hold: it never
+// matches a slot with ids, so they take the slow path without a branch of their own).
+struct Keyed {
+    PieceKey k;
+    uint64_t h;
+    const PieceTable::Slot* line;
+};
+
+// How far ahead the probe loop pulls a piece's line into L1 (the batch's keying pass pulled it toward L2).
+constexpr size_t kProbeAhead = 16;
+
+}  // namespace
+
+// The piece table's loop, in two passes over a batch of up to kSplitBatch pieces (GigaToken's phase B and probe
+// loop, keyed in a separate pass here): keys, hashes and a prefetch of every piece's line; then a branch-free probe
+// per piece with the line of the piece kProbeAhead ahead prefetched, the rest out of line (encode_slow).
+uint32_t* Encoder::encode_pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
+                                    ChunkCache* cache, uint32_t* dst, BadPiece* bad) const {
+    int missing = -1;
+    if (!cache) {
+        for (size_t j = 0; j < count; start = ends[j], ++j) {
+            uint32_t* next = encode_uncached(text + start, ends[j] - start, dst, &missing);
             if (!next) {
-                bad->data = text + start;
-                bad->size = ends[j] - start;
+                *bad = BadPiece{text + start, ends[j] - start};
                 return nullptr;
             }
             dst = next;
-            start = ends[j];
         }
-        if (pos < n && stop_requested()) break;  // partial: the caller checks stopped()
+        return dst;
+    }
+    attach(cache);
+    Keyed keyed[kSplitBatch];
+    for (size_t base = 0; base < count; base += kSplitBatch) {
+        PieceTable::View table = cache->table_.view();
+        const size_t m = std::min(kSplitBatch, count - base);
+        const size_t* e = ends + base;
+        size_t s = start;
+        for (size_t j = 0; j < m; s = e[j], ++j) {
+            const size_t len = e[j] - s;
+            const bool short_piece = len - 1 < kPieceMax;  // 1-15 bytes
+            PieceKey k = s + 16 <= n ? piece_key_wide(text + s, short_piece ? len : 0)
+                                     : (short_piece ? piece_key(text + s, len) : PieceKey{0, 0});
+            const uint64_t keep = short_piece ? ~uint64_t(0) : 0;
+            k.lo &= keep;
+            k.hi &= keep;
+            const uint64_t h = piece_hash(k);
+            const PieceTable::Slot* line = table.line(h);
+            __builtin_prefetch(line, 0, 2);
+            keyed[j] = Keyed{k, h, line};
+        }
+        s = start;
+        for (size_t j = 0; j < m; s = e[j], ++j) {
+            if (j + kProbeAhead < m) __builtin_prefetch(keyed[j + kProbeAhead].line, 0, 3);
+            if (uint32_t* next = PieceTable::emit(keyed[j].line, keyed[j].k, dst)) {
+                dst = next;
+                continue;
+            }
+            uint32_t* next = encode_slow(text + s, e[j] - s, keyed[j].k, keyed[j].h, cache, dst, &missing);
+            if (!next) {
+                *bad = BadPiece{text + s, e[j] - s};
+                return nullptr;
+            }
+            dst = next;
+            if (__builtin_expect(cache->table_.view().slots != table.slots, 0)) {  // it grew: the lines moved
+                table = cache->table_.view();
+                for (size_t i = j + 1; i < m; ++i) keyed[i].line = table.line(keyed[i].h);
+            }
+        }
+        start = e[m - 1];
     }
     return dst;
 }

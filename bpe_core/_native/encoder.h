@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "piece_table.h"
 #include "pretok.h"
 #include "tables.h"
 
@@ -20,9 +21,12 @@ namespace bpe {
 
 // Scan below this many tokens, heap above (as bpe.SCAN_LIMIT; the results are identical either way).
 constexpr size_t kScanLimit = 64;
-// Room beyond n ids that a piece of n bytes needs in an output buffer (ChunkCache::hot_emit stores kHotIds ids).
-constexpr size_t kPieceSlack = 4;
-// As tokenizer.CHUNK_CACHE_LIMIT: the cache is cleared when it holds this many pieces.
+// Room beyond n ids that a piece of n bytes needs in an output buffer (PieceTable::emit stores 4 ids).
+constexpr size_t kPieceSlack = PieceTable::kInline;
+// The default bound of one worker's cache (the piece table, its spill arena and the long pieces); over it the cache
+// is reset to the seed image (Encoder::set_cache_limit).
+constexpr size_t kDefaultCacheLimit = size_t(256) << 20;
+// As tokenizer.CHUNK_CACHE_LIMIT: the long pieces are dropped when they are this many.
 constexpr size_t kChunkCacheLimit = size_t(1) << 18;
 
 // Asked by long loops (every kPollPieces pieces, every kPollPops heap pops of a long merge) whether to give up:
@@ -77,98 +81,31 @@ struct MergeStats {
     uint64_t pops = 0;
 };
 
+// One worker's cache of piece -> ids: the piece table (piece_table.h) for pieces of 1-15 bytes, seeded from its
+// Encoder on first use, and a BytesMap of longer pieces (1.2% of pieces on the bench's text). Never shared by two
+// threads at once; kept between calls by a CachePool.
 class ChunkCache {
   public:
-    uint32_t* get(const uint8_t* p, size_t n, uint64_t h, uint32_t* dst) const;  // end of the ids, or nullptr
-    void put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count);
-    void clear();
-    size_t size() const { return spans_.size(); }
-
-    // Pieces of 2 to 16 bytes that are one token, in a small two-way set-associative table (a set is one cache
-    // line; the piece's bytes are the key: exact). Short words are most pieces of text, and the two BytesMap
-    // lookups they cost otherwise (vocabulary, then cache: two or three cache misses each) were the top of the
-    // encode profile (find_hashed 33% of encode_batch's samples). Measured on 80 MB of the shared corpora with
-    // cl100k: 89% of pieces are 2-16 bytes; a direct-mapped table of 2-8 byte pieces hit 83% of its lookups.
-    static constexpr size_t kHotMax = 16;
-    // The piece's bytes as two little-endian words, zero-padded (n in [2, 16]), from fixed-size loads inside
-    // [p, p + n): a memcpy of n bytes into a zeroed buffer was a library call and a store-forwarding stall.
-    static void key_of(const uint8_t* p, size_t n, uint64_t* head, uint64_t* tail) {
-        if (n >= 8) {
-            uint64_t a, b;
-            std::memcpy(&a, p, 8);
-            std::memcpy(&b, p + n - 8, 8);
-            *head = a;
-            *tail = n == 8 ? 0 : b >> (8 * (16 - n));
-        } else if (n >= 4) {
-            uint32_t a, b;
-            std::memcpy(&a, p, 4);
-            std::memcpy(&b, p + n - 4, 4);
-            *head = a | (uint64_t(b) << (8 * (n - 4)));
-            *tail = 0;
-        } else {
-            uint16_t a;
-            std::memcpy(&a, p, 2);
-            *head = a | (uint64_t(p[n - 1]) << (8 * (n - 1)));
-            *tail = 0;
-        }
-    }
-    // Up to kHotIds ids inline per entry, so that short pieces of two or three tokens hit too (they took the two
-    // BytesMap lookups, whole piece then chunk cache, on every occurrence). With the output written straight into
-    // the caller's buffer (Encoder::encode_piece_to) and the ids of a hit stored unconditionally: the second pass
-    // over 2 MB (cl100k, one thread) 124.4 -> 108.9 M instructions in Encoder::encode_text (callgrind); alone,
-    // with per-piece vector inserts, it was 143.7 M (worse: the range insert's call and checks).
-    static constexpr size_t kHotIds = 3;
-    // On a hit, the entry's ids stored at dst (all kHotIds of them: dst has the room) and the end of its own;
-    // nullptr on a miss.
-    uint32_t* hot_emit(uint64_t head, uint64_t tail, size_t n, uint32_t* dst) const {
-        const HotSet& set = hot_[hot_index(head, tail)];
-        for (const Hot& e : set.way) {
-            if (e.head == head && e.tail == tail && e.len == n) {
-                std::memcpy(dst, e.ids, sizeof e.ids);
-                return dst + e.count;
-            }
-        }
-        return nullptr;
-    }
-    void hot_put(uint64_t head, uint64_t tail, size_t n, const uint32_t* ids, size_t count) {  // most recent first
-        if (count == 0 || count > kHotIds) return;
-        HotSet& set = hot_[hot_index(head, tail)];
-        set.way[1] = set.way[0];
-        Hot& e = set.way[0];
-        e.head = head;
-        e.tail = tail;
-        e.len = static_cast<uint8_t>(n);
-        e.count = static_cast<uint8_t>(count);
-        for (size_t k = 0; k < kHotIds; ++k) e.ids[k] = k < count ? ids[k] : 0;
-    }
+    uint32_t* get(const uint8_t* p, size_t n, uint64_t h, uint32_t* dst) const;  // long pieces: end of the ids, or nullptr
+    void put(const uint8_t* p, size_t n, uint64_t h, const uint32_t* ids, size_t count, size_t limit);
+    void clear();         // back to the seed image at the next use, long pieces dropped
+    size_t size() const;  // pieces cached beyond the seed image
+    uint64_t resets() const { return resets_; }
 
   private:
-    // 64 K sets of two: 4 MB. At 16 K sets (1 MB) the 236 K distinct pieces of 20 MB of the shared corpora evicted
-    // each other and came back through BytesMap: 2^14 -> 2^16 sets 0.337 -> 0.317 s CPU (cl100k, 20 MB, one thread,
-    // best of 5 interleaved fresh processes), 2^17 0.312 s (-1.9% instructions; not worth 8 MB per thread).
-    static constexpr int kHotBits = 16;
-    struct Hot {
-        uint64_t head;
-        uint64_t tail;
-        uint8_t len;  // 0: empty
-        uint8_t count;
-        uint32_t ids[kHotIds];
-    };
-    static_assert(sizeof(Hot) == 32, "two entries a cache line");
-    struct alignas(64) HotSet {
-        Hot way[2];
-    };
-    static size_t hot_index(uint64_t head, uint64_t tail) {
-        return ((head ^ (tail * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull) >> (64 - kHotBits);
-    }
-    std::vector<HotSet> hot_ = std::vector<HotSet>(size_t(1) << kHotBits, HotSet{});
+    friend class Encoder;
+    PieceTable table_;
+    uint64_t owner_ = 0;   // the serial of the Encoder whose seed image table_ holds (0: none yet)
+    size_t seeded_ = 0;    // entries of the seed image
+    uint64_t resets_ = 0;  // generational resets (the table or the long pieces dropped at the limit)
     struct Span {
         uint64_t offset;
         uint64_t count;
     };
-    BytesMap keys_{1024};      // piece -> index into spans_
+    BytesMap keys_{1024};      // long piece -> index into spans_
     std::vector<Span> spans_;  // where the piece's ids are in ids_
     std::vector<uint32_t> ids_;
+    size_t long_bytes_ = 0;  // bytes of the long pieces and their ids
 };
 
 // Tried and not kept (measured at 20 MB, best of 6-8 fresh processes interleaved, on the shared 2-core machine at
@@ -235,11 +172,21 @@ class Encoder {
     // The same into dst, which has room for n + kPieceSlack ids: the end of the ids, or nullptr (bad filled).
     uint32_t* encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                              BadPiece* bad) const;
+    // The pieces text[start, ends[0]), [ends[0], ends[1]), ... (count of them, none empty, ends[count-1] <= n) into
+    // dst, which has room for (ends[count-1] - start) + kPieceSlack ids: the end of the ids, or nullptr with bad
+    // set to the first piece with a byte that has no token. The entry point of a splitter (README.md).
+    uint32_t* encode_pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
+                               ChunkCache* cache, uint32_t* dst, BadPiece* bad) const;
     // BPE of the byte tokens of p, no cache and no whole-piece lookup (Tokenizer.encode_piece_bytes).
     bool merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out, int* missing_byte,
                      MergeStats* stats) const;
 
     size_t pair_count() const { return pairs_.size(); }
+    size_t seed_count() const { return seed_.size(); }
+    // The bound of each worker's cache in bytes (never below the seed image's size), and the resets it caused.
+    void set_cache_limit(size_t bytes) { cache_limit_.store(bytes, std::memory_order_relaxed); }
+    size_t cache_limit() const { return cache_limit_.load(std::memory_order_relaxed); }
+    uint64_t cache_resets() const { return resets_.load(std::memory_order_relaxed); }
     int64_t byte_id(uint8_t b) const { return byte_ids_[b]; }
 
   private:
@@ -248,6 +195,15 @@ class Encoder {
         return v ? *v : kNoMerge;
     }
     uint32_t* encode_piece_to(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst, int* missing_byte) const;
+    // The ids without a cache: the byte's token, the whole-piece token (ignore_merges) or the merges.
+    uint32_t* encode_uncached(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const;
+    // What the piece table's fast path leaves: pieces over 15 bytes, keys displaced along their probe run, spilled
+    // ids, and misses (merged, then inserted where the probe stopped).
+    uint32_t* encode_slow(const uint8_t* p, size_t n, PieceKey k, uint64_t h, ChunkCache* cache, uint32_t* dst,
+                          int* missing_byte) const;
+    uint32_t* encode_long(const uint8_t* p, size_t n, ChunkCache* cache, uint32_t* dst, int* missing_byte) const;
+    void attach(ChunkCache* cache) const;
+    void seed(const std::vector<std::pair<uint32_t, std::string_view>>& vocab);
     uint32_t* merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const;
     uint32_t* merge_scan(uint32_t* ids, size_t n, uint32_t* dst) const;
 
@@ -255,6 +211,10 @@ class Encoder {
 
     int64_t byte_ids_[256];
     BytesMap whole_;         // token bytes -> id (vocab only)
+    PieceTable seed_;         // the seed image: every vocabulary entry of 1-15 bytes -> what encode_uncached gives
+    uint64_t serial_;         // unique per Encoder (ChunkCache::owner_)
+    std::atomic<size_t> cache_limit_{kDefaultCacheLimit};
+    mutable std::atomic<uint64_t> resets_{0};
     U64Map<uint64_t> pairs_;  // pair key -> merge value
     bool ignore_merges_;
 };

@@ -259,6 +259,10 @@ class PyEncoder {
     void clear_cache() { pool_.clear(); }
     size_t cache_size() const { return pool_.size(); }
     size_t pair_count() const { return enc_->pair_count(); }
+    size_t seed_count() const { return enc_->seed_count(); }
+    size_t cache_limit() const { return enc_->cache_limit(); }
+    void set_cache_limit(size_t bytes) { enc_->set_cache_limit(bytes); }
+    uint64_t cache_resets() const { return enc_->cache_resets(); }
 
   private:
     // encode_flat's work: the documents on threads without the GIL, then (with it) the documents whose str needs
@@ -389,7 +393,14 @@ void bind_encoder(nb::module_& m) {
         .def("merge_bytes", &PyEncoder::merge_bytes, nb::arg("data"), nb::arg("with_stats") = false)
         .def("clear_cache", &PyEncoder::clear_cache)
         .def_prop_ro("cache_size", &PyEncoder::cache_size)
-        .def_prop_ro("pair_count", &PyEncoder::pair_count);
+        .def_prop_ro("pair_count", &PyEncoder::pair_count)
+        .def_prop_ro("seed_count", &PyEncoder::seed_count,
+                     "Vocabulary entries of 1-15 bytes in the seed image of each worker's piece table.")
+        .def_prop_rw("cache_limit", &PyEncoder::cache_limit, &PyEncoder::set_cache_limit,
+                     "Bytes each worker's cache may hold (never less than the seed image); over it, the cache is "
+                     "reset to the seed image.")
+        .def_prop_ro("cache_resets", &PyEncoder::cache_resets,
+                     "Generational resets of the workers' piece tables at the limit, since the encoder was built.");
     m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
           nb::arg("data_size"), nb::arg("n"));
 }

@@ -11,6 +11,7 @@
 // - `[^\r\n\p{L}\p{N}]?\p{L}+` gives the same match whether `?` is possessive or not (a P character is not L);
 // - o200k's `P?U*W+`: U* backtracks to the last position that starts a W character, see o200k_upper_lower.
 #include "pretok.h"
+#include "pretok_rx.h"
 
 #include <stdexcept>
 
@@ -476,6 +477,7 @@ size_t split_some_with(const uint8_t* s, size_t n, size_t* pos, size_t* ends, si
 }  // namespace
 
 size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    if (rx_is(kind)) return rx_split_some(kind, text, n, pos, ends, max);  // a compiled pattern (pretok_rx.cpp)
     switch (kind) {
         case Pretok::kR50k: return split_some_with<next_r50k>(text, n, pos, ends, max);
         case Pretok::kCl100k: return split_some_with<next_cl100k>(text, n, pos, ends, max);
@@ -496,10 +498,11 @@ Pretok pretok_from_name(std::string_view name) {
     const auto& names = pretok_names();
     for (size_t i = 0; i < names.size(); ++i)
         if (names[i] == name) return static_cast<Pretok>(i);
-    return Pretok::kNone;
+    return rx_from_name(name);
 }
 
 void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
+    if (rx_is(kind)) return rx_split(kind, text, n, ends);
     switch (kind) {
         case Pretok::kR50k: return split_with<next_r50k>(text, n, ends);
         case Pretok::kCl100k: return split_with<next_cl100k>(text, n, ends);

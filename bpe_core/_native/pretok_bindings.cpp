@@ -3,11 +3,13 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
 
 #include <string>
 #include <vector>
 
 #include "pretok.h"
+#include "pretok_rx.h"
 #include "pretok_blocks.h"
 
 namespace nb = nanobind;
@@ -24,7 +26,7 @@ nb::list names_list() {
 
 // The pieces of `data` under the preset `name`, as bytes objects.
 nb::list split_to_bytes(const std::string& name, nb::bytes data) {
-    const bpe::Pretok kind = bpe::pretok_from_name(name);
+    const bpe::Pretok kind = bpe::pretok_from_name(name);  // a preset's name, or a compiled program's "rx:N"
     if (kind == bpe::Pretok::kNone) {
         std::string known;
         for (std::string_view n : bpe::pretok_names()) known += (known.empty() ? "" : ", ") + std::string(n);
@@ -62,6 +64,14 @@ void bind_pretok(nb::module_& m) {
     m.def("pretok_split", &split_to_bytes, nb::arg("name"), nb::arg("data"),
           "The pieces of UTF-8 `data` under the preset `name` (invalid bytes split as their surrogateescape "
           "characters would).");
+    m.def(
+        "pretok_compile",
+        [](const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes) {
+            return bpe::rx_name(bpe::rx_register(program, classes));
+        },
+        nb::arg("program"), nb::arg("classes"),
+        "Register a pre-tokenizer program of bpe_core/pretok_compiler.py; returns the name ('rx:N') that "
+        "pretok_split and the encoders take. Programs live for the process.");
     m.def(
         "pretok_split_ends",
         [](const std::string& name, nb::bytes data, const std::string& tier, size_t batch) {

@@ -133,22 +133,84 @@ class PySuperwordPass {
     }
 
     nb::tuple encode(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
-        const size_t n_docs = check(data, doc_offsets, ids, id_offsets);
+        return encode_docs(array_docs(data, doc_offsets, ids, id_offsets), ids, id_offsets);
+    }
+    nb::tuple encode_texts(nb::handle texts, const Ids& ids, const Offsets64& id_offsets) {
+        nb::object keep;
+        return encode_docs(list_docs(texts, ids, id_offsets, keep), ids, id_offsets);
+    }
+    nb::tuple count(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
+        return count_docs(array_docs(data, doc_offsets, ids, id_offsets), ids, id_offsets);
+    }
+    nb::tuple count_texts(nb::handle texts, const Ids& ids, const Offsets64& id_offsets) {
+        nb::object keep;
+        return count_docs(list_docs(texts, ids, id_offsets, keep), ids, id_offsets);
+    }
+
+  private:
+    // The documents' UTF-8: pointer and length each; a null pointer is a text the pass cannot read (listed failed).
+    struct Docs {
+        std::vector<const uint8_t*> ptr;
+        std::vector<size_t> len;
+    };
+
+    static Docs array_docs(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids,
+                           const Offsets64& id_offsets) {
+        const size_t n = check(data, doc_offsets, ids, id_offsets);
+        Docs docs;
+        for (size_t d = 0; d < n; ++d) {
+            docs.ptr.push_back(data.data() + doc_offsets.data()[d]);
+            docs.len.push_back(static_cast<size_t>(doc_offsets.data()[d + 1] - doc_offsets.data()[d]));
+        }
+        return docs;
+    }
+
+    // A list of str (their cached UTF-8, no copy; a lone surrogate makes the text unreadable here) or bytes.
+    static Docs list_docs(nb::handle texts, const Ids& ids, const Offsets64& id_offsets, nb::object& keep) {
+        if (!PyList_Check(texts.ptr())) throw nb::type_error("texts must be a list of str or bytes");
+        keep = nb::borrow(texts);
+        const size_t n = static_cast<size_t>(PyList_GET_SIZE(texts.ptr()));
+        if (id_offsets.shape(0) != n + 1 || id_offsets.data()[0] != 0 ||
+            static_cast<uint64_t>(id_offsets.data()[n]) != ids.shape(0))
+            throw nb::value_error("id_offsets: one per text + 1, from 0 to the number of ids");
+        Docs docs;
+        for (size_t d = 0; d < n; ++d) {
+            if (id_offsets.data()[d] > id_offsets.data()[d + 1]) throw nb::value_error("offsets must not decrease");
+            PyObject* t = PyList_GET_ITEM(texts.ptr(), static_cast<Py_ssize_t>(d));
+            const char* p = nullptr;
+            Py_ssize_t len = 0;
+            if (PyUnicode_Check(t)) {
+                p = PyUnicode_AsUTF8AndSize(t, &len);
+                if (!p) PyErr_Clear();
+            } else if (PyBytes_Check(t)) {
+                p = PyBytes_AS_STRING(t);
+                len = PyBytes_GET_SIZE(t);
+            } else {
+                throw nb::type_error("texts must be a list of str or bytes");
+            }
+            docs.ptr.push_back(reinterpret_cast<const uint8_t*>(p));
+            docs.len.push_back(p ? static_cast<size_t>(len) : 0);
+        }
+        return docs;
+    }
+
+    nb::tuple encode_docs(const Docs& docs, const Ids& ids, const Offsets64& id_offsets) {
+        const size_t n_docs = docs.ptr.size();
         std::vector<uint32_t> out(ids.data(), ids.data() + ids.shape(0));
         std::vector<int64_t> offsets(n_docs + 1, 0);
         std::vector<int64_t> failed;
         {
             nb::gil_scoped_release release;
             SuperwordScratch s;
+            std::vector<std::pair<size_t, size_t>> runs;
             size_t w = 0;
             for (size_t d = 0; d < n_docs; ++d) {
                 const int64_t a = id_offsets.data()[d], b = id_offsets.data()[d + 1];
                 uint32_t* doc = out.data() + a;
-                std::vector<std::pair<size_t, size_t>> runs;
-                const bool ok = for_each_run(kind_, data.data() + doc_offsets.data()[d],
-                                             static_cast<size_t>(doc_offsets.data()[d + 1] - doc_offsets.data()[d]),
-                                             doc, static_cast<size_t>(b - a), t_, s,
-                                             [&](size_t start, size_t len) { runs.emplace_back(start, len); });
+                runs.clear();
+                const bool ok = docs.ptr[d] && for_each_run(kind_, docs.ptr[d], docs.len[d], doc,
+                                                            static_cast<size_t>(b - a), t_, s,
+                                                            [&](size_t start, size_t len) { runs.emplace_back(start, len); });
                 if (!ok) {
                     failed.push_back(static_cast<int64_t>(d));
                     offsets[d + 1] = static_cast<int64_t>(w);
@@ -171,8 +233,8 @@ class PySuperwordPass {
 
     // (run ids, run offsets, counts, failed documents): the runs of these documents, each distinct run once, sorted
     // by key (the little-endian u32 bytes; equal to sorting the id sequences as bytes).
-    nb::tuple count(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
-        const size_t n_docs = check(data, doc_offsets, ids, id_offsets);
+    nb::tuple count_docs(const Docs& docs, const Ids& ids, const Offsets64& id_offsets) {
+        const size_t n_docs = docs.ptr.size();
         std::vector<uint32_t> run_ids;
         std::vector<int64_t> run_offsets{0}, counts, failed;
         {
@@ -182,12 +244,13 @@ class PySuperwordPass {
             for (size_t d = 0; d < n_docs; ++d) {
                 const int64_t a = id_offsets.data()[d], b = id_offsets.data()[d + 1];
                 const uint32_t* doc = ids.data() + a;
-                const bool ok = for_each_run(
-                    kind_, data.data() + doc_offsets.data()[d],
-                    static_cast<size_t>(doc_offsets.data()[d + 1] - doc_offsets.data()[d]), doc,
-                    static_cast<size_t>(b - a), t_, s, [&](size_t start, size_t len) {
-                        ++table[std::string(reinterpret_cast<const char*>(doc + start), len * sizeof(uint32_t))];
-                    });
+                const bool ok = docs.ptr[d] && for_each_run(kind_, docs.ptr[d], docs.len[d], doc,
+                                                            static_cast<size_t>(b - a), t_, s,
+                                                            [&](size_t start, size_t len) {
+                                                                ++table[std::string(
+                                                                    reinterpret_cast<const char*>(doc + start),
+                                                                    len * sizeof(uint32_t))];
+                                                            });
                 if (!ok) failed.push_back(static_cast<int64_t>(d));
             }
             std::vector<const std::pair<const std::string, int64_t>*> order;
@@ -205,7 +268,6 @@ class PySuperwordPass {
                               to_numpy(std::move(counts)), to_numpy(std::move(failed)));
     }
 
-  private:
     static size_t check(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
         const size_t n = doc_offsets.shape(0);
         if (n == 0 || id_offsets.shape(0) != n) throw nb::value_error("doc_offsets and id_offsets: one per text, + 1");
@@ -238,5 +300,7 @@ void bind_superword(nb::module_& m) {
         .def("encode", &PySuperwordPass::encode, nb::arg("data"), nb::arg("doc_offsets"), nb::arg("ids"),
              nb::arg("id_offsets"))
         .def("count", &PySuperwordPass::count, nb::arg("data"), nb::arg("doc_offsets"), nb::arg("ids"),
-             nb::arg("id_offsets"));
+             nb::arg("id_offsets"))
+        .def("encode_texts", &PySuperwordPass::encode_texts, nb::arg("texts"), nb::arg("ids"), nb::arg("id_offsets"))
+        .def("count_texts", &PySuperwordPass::count_texts, nb::arg("texts"), nb::arg("ids"), nb::arg("id_offsets"));
 }

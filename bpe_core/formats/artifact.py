@@ -29,8 +29,18 @@ spelled as raw text (``Tokenizer.unreachable_tokens()``: their bytes are not the
     unreachable 1403                 # one id per line
     264
 
-Every other tokenizer is still written as version 1, byte for byte as before. Nothing in it depends on paths, times
-or the machine beyond the library versions, so the same training gives a byte-identical file.
+Format version 3 is version 2 (its ``unreachable`` section always written, 0 where empty) plus a superword
+tokenizer's phase 2 (SuperBPE, :mod:`bpe_core.superword`), before the hash: the eligibility rule and the size of
+the word model (ids below it are word tokens, made by the ``merges``), then the supermerges in rank order::
+
+    superword "letter-run" 14000
+    supermerges 2000                 # left id, right id, in rank order (the result: the token of their bytes)
+    262 1820
+
+Readers of versions 1 and 2 refuse it by its version line (a superword tokenizer encoded without its supermerges
+would give other ids). Every other tokenizer is still written as version 1 or 2, byte for byte as before. Nothing in
+it depends on paths, times or the machine beyond the library versions, so the same training gives a byte-identical
+file.
 """
 
 from __future__ import annotations
@@ -51,16 +61,18 @@ if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizer
 
 MAGIC = "beam-bpe-tokenizer"
-FORMAT_VERSION = 2  # the newest this version reads and writes; 1 where there is nothing unreachable to say
-FORMAT_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # the newest this version reads and writes; 1 where there is nothing unreachable to say
+FORMAT_VERSIONS = (1, 2, 3)
 
 
 def dumps_artifact(tok: TokenizerLike) -> bytes:
     pre = tok.pretokenizer
     textual = text_spelled_ids(tok)
+    superword = getattr(tok, "superword", None)
+    version = 3 if superword is not None else 2 if textual else 1
     lines = [
         MAGIC,
-        f"format_version {2 if textual else 1}",
+        f"format_version {version}",
         f"name {json.dumps(tok.name)}",
         f"kind {tok.kind}",
         f"normalizer {json.dumps(pre.normalizer if pre else None)}",
@@ -81,9 +93,13 @@ def dumps_artifact(tok: TokenizerLike) -> bytes:
     for section, table in (("special_tokens", tok.special_tokens), ("added_tokens", tok.added_tokens)):
         lines.append(f"{section} {len(table)}")
         lines += [_named_line(tok, text, tid) for text, tid in sorted(table.items(), key=lambda kv: kv[1])]
-    if textual:
+    if version >= 2:
         lines.append(f"unreachable {len(textual)}")
         lines += [str(i) for i in textual]
+    if superword is not None:
+        lines.append(f"superword {json.dumps(superword.rule)} {superword.word_size}")
+        lines.append(f"supermerges {len(superword.merges)}")
+        lines += [f"{a} {b}" for a, b in superword.merges]
     body = ("\n".join(lines) + "\n").encode("utf-8")
     return body + f"sha256 {hashlib.sha256(body).hexdigest()}\n".encode("ascii")
 
@@ -139,6 +155,7 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
     specials = reader.section("special_tokens", _parse_named_line)
     added = reader.section("added_tokens", _parse_named_line)
     unreachable = reader.section("unreachable", lambda parts: int(parts[0])) if version >= 2 else []
+    superword = _superword(reader, vocab) if version >= 3 else None
     return TokenizerData(
         vocab,
         merges=merges,
@@ -150,7 +167,35 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
         name=name,
         unreachable=frozenset(unreachable),
         source=str(path),
+        superword=superword,
     )
+
+
+def _superword(reader: _Reader, vocab: dict[int, bytes]):
+    """The ``superword`` line and the ``supermerges`` section (format version 3)."""
+    from bpe_core.superword import RULES, Supermerges
+
+    line = reader.pos + 1
+    rule, word_size = reader.field("superword", _parse_superword_line)
+    if rule not in RULES:
+        raise TokenizerFileError(
+            reader.path,
+            f"superword eligibility rule {rule!r} is not one this beam-bpe {BEAM_BPE_VERSION} knows ({RULES}): "
+            "the file was written by a newer version",
+            line=line,
+        )
+    merges = reader.section("supermerges", _parse_merge_line)
+    try:
+        return Supermerges.from_vocab(merges, vocab, word_size, rule)
+    except ValueError as exc:
+        raise TokenizerFileError(reader.path, str(exc), line=reader.pos) from None
+
+
+def _parse_superword_line(value: str) -> tuple[str, int]:
+    rule, end = json.JSONDecoder().raw_decode(value)
+    if not isinstance(rule, str):
+        raise ValueError("the rule is not a JSON string")
+    return rule, int(value[end:])
 
 
 def _verify_hash(path: str, data: bytes, lines: list[str]) -> None:

@@ -19,7 +19,7 @@ from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.huggingface import byte_vocab, merge_token_ids, parse_json
 from bpe_core.presets import GPT2_HF_PATTERN
 from bpe_core.pretokenize import PreTokenizer
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
@@ -119,6 +119,7 @@ def save_gpt2_files(tok: TokenizerLike, directory: str) -> tuple[str, str]:
     """Write ``vocab.json`` and ``merges.txt``. Special and added tokens go into ``vocab.json`` where their text is
     its own byte-level spelling (``<|endoftext|>``, as GPT-2's file has it); the normalizer, the pre-tokenizer and
     which tokens are special have no place in these files (``to_huggingface`` keeps them)."""
+    refuse_superword(tok, "vocab.json + merges.txt")
     directory = str(directory)
     vocab = tok.vocab
     textual = set(text_spelled_ids(tok))  # spelled as their text, as the file they came from had them

@@ -25,7 +25,7 @@ from bpe_core.formats.hf_components import (
     pretokenizer_to_hf,
 )
 from bpe_core.pretokenize import PreTokenizer
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
 
 FAMILY = "huggingface tokenizer.json (byte-level BPE)"
 _DECODERS = (None, "ByteLevel")
@@ -272,6 +272,7 @@ def _merges(entries: list, text_to_id: dict[str, int], path: str) -> list[tuple[
 def dumps_huggingface(tok: TokenizerLike) -> bytes:
     """A ``tokenizer.json`` equal to ``tok``: merges for rank-only vocabularies are derived (with
     ignore_merges, as Hugging Face's own tiktoken conversions do)."""
+    refuse_superword(tok, "a tokenizer.json")
     if tok.pretokenizer is None:
         raise ValueError("this tokenizer has no pre-tokenizer; a tokenizer.json needs one (give pretokenizer=...)")
     spec = {

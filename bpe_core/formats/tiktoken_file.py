@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core.errors import TokenizerFileError
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
+from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
 
 if TYPE_CHECKING:
     from bpe_core.pretokenize import PreTokenizerSpec
@@ -141,6 +141,7 @@ def dumps_tiktoken(tok: TokenizerLike) -> bytes:
     """The rank file of ``tok``'s vocabulary; the empty token is written ``=`` (as Whisper's file has it: an empty
     field would not be a 'base64 rank' line). Tokens spelled as text (unreachable, their bytes perhaps another
     token's) have no place in a rank file, where every token is produced by its bytes: refused."""
+    refuse_superword(tok, "a .tiktoken rank file")
     vocab = tok.vocab
     textual = text_spelled_ids(tok)
     if textual:

@@ -13,13 +13,16 @@ import traceback
 from collections.abc import Sequence
 
 import bpe_core
-from bpe_core import StreamingDecoder, Tokenizer, TokenizerFileError
+from bpe_core import Tokenizer, TokenizerFileError
 from pipeline.cli.common import (
     add_verbose_argument,
     failure_line,
     in_a_pipeline_step,
+    interrupted_line,
     is_verbose,
     quiet_tracebacks,
+    special_tokens_policy,
+    was_interrupted,
 )
 from pipeline.errors import UsageError
 
@@ -43,9 +46,16 @@ def cmd_encode(args: argparse.Namespace, beam_args: list[str]) -> int:
     if beam_args:
         raise UsageError(f"unrecognized arguments: {' '.join(beam_args)} (Beam options go with --input)")
     _refuse_corpus_flags(args)
+    if len(args.tokenizer) > 1:
+        raise UsageError(
+            f"--text takes one tokenizer, got {len(args.tokenizer)} ({', '.join(args.tokenizer)}): give one, or "
+            "encode a corpus (--input) with several"
+        )
+    args.tokenizer = args.tokenizer[0]
     tok = _load(args)
-    text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+    text = args.text if args.text is not None else _stdin_text()
+    allowed = special_tokens_policy(args) == "allowed"
+    ids = tok.encode(text, allowed_special="all") if allowed else tok.encode_ordinary(text)
     print(" ".join(map(str, ids)))
     return 0
 
@@ -64,7 +74,6 @@ CORPUS_ONLY = (
     "prefix",
     "bos",
     "eos",
-    "special_tokens",
     "verify",
     "overwrite",
     "no_progress",
@@ -75,16 +84,11 @@ CORPUS_ONLY = (
 def _refuse_corpus_flags(args: argparse.Namespace) -> None:
     given = [flag for dest, flag in args.given_flags if dest in CORPUS_ONLY]
     if given:
-        extra = (
-            " (for one text, --allow-special encodes special-token text as special tokens)"
-            if "--special-tokens" in given
-            else ""
-        )
         one = len(given) == 1
         verb, does, them = ("belongs", "does", "it") if one else ("belong", "do", "them")
         raise UsageError(
             f"{', '.join(given)} {verb} to the encoding pipeline (--input ... --out DIR) and {does} "
-            f"nothing with --text or stdin: drop {them}{extra}"
+            f"nothing with --text or stdin: drop {them}"
         )
 
 
@@ -94,67 +98,6 @@ def _given_flags(
     """(dest, flag) of every option of the chosen sub-command that appears in ``argv``."""
     by_flag = {flag: dest for dest, flag in _all_flags(parser, args)}
     return [(by_flag[a.split("=", 1)[0]], a.split("=", 1)[0]) for a in argv if a.split("=", 1)[0] in by_flag]
-
-
-def _parse_ids(text: str) -> list[int]:
-    """Ids written as ``1 2 3``, ``1,2,3`` or a JSON list; anything else is named in the error."""
-    text = text.strip()
-    words = json.loads(text) if text.startswith("[") else text.replace(",", " ").split()
-    try:
-        return [int(i) for i in words]
-    except (TypeError, ValueError):
-        bad = next(w for w in words if not str(w).lstrip("-").isdigit())
-        raise UsageError(f'{bad!r} is not a token id: ids are integers, e.g. "15339 1917" or [15339, 1917]') from None
-
-
-def cmd_decode(args: argparse.Namespace) -> int:
-    if args.shards:  # one document of an encoding output
-        from pipeline.cli.encode import cmd_decode_shards
-
-        return cmd_decode_shards(args)
-    tok = _load(args)
-    if args.stream:
-        decoder = StreamingDecoder(tok, skip_special=args.skip_special)
-        for line in sys.stdin:
-            sys.stdout.write(decoder.feed(_parse_ids(line)))
-            sys.stdout.flush()
-        sys.stdout.write(decoder.flush())
-        return 0
-    if args.ids is None:
-        raise UsageError('decode needs --ids "1 2 3" or --stream')
-    ids = _parse_ids(args.ids)
-    if args.skip_special:
-        ids = [i for i in ids if not tok.is_special(i)]
-    sys.stdout.write(tok.decode(ids) + "\n")
-    return 0
-
-
-def cmd_convert(args: argparse.Namespace) -> int:
-    tok = _load_with_special_tokens(args) if args.special_token else _load(args)
-    tok.save(args.out)
-    print(f"wrote {args.out}: {tok.kind}, n_vocab={tok.n_vocab}, pre-tokenizer {tok.pretokenizer.describe()}")
-    return 0
-
-
-def _load_with_special_tokens(args: argparse.Namespace) -> Tokenizer:
-    """A .tiktoken rank file with the special tokens given as --special-token TOKEN=ID (other formats carry theirs)."""
-    from bpe_core._io import read_bytes
-    from bpe_core.formats.detect import sniff
-
-    if sniff(read_bytes(args.tokenizer)) != "tiktoken":
-        raise ValueError(
-            f"--special-token is for .tiktoken rank files, which carry no special tokens; {args.tokenizer} carries "
-            "its own (see `beam-bpe info`)"
-        )
-    specials: dict[str, int] = {}
-    for item in args.special_token:
-        token, sep, value = item.rpartition("=")
-        if not sep or not token or not value.isdigit():
-            raise ValueError(
-                f"--special-token {item!r}: expected TOKEN=ID, e.g. --special-token '<|endoftext|>=100257'"
-            )
-        specials[token] = int(value)
-    return Tokenizer.from_tiktoken(args.tokenizer, pretokenizer=args.pretokenizer, special_tokens=specials)
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: list[str]) -> int:
@@ -169,32 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
     add_verbose_argument(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def with_tokenizer(name: str, help_text: str) -> argparse.ArgumentParser:
+    def with_tokenizer(name: str, help_text: str, *, several: str = "") -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, ...)")
+        p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, ...)" + several,
+                       action="append" if several else "store")  # fmt: skip
         p.add_argument("--pretokenizer", help="pre-tokenizer for rank-only files (.tiktoken): cl100k, o200k, ...")
         return p
 
     with_tokenizer("info", "describe a tokenizer file").set_defaults(func=cmd_info)
-    from pipeline.cli.encode import add_decode_shards_arguments, add_encode_corpus_arguments
+    from pipeline.cli.decode import add_decode_parser
+    from pipeline.cli.encode import add_encode_corpus_arguments
 
-    p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)")
+    p = with_tokenizer("encode", "print the ids of a text, or encode a corpus into token-id shards (--input)",
+                       several="; with --input, repeat it to encode with several in one read: OUT/<file name>/ "
+                       "each, as separate runs would write")  # fmt: skip
     p.add_argument("--text", help="text to encode (default: stdin)")
-    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
     add_encode_corpus_arguments(p)
     p.set_defaults(func=cmd_encode, takes_beam_args=True)
-    p = with_tokenizer("decode", "print the text of ids")
-    p.add_argument("--ids", help='ids, e.g. "1 2 3" or "[1, 2, 3]"')
-    p.add_argument("--stream", action="store_true", help="read ids from stdin, write text as soon as complete")
-    p.add_argument("--skip-special", action="store_true", help="leave special tokens out of the text")
-    add_decode_shards_arguments(p)
-    p.set_defaults(func=cmd_decode)
-    p = with_tokenizer("convert", "write the own artifact (tokenizer.bpe) from any loadable file")
-    p.add_argument("--out", required=True, help="output path, conventionally tokenizer.bpe")
-    p.add_argument("--special-token", action="append", default=[], metavar="TOKEN=ID",
-                   help="a special token of a .tiktoken rank file (repeatable; OpenAI's published files get "
-                        "tiktoken's by default, and these replace them)")  # fmt: skip
-    p.set_defaults(func=cmd_convert)
+    add_decode_parser(sub)
+    from pipeline.cli.convert import add_convert_parser
+
+    add_convert_parser(sub)
     from pipeline.cli.train import add_train_parser
 
     add_train_parser(sub)
@@ -206,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli.report import add_report_parser
 
     add_report_parser(sub)
+    from pipeline.launch.logs import add_log_level_flag
+
+    for name in ("train", "encode", "report", "count-tokens"):  # the commands that run Beam
+        add_log_level_flag(sub.choices[name])
     p = sub.add_parser("demo", help="train with the Beam pipeline on the Python standard library, encode and decode")
     p.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     p.add_argument("--vocab-size", type=int, default=2048)
@@ -231,13 +173,9 @@ def runs_a_pipeline(args: argparse.Namespace) -> bool:
     return args.command in ("train", "demo", "report") or (args.command == "encode" and bool(args.input or args.out))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "takes_beam_args", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.given_flags = _given_flags(parser, args, argv)
+def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """The Beam options of a pipeline command: ``--workers N`` turned into Beam's, and every flag that neither we
+    nor Beam parse refused before any work (Beam would log it and run on)."""
     if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
         from pipeline.launch.options import with_workers  # imports Apache Beam
 
@@ -245,13 +183,50 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra = with_workers(args.workers, extra)
         except UsageError as exc:
             _subparser(parser, args).error(str(exc))
-    if extra and runs_a_pipeline(args):
+    if extra and (runs_a_pipeline(args) or args.command == "count-tokens"):
         from pipeline.launch.options import check_beam_args  # imports Apache Beam
 
         try:  # what neither we nor Beam parse would be logged by Beam and ignored: refused before any work
             check_beam_args(extra, our_flags=[flag for _, flag in _all_flags(parser, args)])
         except UsageError as exc:
             _subparser(parser, args).error(str(exc))  # the sub-command's usage, not the top level's
+    return extra
+
+
+def _stdin_text() -> str:
+    """stdin as UTF-8, refused where it is not (the pipelines make such a document a dead letter; U+FFFD would
+    encode text that nobody wrote)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"stdin is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} ({exc.reason}); the pipelines "
+            "make such a document a dead letter. Convert the text to UTF-8 (e.g. iconv -t UTF-8), or pass --text"
+        ) from None
+
+
+def _log_level(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """``--log-level``: Beam's loggers here, and the workers' harness level among the Beam options of a pipeline."""
+    level = getattr(args, "log_level", None)
+    if level is None:
+        return extra
+    from pipeline.launch.logs import harness_args, set_beam_log_level
+
+    set_beam_log_level(level)
+    pipeline = runs_a_pipeline(args) or (args.command == "count-tokens" and bool(extra))
+    return harness_args(extra, level) if pipeline else extra
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_beam_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.given_flags = _given_flags(parser, args, argv)
+    extra = _beam_arguments(parser, args, extra)
+    extra = _log_level(args, extra)
     pipeline, verbose = runs_a_pipeline(args), is_verbose(args)
     with quiet_tracebacks(pipeline and not verbose) as thread_errors:
         try:
@@ -264,11 +239,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _report_failure(args, exc, thread_errors, verbose)
             # MemoryError: the trainer's refusal of a merge loop that would not fit, with its estimate and the fix
             print(f"beam-bpe {args.command}: error: {as_cli_message(exc)}", file=sys.stderr)
-            return 2
-        except Exception as exc:  # noqa: BLE001 - a failed run (a worker lost, a step raising): reported in one line
+            return getattr(exc, "exit_code", 2)  # 3: NothingWrittenError, the run wrote nothing
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a failed or stopped run: one line
             if not pipeline:
                 raise
-            return _report_failure(args, exc, thread_errors, verbose)
+            if not was_interrupted(exc):
+                return _report_failure(args, exc, thread_errors, verbose)
+            if verbose:  # Ctrl-C: what is complete and that a rerun resumes
+                traceback.print_exception(exc, file=sys.stderr)
+            print(interrupted_line(args.command, exc, args.out), file=sys.stderr)
+            return 130
     for error in thread_errors:  # a Beam thread ended with an error, yet the run completed
         print(f"beam-bpe {args.command}: warning: {error}", file=sys.stderr)
     return code

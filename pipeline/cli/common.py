@@ -17,15 +17,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pipeline.corpus.names import AUTO, format_of_name
 from pipeline.corpus.plan import (
-    COMPRESSIONS,
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_RANGE_BYTES,
     FORMATS,
     TEXT_UNITS,
     CorpusSpec,
 )
-from pipeline.errors import CorpusError
+from pipeline.errors import CorpusError, UsageError
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 
@@ -33,6 +33,21 @@ VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
 default, in this process; --workers N for N worker processes on this machine), --runner DaskRunner
 --dask_client_address HOST:PORT, --runner DataflowRunner --project P --region R --temp_location gs://..."""
+EXIT_CODES = (
+    "Exit code 0: done; exit code 2: refused or failed (one line says why); exit code 3: the run finished but "
+    "wrote nothing (no document was read, or every document read was a dead letter)."
+)
+
+
+def nothing_written(command: str, read: int, dead: int, where: str) -> str:
+    """The message of exit code 3: what was read, where the dead letters are, what to check."""
+    what = "no document was read" if read == 0 else f"all {read:,} documents read were dead letters ({where})"
+    return (
+        f"{command} wrote nothing: {what}; check --format (or the files' suffixes), --text-field / --text-column "
+        "and --max-document-bytes"
+    )
+
+
 # What a failed run leaves in --out and what a rerun of the same command does, as each pipeline guarantees
 # (tests/reliability/test_faults.py checks both for every stage of each).
 AFTER_FAILURE = {
@@ -65,12 +80,15 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
         "--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)"
     )
     src.add_argument("--format", choices=FORMATS, default=None,
-                     help="default: from the --input names (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet, each "
-                          "optionally .gz/.bz2/.zst), else jsonl")  # fmt: skip
+                     help="default: each file's own name (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet/.pq, "
+                          "each optionally .gz/.bz2/.zst); a file whose name says none is refused unless --format "
+                          "is given (every file is then read as that format)")  # fmt: skip
     src.add_argument(
-        "--text-field", default="text", help="JSONL field holding the text; dotted for nested (default: text)"
+        "--text-field",
+        default=None,
+        help="JSONL field or Parquet column holding the text; dotted for a nested JSONL field (default: text)",
     )
-    src.add_argument("--text-column", default="text", help="Parquet column holding the text (default: text)")
+    src.add_argument("--text-column", default=None, help="deprecated: --text-field (one flag for JSONL and Parquet)")
     src.add_argument(
         "--text-unit", choices=TEXT_UNITS, default="line", help="plain text: one document per line or per file"
     )
@@ -87,46 +105,67 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
 
 def corpus_spec(args: argparse.Namespace) -> CorpusSpec:
     """The CorpusSpec of the corpus flags (``--format`` read off the input names where it is not given)."""
-    named = infer_format(args.input)
-    fmt = args.format or named
-    if args.format and named != args.format and any(_names_a_format(p) for p in args.input):
+    fmt = args.format or infer_format(args.input)
+    said = sorted({f for f in map(format_of_name, args.input) if f})
+    if args.format and said and said != [args.format]:
+        named = " and ".join(said)
         print(f"beam-bpe: warning: --format {args.format}, but the --input names say {named} (e.g. "
               f"{args.input[0]!r}): every line is read as {args.format}; drop --format if the files hold {named}",
               file=sys.stderr)  # fmt: skip
-    return CorpusSpec(
-        fmt, args.text_field, args.text_column, args.text_unit, max_document_bytes=args.max_document_bytes
-    )
+    field = text_field(args)
+    return CorpusSpec(fmt, field, field, args.text_unit, max_document_bytes=args.max_document_bytes)
 
 
-FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",
-                   ".md": "text", ".rst": "text", ".parquet": "parquet", ".pq": "parquet"}  # fmt: skip
+def text_field(args: argparse.Namespace) -> str:
+    """The field (JSONL) or column (Parquet) holding the text: ``--text-field``, or the deprecated ``--text-column``
+    (with a warning); the two naming different fields are refused."""
+    if args.text_column is None:
+        return args.text_field or "text"
+    warn_deprecated("--text-column", "--text-field", "one flag names the JSONL field and the Parquet column")
+    if args.text_field is not None and args.text_field != args.text_column:
+        raise CorpusError(
+            f"--text-field {args.text_field} and --text-column {args.text_column} name different fields: one flag "
+            "names both the JSONL field and the Parquet column now; give --text-field alone"
+        )
+    return args.text_column
 
 
-def _names_a_format(pattern: str) -> bool:
-    name = pattern.rstrip("/").rsplit("/", 1)[-1].lower()
-    for ext in COMPRESSIONS:
-        name = name.removesuffix(ext)
-    return "." in name and "." + name.rsplit(".", 1)[-1] in FORMAT_SUFFIXES
+_WARNED: set[str] = set()
+
+
+def warn_deprecated(old: str, new: str, why: str) -> None:
+    """One warning per process that ``old`` is a deprecated spelling of ``new`` (it still works)."""
+    if old not in _WARNED:
+        _WARNED.add(old)
+        print(f"beam-bpe: warning: {old} is deprecated: use {new} ({why}); {old} still works for now", file=sys.stderr)
+
+
+def special_tokens_policy(args: argparse.Namespace) -> str:
+    """``--special-tokens ordinary|allowed`` (default ordinary), or the deprecated ``--allow-special`` (allowed, with
+    a warning); ``--allow-special --special-tokens ordinary`` is refused."""
+    if not getattr(args, "allow_special", False):
+        return args.special_tokens or "ordinary"
+    warn_deprecated("--allow-special", "--special-tokens allowed", "one flag for --text and --input")
+    if args.special_tokens not in (None, "allowed"):
+        raise UsageError(f"--allow-special and --special-tokens {args.special_tokens} contradict each other: give "
+                         "--special-tokens allowed or ordinary alone")  # fmt: skip
+    return "allowed"
+
+
+def add_special_tokens_argument(p, *, choices: tuple[str, ...], what: str) -> None:
+    """``--special-tokens`` and its deprecated alias ``--allow-special``."""
+    p.add_argument("--special-tokens", choices=choices, default=None,
+                   help=f"text spelling a special token{what}: encoded as ordinary text (default) or as the control "
+                        "token")  # fmt: skip
+    p.add_argument("--allow-special", action="store_true", help="deprecated: --special-tokens allowed")
 
 
 def infer_format(patterns: list[str]) -> str:
-    """The format every input's name says (``data/*.txt.gz`` -> text), jsonl where none says one; two different
-    formats are refused (one run reads one format)."""
-    found = {}
-    for pattern in patterns:
-        name = pattern.rstrip("/").rsplit("/", 1)[-1].lower()
-        for ext in COMPRESSIONS:
-            name = name.removesuffix(ext)
-        suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
-        if suffix in FORMAT_SUFFIXES:
-            found[pattern] = FORMAT_SUFFIXES[suffix]
-    formats = set(found.values())
-    if len(formats) > 1:
-        raise CorpusError(
-            f"the --input names say different formats ({', '.join(f'{p!r}: {f}' for p, f in found.items())}): one run "
-            "reads one format; run them separately or give --format"
-        )
-    return formats.pop() if formats else "jsonl"
+    """The format every input's name says (``data/*.txt.gz`` -> text); where they do not all say one (a directory,
+    ``data/*``, names of two formats): ``auto``, each file read by its own name (pipeline/corpus/names.py), a file
+    whose name says none refused by name."""
+    formats = {format_of_name(p) for p in patterns}
+    return formats.pop() if len(formats) == 1 and None not in formats else AUTO
 
 
 def positive_int(text: str) -> int:
@@ -186,9 +225,32 @@ def failure_line(command: str, exc: BaseException, out: str, thread_errors: list
     what += [_explain(e) for e in dict.fromkeys(thread_errors)]  # e.g. which worker process died, and how
     after = AFTER_FAILURE[command].format(out=out)
     return (
-        f"beam-bpe {command}: error: the run failed: {'; '.join(what)}. {after[0].upper()}{after[1:]}. "
+        f"beam-bpe {command}: error: the run failed: {'; '.join(what)}.{_notes(exc)} {after[0].upper()}{after[1:]}. "
         f"-v or {VERBOSE_ENV}=1 shows the traceback"
     )
+
+
+def interrupted_line(command: str, exc: BaseException, out: str) -> str:
+    """The one line of a run stopped by Ctrl-C: what is complete and what rerunning the same command does."""
+    after = AFTER_FAILURE[command].format(out=out)
+    return f"beam-bpe {command}: stopped (Ctrl-C).{_notes(exc)} {after[0].upper()}{after[1:]}"
+
+
+def was_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a KeyboardInterrupt, or Beam's RuntimeError wrapping the one a step received."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt) or str(exc).startswith("KeyboardInterrupt"):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _notes(exc: BaseException) -> str:
+    """What the job added to the exception (shards complete, part files removed or left), as sentences."""
+    notes = [n.rstrip(".") for n in getattr(exc, "__notes__", ()) if n.strip()]
+    return "".join(f" {n[0].upper()}{n[1:]}." for n in notes)
 
 
 def _explain(error: str) -> str:
@@ -230,6 +292,8 @@ def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
 
 
 def _without_traceback(record: logging.LogRecord) -> bool:
+    if record.name.startswith("apache_beam") and "KeyboardInterrupt" in str(record.msg):
+        return False  # Ctrl-C: the command says it in its one line
     if record.name.startswith("apache_beam"):
         record.exc_info, record.exc_text, record.stack_info = None, None, None
     return True

@@ -18,20 +18,29 @@ import json
 import sys
 
 from bpe_core import Tokenizer
-from pipeline.cli.common import add_corpus_arguments, corpus_spec
+from pipeline.cli.common import EXIT_CODES, add_corpus_arguments, add_workers_argument, corpus_spec, nothing_written
 from pipeline.corpus.plan import InputSpec, plan_corpus
+from pipeline.errors import UsageError
 
 COLUMNS = ("documents", "bytes", "tokens", "dead_letters")
 
 
 def add_count_tokens_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("count-tokens", help="documents, bytes and tokens per input file and in total")
+    p = sub.add_parser(
+        "count-tokens",
+        help="documents, bytes and tokens per input file and in total",
+        epilog="With Beam pipeline options (--runner, --direct_running_mode multi_processing, "
+        "--direct_num_workers N, --dask_client_address, ...) the count runs as a Beam pipeline, per range and "
+        "combined per file; without them, on this machine's cores. Both print the same table and total. " + EXIT_CODES,
+        allow_abbrev=False,
+    )
     p.add_argument("--tokenizer", required=True, help="tokenizer file (tokenizer.bpe, .tiktoken, tokenizer.json ...)")
     p.add_argument("--pretokenizer", help="pre-tokenizer for rank-only files (.tiktoken): cl100k, o200k, ...")
     add_corpus_arguments(p, title="corpus", range_help="bytes per range read at a time (uncompressed text/JSONL)")
     p.add_argument("--json", action="store_true", help="print JSON (files and total) instead of a table")
     p.add_argument("--threads", type=int, default=None, help="encoder threads (default: every usable core)")
-    p.set_defaults(func=cmd_count_tokens)
+    add_workers_argument(p)
+    p.set_defaults(func=cmd_count_tokens, takes_beam_args=True)
     return p
 
 
@@ -77,10 +86,36 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_count_tokens(args: argparse.Namespace) -> int:
+def count_tokens_pipeline(args: argparse.Namespace, beam_args: list[str]) -> dict:
+    """The same counts as ``count_tokens``, from a Beam pipeline on the runner ``beam_args`` name."""
+    from pipeline.encode.count_tokens import count_tokens_job
+    from pipeline.encode.tokenizer import open_tokenizer
+    from pipeline.storage.paths import absolute
+
+    if args.threads is not None:
+        raise UsageError(
+            "--threads sets the encoder threads of the count on this machine: with Beam options the runner's "
+            "workers count (--direct_num_workers N, --workers N); drop --threads"
+        )
+    _, ref = open_tokenizer(absolute(args.tokenizer), args.pretokenizer)  # workers may run in another directory
+    spec = corpus_spec(args)
+    plan = plan_corpus([InputSpec(p) for p in args.input], spec, range_bytes=args.range_bytes)
+    return {"tokenizer": args.tokenizer, **count_tokens_job(plan, spec, ref, beam_args)}
+
+
+def cmd_count_tokens(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be a positive integer, got {args.threads}")
-    tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
-    result = count_tokens(tok, args)
+    if beam_args:
+        result = count_tokens_pipeline(args, beam_args)
+    else:
+        tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
+        result = count_tokens(tok, args)
     sys.stdout.write((json.dumps(result, indent=2) if args.json else table(result)) + "\n")
-    return 0
+    total = result["total"]
+    if total["documents"]:
+        return 0
+    read = total["documents"] + total["dead_letters"]
+    message = nothing_written("count-tokens", read, total["dead_letters"], "beam-bpe encode lists them")
+    print(f"beam-bpe count-tokens: {message}", file=sys.stderr)
+    return 3

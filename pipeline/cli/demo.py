@@ -29,8 +29,8 @@ def stdlib_files(max_bytes: int) -> Iterator[str]:
 def run_demo(*, out_dir: str, vocab_size: int, max_mb: float, beam_args: list[str] | None = None) -> int:
     from pipeline.corpus.plan import CorpusSpec, InputSpec
     from pipeline.launch.progress import Reporter
-    from pipeline.train.settings import train_settings
     from pipeline.train.job import TrainJob, run_train
+    from pipeline.train.settings import train_settings
 
     files = list(stdlib_files(int(max_mb * 1e6)))
     size_mb = sum(map(os.path.getsize, files)) / 1e6

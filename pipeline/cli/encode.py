@@ -1,8 +1,8 @@
-"""``beam-bpe encode --input ...`` (the encoding pipeline) and ``beam-bpe decode --shards DIR --doc ID``.
+"""``beam-bpe encode --input ...``: the encoding pipeline.
 
-The single-text ``encode --text S`` and ``decode --ids/--stream`` stay in :mod:`pipeline.cli`; these functions add
-the corpus flags to the same sub-commands, and ``pipeline.cli`` dispatches on ``--input`` and ``--shards``. Every
-flag argparse does not know is a Beam pipeline option and passes through unchanged.
+The single-text ``encode --text S`` stays in :mod:`pipeline.cli` (``decode`` is :mod:`pipeline.cli.decode`); these
+functions add the corpus flags to the same sub-command, and ``pipeline.cli`` dispatches on ``--input``. Every flag
+argparse does not know is a Beam pipeline option and passes through unchanged.
 """
 
 from __future__ import annotations
@@ -12,21 +12,25 @@ import sys
 
 from pipeline.cli.common import (
     BEAM_OPTIONS,
+    EXIT_CODES,
     add_corpus_arguments,
     add_progress_argument,
+    add_special_tokens_argument,
     add_verbose_argument,
     add_workers_argument,
     corpus_spec,
+    nothing_written,
     progress_reporter,
+    special_tokens_policy,
 )
 from pipeline.corpus.plan import InputSpec
 from pipeline.encode.formats import DEFAULT as DEFAULT_FORMAT
 from pipeline.encode.formats import FORMATS
 from pipeline.encode.formats import help_text as formats_help
 from pipeline.encode.policy import SPECIAL_POLICIES
-from pipeline.errors import ShardFileError, UsageError
+from pipeline.errors import UsageError
 
-EPILOG = f"With --input, {BEAM_OPTIONS}"
+EPILOG = f"With --input, {BEAM_OPTIONS}. {EXIT_CODES}"
 
 
 def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,33 +77,28 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TOKEN",
         help="add an EOS token to every document (the tokenizer's usual one, or TOKEN)",
     )
-    out.add_argument(
-        "--special-tokens",
-        choices=SPECIAL_POLICIES,
-        default=SPECIAL_POLICIES[0],
-        help="text spelling a special token: encoded as ordinary text (default) or as the control token",
-    )
+    add_special_tokens_argument(out, choices=SPECIAL_POLICIES, what=" (with --text or --input)")
     out.add_argument(
         "--verify", action="store_true", help="decode every document back (streaming) and compare it with its text"
     )
     out.add_argument(
         "--overwrite",
         action="store_true",
-        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's)",
+        help="start afresh: replace what an earlier encoding run left in --out (another job's or this one's; never "
+        "a running job's: its lease refuses a second run)",
+    )
+    out.add_argument(
+        "--recheck",
+        action="store_true",
+        help="on resume, also compare the sha256 of the shards taken as complete with their records (their sizes "
+        "are always checked); reads every shard",
     )
     add_progress_argument(out)
     add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
 
 
-def add_decode_shards_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--shards", metavar="DIR", help="the --out of an encoding run: print one document of it (with --doc)"
-    )
-    p.add_argument("--doc", metavar="ID", help="document id (PATH@OFFSET, PATH#ROW) or 0-based document number")
-
-
-def job_from_args(args: argparse.Namespace):
+def job_from_args(args: argparse.Namespace, *, several: bool = False):
     """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.cli.dataflow encode``
     translates)."""
     from pipeline.encode.settings import EncodeJob, EncodeSettings, parse_size
@@ -113,7 +112,7 @@ def job_from_args(args: argparse.Namespace):
     settings = EncodeSettings(
         shard_format=args.shard_format,
         pretokenizer=args.pretokenizer,
-        special_tokens=args.special_tokens,
+        special_tokens=special_tokens_policy(args),
         bos=args.bos,
         eos=args.eos,
         verify=args.verify,
@@ -121,7 +120,7 @@ def job_from_args(args: argparse.Namespace):
         merge=args.merge,
     )
     return EncodeJob(
-        tokenizer=args.tokenizer,
+        tokenizer=_one_tokenizer(args.tokenizer, several=several),
         inputs=tuple(InputSpec(pattern) for pattern in args.input),
         out=args.out,
         corpus=corpus_spec(args),
@@ -129,6 +128,7 @@ def job_from_args(args: argparse.Namespace):
         range_bytes=args.range_bytes,
         shard_size=parse_size(args.shard_size),
         overwrite=args.overwrite,
+        recheck=args.recheck,
     )
 
 
@@ -136,35 +136,36 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
     from pipeline.encode.manifest import summary_line
 
-    job = job_from_args(args)
+    job = job_from_args(args, several=True)
+    if len(args.tokenizer) > 1:  # one read, one folder per tokenizer
+        from pipeline.encode.several import run_encode_several
+        from pipeline.storage.paths import join
+
+        manifests = run_encode_several(job, args.tokenizer, beam_args, reporter=progress_reporter(args))
+        for stem, manifest in manifests.items():
+            print(f"{summary_line(manifest)} -> {join(job.out, stem)}")
+        return max(_nothing_written(m, join(job.out, stem)) for stem, m in manifests.items())
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
-    return 0
+    return _nothing_written(manifest, job.out)
 
 
-def cmd_decode_shards(args: argparse.Namespace) -> int:
-    """Print one document of an encoding output, decoded with ``--tokenizer`` (checked against the manifest)."""
-    from bpe_core import Tokenizer
-    from pipeline.encode.readback import find_document, load_manifest
+def _nothing_written(manifest: dict, out: str) -> int:
+    """3 (and why, on stderr) for an output that holds no document; else 0."""
+    if manifest["documents_written"]:
+        return 0
+    message = nothing_written("encode", manifest["documents_read"], manifest["dead_letters"], f"{out}/dead_letters")
+    print(f"beam-bpe encode: {message}", file=sys.stderr)
+    return 3
 
-    if args.doc is None:
-        raise UsageError("--shards DIR needs --doc ID (PATH@OFFSET, PATH#ROW or a document number)")
-    manifest = load_manifest(args.shards)
-    tok = Tokenizer.from_file(args.tokenizer, pretokenizer=args.pretokenizer)
-    wanted = manifest["tokenizer"].get("digest")
-    if wanted is None:
-        raise ShardFileError(
-            f"{args.shards}/manifest.json records no tokenizer digest: it was written by an older beam-bpe"
+
+def _one_tokenizer(tokenizers: str | list[str], *, several: bool) -> str:
+    """The job's tokenizer; several only where the caller encodes them all (not the Dataflow translation)."""
+    if isinstance(tokenizers, str):
+        return tokenizers
+    if len(tokenizers) > 1 and not several:
+        raise UsageError(
+            f"this translates one encoding job, and {len(tokenizers)} --tokenizer values were given: translate one "
+            "job per tokenizer (--out OUT/NAME each), or run `beam-bpe encode` with all of them (one read)"
         )
-    if tok.digest() != wanted:
-        raise ShardFileError(
-            f"{args.tokenizer} is not the tokenizer {args.shards} was encoded with (digest {wanted[:12]}...): pass "
-            f"--tokenizer {manifest['tokenizer'].get('path', 'PATH')}"
-        )
-    doc_id, ids = find_document(args.shards, args.doc)
-    ids = [int(i) for i in ids]
-    if args.skip_special:
-        ids = [i for i in ids if not tok.is_special(i)]
-    print(f"# {doc_id}: {len(ids)} tokens", file=sys.stderr)
-    sys.stdout.write(tok.decode(ids) + "\n")
-    return 0
+    return tokenizers[0]

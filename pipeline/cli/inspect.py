@@ -21,6 +21,7 @@ import sys
 
 from bpe_core import Tokenizer
 from bpe_core.bytelevel import bytes_to_token_string
+from pipeline.cli.common import add_special_tokens_argument, special_tokens_policy
 
 # Background colours that keep text readable in light and dark terminals (black text on each).
 COLOURS = ("\x1b[30;46m", "\x1b[30;43m")
@@ -35,7 +36,7 @@ def add_inspect_parser(sub) -> argparse.ArgumentParser:
     given.add_argument("--text", help="the text to cut into pieces")
     given.add_argument("--file", help="a UTF-8 file whose text to cut into pieces")
     p.add_argument("--merges", type=int, metavar="N", help="list the first N merges as left + right -> token (id)")
-    p.add_argument("--allow-special", action="store_true", help="special-token text as special tokens")
+    add_special_tokens_argument(p, choices=("ordinary", "allowed"), what="")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="alternate colours per piece (auto: on a terminal, unless NO_COLOR is set)")  # fmt: skip
     p.set_defaults(func=cmd_inspect)
@@ -52,7 +53,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     out: list[str] = []
     if args.text is not None or args.file is not None:
         text = args.text if args.text is not None else _read_text(args.file)
-        ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+        allowed = special_tokens_policy(args) == "allowed"
+        ids = tok.encode(text, allowed_special="all") if allowed else tok.encode_ordinary(text)
         out += piece_lines(tok, ids, colour=colour)
     if args.merges is not None:
         out += merge_lines(tok, args.merges)

@@ -16,7 +16,7 @@ from pipeline.cli.common import (
     progress_reporter,
 )
 from pipeline.corpus.plan import InputSpec
-from pipeline.errors import CorpusError
+from pipeline.errors import CorpusError, UsageError
 from pipeline.train.settings import load_config, parse_vocab_sizes, train_settings
 
 EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
@@ -49,15 +49,29 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         "--special-token",
         action="append",
         dest="special_tokens",
-        metavar="S",
-        help="repeatable; ids follow the merges in the order given",
+        metavar="NAME[=ID]",
+        help="a special token (repeatable): NAME=ID puts it at id ID (as convert does), NAME alone at the next id "
+        "after the merges, in the order given; a NAME holding '=' needs its =ID",
     )
     algo.add_argument("--min-frequency", type=int, help="the trainer's pair threshold (default 2)")
     algo.add_argument("--min-chunk-count", type=int, help="drop chunks counted fewer times, after the global reduce")
     algo.add_argument("--max-chunks", type=int, help="keep the most frequent chunks only (ties: smallest bytes first)")
     algo.add_argument("--name", help="tokenizer name recorded in the artifact")
+    algo.add_argument(
+        "--superword-merges",
+        type=int,
+        metavar="N",
+        help="a superword tokenizer (SuperBPE): a word model of --vocab-size minus N tokens, then N supermerges "
+        "across pre-tokens; writes tokenizer.bpe only",
+    )
+    algo.add_argument(
+        "--superword-from",
+        type=int,
+        metavar="T",
+        help="several sizes: one word model of T tokens, the supermerges up to each size (each a truncation)",
+    )
     out = p.add_argument_group("output")
-    out.add_argument("--out", required=True, help="output directory (local path or fsspec URL)")
+    out.add_argument("--out", help="output directory (local path or fsspec URL); not needed with --estimate")
     out.add_argument("--counts-only", action="store_true", help="count and write counts/, do not train")
     out.add_argument("--from-counts", metavar="DIR", help="train from the counts/ of an earlier run (no pipeline)")
     out.add_argument(
@@ -82,6 +96,18 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         default=[],
         metavar="PATH",
         help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken",
+    )
+    pre = p.add_argument_group("pre-flight (a line at the start of every counting run)")
+    pre.add_argument(
+        "--estimate",
+        action="store_true",
+        help="sample the corpus, print the predicted unique chunks, driver memory and merge-loop time, and stop",
+    )
+    pre.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        help="refuse, before counting, a run whose driver is predicted to need more (16GiB, 500MB; default 80%% "
+        "of this machine's memory; 0: no check)",
     )
     add_verbose_argument(p, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train, takes_beam_args=True)
@@ -110,7 +136,7 @@ def job_from_args(args: argparse.Namespace):
     flags = {
         key: getattr(args, key)
         for key in ("vocab_size", "pretokenizer", "normalizer", "tie_break", "special_tokens", "min_frequency")
-        + ("min_chunk_count", "max_chunks", "name")
+        + ("min_chunk_count", "max_chunks", "name", "superword_merges", "superword_from")
     }
     config = load_config(args.config) if args.config else {}
     settings = train_settings(config, flags, source=args.config)
@@ -128,11 +154,46 @@ def job_from_args(args: argparse.Namespace):
         report=args.report,
         eval_fraction=args.eval_fraction,
         compare=tuple(args.compare),
+        driver_memory=_driver_memory(args.driver_memory),
     )
+
+
+def _driver_memory(text: str | None) -> int | None:
+    """``--driver-memory SIZE`` as bytes (sizes as ``--shard-size``; 0 turns the check off), None when not given."""
+    from pipeline.encode.settings import parse_size
+
+    if text is None or text.strip() == "0":
+        return None if text is None else 0
+    try:
+        return parse_size(text)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--shard-size", "--driver-memory")) from None
+
+
+def cmd_estimate(args: argparse.Namespace, beam_args: list[str]) -> int:
+    """``train --estimate``: the pre-flight's report, nothing counted or written."""
+    from pipeline.corpus.plan import plan_corpus
+    from pipeline.train.estimate import default_driver_memory, estimate_corpus, report
+
+    if args.from_counts or args.counts_only or beam_args:
+        given = "--from-counts" if args.from_counts else "--counts-only" if args.counts_only else " ".join(beam_args)
+        raise UsageError(f"--estimate samples the corpus on this machine and stops: {given} would do nothing; drop it")
+    if not args.input:
+        raise UsageError("--estimate samples the corpus: pass --input PATH_OR_GLOB (repeatable)")
+    job = job_from_args(argparse.Namespace(**{**vars(args), "out": args.out or "."}))  # nothing is written
+    plan = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
+    limit = default_driver_memory() if job.driver_memory is None else job.driver_memory
+    print(report(estimate_corpus(plan, job.corpus, job.settings), job.settings, limit))
+    return 0
 
 
 def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.train.job import run_train
+
+    if args.estimate:
+        return cmd_estimate(args, beam_args)
+    if not args.out:
+        raise UsageError("--out DIR is required to train (or pass --estimate to only see the pre-flight's figures)")
 
     if args.report:  # before any work: the report's plot needs matplotlib
         from pipeline.report.render import check_report_extra
@@ -144,6 +205,12 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
         if args.counts_only
         else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
     )
+    superword = manifest.get("superword")
+    if superword and not args.counts_only:  # say what was not written, and why
+        what += (
+            f" with {superword['supermerges']} supermerges over {superword['unique_runs']} unique runs; "
+            "tokenizer.bpe only (a rank file or tokenizer.json cannot hold supermerges)"
+        )
     held_out = manifest.get("documents_held_out", 0)
     held = f", {held_out} held out for the report" if held_out else ""
     print(

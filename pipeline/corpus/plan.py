@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import fsspec
 import pyarrow.parquet as pq
 
+from pipeline.corpus.names import AUTO, format_of_file
 from pipeline.corpus.records import CorpusRange
 from pipeline.errors import CorpusError
 from pipeline.storage.paths import full_url, is_url
@@ -49,7 +50,7 @@ class CorpusSpec:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
+        if self.format not in FORMATS and self.format != AUTO:
             raise CorpusError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.text_unit not in TEXT_UNITS:
             raise CorpusError(f"--text-unit must be one of {', '.join(TEXT_UNITS)}, got {self.text_unit!r}")
@@ -188,8 +189,12 @@ def _check_readable(path: str) -> None:
 
 
 def _cut(source: SourceFile, source_index: int, spec: CorpusSpec, range_bytes: int, *, first_index: int):
+    """The ranges of one file; under ``--format auto`` each carries the format the file's name says."""
+    fmt = format_of_file(source.path) if spec.format == AUTO else spec.format
     common = {"source": source.path, "source_index": source_index, "weight": source.weight}
-    if spec.format == "parquet":
+    if spec.format == AUTO:
+        common["format"] = fmt
+    if fmt == "parquet":
         return _row_group_ranges(source, first_index, common)
     if compression_of(source.path) or spec.text_unit == "file" or source.size == 0:
         return [CorpusRange(first_index, kind="file", start=0, end=source.size, **common)]

@@ -33,7 +33,7 @@ READERS: dict[str, tuple[str, Reader]] = {
 
 def read_range(rng: CorpusRange, spec: CorpusSpec) -> Iterator[DocumentBatch]:
     """The documents of one range, in file order, as batches; the final batch has ``last=True``."""
-    position_kind, reader = READERS[spec.format]
+    position_kind, reader = READERS[rng.format or spec.format]
     batcher = Batcher(rng, spec, position_kind)
     for _ in reader(rng, spec, batcher):
         if batcher.full():

@@ -30,6 +30,7 @@ class CorpusRange(NamedTuple):
     end: int
     first_row: int = 0
     weight: int = 1
+    format: str = ""  # the file's format under --format auto (from its name); "" where the CorpusSpec's applies
 
 
 class DeadLetter(NamedTuple):

@@ -103,3 +103,10 @@ def verify_before_completed(layout: ShardLayout, lease) -> None:
             "person changed the output while it ran, so it is not marked complete; make sure one job writes to it, "
             "then rerun the same command"
         )
+
+
+def changed_since_recorded(layout: ShardLayout, corpus) -> list[str]:
+    """The inputs changed at the same size since their versions were recorded (read-only; [] without a corpus)."""
+    if corpus is None:
+        return []
+    return changed_inputs(recorded_versions(layout), input_versions(corpus.files))

@@ -24,17 +24,25 @@ from pipeline.corpus.plan import CorpusPlan, plan_corpus
 from pipeline.corpus.read import ReadCorpus
 from pipeline.encode.documents import EncodeDocuments
 from pipeline.encode.formats import get_format
-from pipeline.encode.layout import TMP_DIR, ShardLayout, assign_shards
+from pipeline.encode.integrity import verify_before_completed
+from pipeline.encode.layout import TMP_DIR, ShardLayout, assign_shards, common_root
 from pipeline.encode.manifest import build_manifest
 from pipeline.encode.policy import job_policy
-from pipeline.encode.resume import complete_shards, job_identity, prepare_encode_output, sha256_json
+from pipeline.encode.resume import (
+    complete_shards,
+    job_identity,
+    note_stopped_run,
+    prepare_encode_output,
+    sha256_json,
+)
 from pipeline.encode.settings import EncodeJob
 from pipeline.encode.tokenizer import open_tokenizer
 from pipeline.encode.write import WriteShards
 from pipeline.launch.checks import check_launch
 from pipeline.launch.options import pipeline_options, run_to_end, runner_name
 from pipeline.launch.progress import Reporter
-from pipeline.storage.files import glob, remove
+from pipeline.storage.files import COMPLETED, glob, remove
+from pipeline.storage.lease import Lease
 from pipeline.storage.manifest import finish_output
 
 
@@ -65,7 +73,10 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     fingerprint = sha256_json(identity)
     range_to_shard = assign_shards(corpus.ranges, job.shard_size)
     num_shards = range_to_shard[-1] + 1 if range_to_shard else 0
-    layout = ShardLayout(job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard)
+    root = common_root([f.path for f in corpus.files])
+    layout = ShardLayout(
+        job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard, root=root
+    )
     return EncodePlan(job, tok, ref, policy, corpus, identity, layout)
 
 
@@ -87,10 +98,32 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
         bytes=corpus.total_bytes,
         fingerprint=layout.fingerprint[:16],
     )
-    finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
+    with Lease(job.out, command="encode") as lease:  # one job per output: a second one is refused here
+        return _encode_leased(plan, beam_args, reporter, lease, started)
+
+
+def _encode_leased(plan: EncodePlan, beam_args: list[str], reporter: Reporter, lease: Lease, started: float) -> dict:
+    job, corpus, layout = plan.job, plan.corpus, plan.layout
+    changed: dict[str, list[int]] = {}
+    finished = prepare_encode_output(
+        layout, plan.identity, overwrite=job.overwrite, corpus=corpus, recheck=job.recheck, changed=changed
+    )
+    if finished is not None and job.settings.merge and "merged" not in finished:
+        return _merge_finished(plan, finished, reporter, lease, beam_args, started)
     if finished is not None:
+        if layout.format.finish is not None:  # e.g. megatron_data_path.txt: absolute, rewritten for a moved folder
+            layout.format.finish(layout, finished)
         reporter.stage("done", out=job.out, already_complete=True)
         return dict(finished, run=_run_info(beam_args, 0.0, layout.num_shards, already_complete=True))
+    try:
+        return _encode_and_finish(plan, beam_args, reporter, lease, started, changed)
+    except BaseException as exc:  # Ctrl-C included: what is complete, and the part files removed or named
+        note_stopped_run(layout, exc)
+        raise
+
+
+def _encode_and_finish(plan: EncodePlan, beam_args, reporter: Reporter, lease: Lease, started, changed) -> dict:
+    job, corpus, layout = plan.job, plan.corpus, plan.layout
     done = complete_shards(layout)
     todo = [r for r in corpus.ranges if layout.shard_of(r.index) not in done]
     reporter.stage(
@@ -110,11 +143,32 @@ def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: 
                        seconds=round(time.perf_counter() - started_merge, 3))  # fmt: skip
     if fmt.finish is not None:
         fmt.finish(layout, manifest)  # megatron_data_path.txt
+    verify_before_completed(layout, lease)  # still our lease, every shard as recorded: else no COMPLETED
     finish_output(job.out, manifest)
     remove(layout.path(TMP_DIR))
     seconds = round(time.perf_counter() - started, 3)
     reporter.stage("done", out=job.out, seconds=seconds)
-    return dict(manifest, run=_run_info(beam_args, seconds, len(done), already_complete=False))
+    run = _run_info(beam_args, seconds, len(done), already_complete=False)
+    return dict(manifest, run=dict(run, inputs_changed=changed) if changed else run)
+
+
+def _merge_finished(plan: EncodePlan, finished: dict, reporter: Reporter, lease: Lease, beam_args, started) -> dict:
+    """``--merge`` given to a finished output written without it: its shards merged, nothing encoded again. Its
+    ``COMPLETED`` goes first, so an interrupted merge is resumed as any unfinished run (the shards are kept)."""
+    layout, fmt = plan.layout, plan.layout.format
+    remove(layout.path(COMPLETED))
+    manifest = dict(finished)
+    started_merge = time.perf_counter()
+    manifest["merged"] = fmt.merge(layout, manifest)
+    reporter.stage("merge", files=len(manifest["merged"]["files"]), tokens=manifest["merged"]["tokens"],
+                   seconds=round(time.perf_counter() - started_merge, 3), shards_encoded=0)  # fmt: skip
+    if fmt.finish is not None:
+        fmt.finish(layout, manifest)
+    verify_before_completed(layout, lease)
+    finish_output(plan.job.out, manifest)
+    seconds = round(time.perf_counter() - started, 3)
+    reporter.stage("done", out=plan.job.out, seconds=seconds)
+    return dict(manifest, run=_run_info(beam_args, seconds, layout.num_shards, already_complete=False))
 
 
 def _run_info(beam_args: list[str], seconds: float, skipped: int, *, already_complete: bool) -> dict:

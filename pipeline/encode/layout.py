@@ -46,6 +46,17 @@ class ShardLayout:
     tokenizer_digest: str = ""
     fingerprint: str = ""
     range_to_shard: tuple[int, ...] = ()  # the shard of each range (by range index); empty: one shard per range
+    root: str = ""  # the inputs' common folder: documents are named relative to it (portable outputs)
+
+    def relative(self, source: str) -> str:
+        """``source`` (a planned input path) as the output names it: relative to :attr:`root` where it lies below.
+
+        >>> ShardLayout("out", "t", 1, "parquet", "uint16", root="/data/c").relative("/data/c/a/x.jsonl")
+        'a/x.jsonl'
+        """
+        if self.root and source.startswith(self.root.rstrip("/") + "/"):
+            return source[len(self.root.rstrip("/")) + 1 :]
+        return source
 
     @property
     def format(self) -> ShardFormat:
@@ -118,3 +129,26 @@ def assign_shards(ranges: list[CorpusRange], shard_size: int) -> tuple[int, ...]
         done += size
     dense = {slot: i for i, slot in enumerate(sorted(set(shards)))}
     return tuple(dense[s] for s in shards)
+
+
+def common_root(paths: list[str]) -> str:
+    """The deepest folder holding every path (local absolute paths, or URLs of one scheme and bucket); "" if none.
+
+    >>> common_root(["/d/c/a.jsonl", "/d/c/sub/b.jsonl"]), common_root(["gs://b/x/a.jsonl", "gs://b/x/y.jsonl"])
+    ('/d/c', 'gs://b/x')
+    """
+    import posixpath
+
+    if not paths:
+        return ""
+    schemes = {p.split("://", 1)[0] if "://" in p else "" for p in paths}
+    if len(schemes) != 1:
+        return ""
+    scheme = schemes.pop()
+    rests = [p.split("://", 1)[1] if scheme else p for p in paths]
+    if not scheme and not all(r.startswith("/") for r in rests):
+        return ""
+    root = posixpath.commonpath([posixpath.dirname(r) for r in rests])
+    if scheme:
+        return f"{scheme}://{root}" if root else ""
+    return root

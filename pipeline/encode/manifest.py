@@ -5,6 +5,7 @@ No times and no runner in it: a rerun writes the same bytes (the run's times are
 
 from __future__ import annotations
 
+from pipeline.encode.integrity import recorded_versions
 from pipeline.encode.shards import read_stats
 from pipeline.encode.tokenizer import file_sha256
 from pipeline.storage.manifest import check_reconciled
@@ -35,7 +36,9 @@ def build_manifest(plan) -> dict:
         "fingerprint": layout.fingerprint,
         "tokenizer": _tokenizer_info(tok, job.tokenizer, job.settings.pretokenizer, identity, policy),
         "settings": identity["settings"],
-        "inputs": identity["inputs"],
+        "given": [i.pattern for i in job.inputs],  # --input as given
+        "root": layout.root,  # their common folder: document ids and sources below are relative to it
+        "inputs": recorded_versions(layout) or identity["inputs"],  # with each file's version, where recorded
         "shards": shards,
         "sources": _per_source(shards, policy.extra_tokens),
         "documents_read": totals["documents_read"],
@@ -78,8 +81,13 @@ def summary_line(manifest: dict) -> str:
     skipped = f", {run['shards_skipped']} already complete" if run.get("shards_skipped") else ""
     verified = f", {manifest['verified']} verified" if manifest["settings"]["verify"] else ""
     done = "already complete: " if run.get("already_complete") else ""
+    changed = run.get("inputs_changed") or {}
+    reread = "".join(
+        f"; {path} changed since its shards were written: {len(shards)} shard(s) redone"
+        for path, shards in sorted(changed.items())
+    )
     return (
         f"{done}encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
         f"{manifest['tokens']} tokens in {len(manifest['shards'])} {manifest['settings']['shard_format']} shards"
-        f"{skipped}; {manifest['dead_letters']} dead letters{verified}{rate}"
+        f"{skipped}; {manifest['dead_letters']} dead letters{verified}{rate}{reread}"
     )

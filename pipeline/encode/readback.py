@@ -79,23 +79,32 @@ def find_document(out_dir: str, doc: str) -> tuple[str, np.ndarray]:
                         return item
             seen += shard["documents"]
         raise ShardFileError(f"--doc {doc}: the output holds {seen} documents (0 to {seen - 1})")
-    doc = _canonical_id(doc)
-    for shard in _shards_that_may_hold(manifest["shards"], doc):
-        for doc_id, ids in iter_shard(out_dir, shard, fmt):
-            if doc_id == doc:
-                return doc_id, ids
+    for spelling in _spellings(doc, manifest.get("root", "")):
+        for shard in _shards_that_may_hold(manifest["shards"], spelling):
+            for doc_id, ids in iter_shard(out_dir, shard, fmt):
+                if doc_id == spelling:
+                    return doc_id, ids
     raise ShardFileError(
         f"--doc {doc!r}: no such document in {out_dir} (ids look like PATH@BYTE_OFFSET or PATH#ROW, as in the "
         "dead letters; or pass a 0-based document number)"
     )
 
 
-def _canonical_id(doc: str) -> str:
-    """The id with its path spelled as the planner spells sources (absolute local path, full URL)."""
+def _spellings(doc: str, root: str = "") -> list[str]:
+    """The id as the output may spell it: relative to the inputs' ``root`` where the manifest has one (as given, and
+    the path as given made absolute, from this directory, then relative to the root), else as the planner spells
+    sources (absolute local path, full URL)."""
     cut = max(doc.rfind("@"), doc.rfind("#"))
     if cut <= 0 or not doc[cut + 1 :].isdigit():
-        return doc
-    return canonical(doc[:cut]) + doc[cut:]
+        return [doc]
+    path = canonical(doc[:cut])
+    if not root:
+        return [path + doc[cut:]]
+    below = root.rstrip("/") + "/"
+    spelled = [doc] if not doc.startswith("/") and "://" not in doc else []
+    if path.startswith(below):
+        spelled.append(path[len(below) :] + doc[cut:])
+    return list(dict.fromkeys(spelled)) or [path + doc[cut:]]
 
 
 def _shards_that_may_hold(shards: list[dict], doc: str) -> list[dict]:

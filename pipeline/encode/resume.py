@@ -3,8 +3,10 @@
 Every run records the job's identity in ``_shards/job.json`` before it writes anything, and every shard's stats
 file carries its fingerprint (the SHA-256 of the identity). A rerun of the same job skips the shards that are
 complete and rewrites the rest; a directory holding (part of) a job with another tokenizer, input list or settings
-is refused, and the refusal names the flags that differ; ``--overwrite`` removes only the files an encoding output
-has. No Beam here.
+is refused, and the refusal names the flags (or the input files) that differ; ``--overwrite`` removes only the files
+an encoding output has, never the lease of a running job (pipeline/storage/lease.py). What a resume checks before it
+adopts a shard, also when ``COMPLETED`` is there (sizes, ``--recheck``'s sha256, the inputs' versions), is in
+pipeline/encode/integrity.py. No Beam here.
 """
 
 from __future__ import annotations
@@ -19,17 +21,21 @@ import fsspec
 import bpe_core
 from pipeline.corpus.plan import CorpusPlan
 from pipeline.encode.formats import owned_output_files
+from pipeline.encode.integrity import changed_since_recorded, damaged_shards, reconcile_inputs
 from pipeline.encode.layout import DEAD_DIR, JOB_FILE, STATS_DIR, TMP_DIR, ShardLayout
 from pipeline.encode.shards import read_stats
 from pipeline.encode.streams import write_file
 from pipeline.errors import OutputError
-from pipeline.storage.files import COMPLETED, MANIFEST, exists, read_bytes, remove
+from pipeline.storage.files import COMPLETED, MANIFEST, exists, glob, read_bytes, remove
+from pipeline.storage.lease import LEASE_FILE
 
 
 def job_identity(job, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dtype: str) -> dict:
     """What the output depends on (tokenizer, inputs, settings, library version): hashed into the fingerprint.
 
     The tokenizer counts by its digest (what decides the ids), not its file: a converted copy is the same job.
+    ``--merge`` is not part of it: the shards are the same with and without it, so ``--merge`` added to a finished
+    job merges its shards without encoding again (``pipeline/encode/job.py``).
     """
     corpus = dataclasses.asdict(job.corpus)
     s = job.settings
@@ -43,8 +49,6 @@ def job_identity(job, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dty
         dtype=dtype,
         **policy,
     )
-    if s.merge:  # only when given: the fingerprints of the jobs without it stay what they were
-        settings["merge"] = True
     return {
         "tokenizer": {"digest": tokenizer_digest},
         "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
@@ -58,11 +62,22 @@ def sha256_json(value: dict) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: bool) -> dict | None:
+def prepare_encode_output(
+    layout: ShardLayout,
+    identity: dict,
+    *,
+    overwrite: bool,
+    corpus: CorpusPlan | None = None,
+    recheck: bool = False,
+    changed: dict | None = None,
+) -> dict | None:
     """Make ``out`` ready: the finished manifest if this very job is already complete, else None (resume).
 
     Refuses a directory holding a finished output of another kind, or (part of) an encoding job with another
     fingerprint. ``overwrite`` starts afresh whatever is there, removing only the files an encoding output has.
+    A finished output counts as complete only if every shard passes its check (``recheck``: sha256 too) and, given
+    the ``corpus``, no input changed since its shards were written; the shards that fail are redone. ``changed``
+    (a dict) receives ``{input changed at the same size: [shards redone]}``.
     """
     job_path = layout.path(STATS_DIR, JOB_FILE)
     previous = json.loads(read_bytes(job_path)) if exists(job_path) else None
@@ -70,11 +85,11 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
     if overwrite:
         _remove_outputs(layout, everything=True)
     elif previous is not None and sha256_json(previous) == layout.fingerprint:
-        if completed:
+        if completed and not damaged_shards(layout, recheck=recheck) and not changed_since_recorded(layout, corpus):
             return json.loads(read_bytes(layout.path(MANIFEST)))
     elif previous is not None or completed:
         what = (
-            f"a different encoding job ({_differences(previous, identity)} differ)"
+            f"a different encoding job ({_differences(previous, identity)})"
             if previous
             else "a finished output of another job"
         )
@@ -86,6 +101,12 @@ def prepare_encode_output(layout: ShardLayout, identity: dict, *, overwrite: boo
     for name in owned_output_files(layout.prefix):  # a data-path file, a merged pair: rewritten from the shards
         remove(layout.path(name))
     remove(layout.path(TMP_DIR))
+    if recheck:  # a shard of the right sizes whose bytes changed: its stats go, so it is redone like a missing one
+        for index in damaged_shards(layout, recheck=True):
+            remove(layout.stats_path(index))
+    found = reconcile_inputs(layout, corpus) if corpus is not None else {}
+    if changed is not None:
+        changed.update(found)
     _remove_outputs(layout, everything=False)
     write_file(job_path, (json.dumps(identity, indent=1, sort_keys=True) + "\n").encode())
     return None
@@ -95,7 +116,20 @@ def _differences(previous: dict, identity: dict) -> str:
     keys = [k for k in ("tokenizer", "inputs", "beam_bpe_version") if previous.get(k) != identity.get(k)]
     old, new = previous.get("settings", {}), identity["settings"]
     keys += [_flag_of(k) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    return ", ".join(dict.fromkeys(keys)) or "settings"
+    named = ", ".join(dict.fromkeys(keys)) or "settings"
+    if previous.get("inputs") != identity["inputs"]:
+        return f"{named} differ: {_input_differences(previous.get('inputs') or [], identity['inputs'])}"
+    return f"{named} differ"
+
+
+def _input_differences(old: list[dict], new: list[dict]) -> str:
+    """The input files that differ, named: ``a.jsonl: 1,000 -> 1,022 bytes; b.jsonl: new``."""
+    before, after = {i["path"]: i.get("bytes") for i in old}, {i["path"]: i.get("bytes") for i in new}
+    notes = [f"{p}: {before[p]:,} -> {after[p]:,} bytes" for p in sorted(before.keys() & after.keys())
+             if before[p] != after[p]]  # fmt: skip
+    notes += [f"{p}: new" for p in sorted(after.keys() - before.keys())]
+    notes += [f"{p}: gone" for p in sorted(before.keys() - after.keys())]
+    return "; ".join(notes[:5]) + (f"; and {len(notes) - 5} more" if len(notes) > 5 else "")
 
 
 def _flag_of(setting: str) -> str:
@@ -120,8 +154,12 @@ def _remove_outputs(layout: ShardLayout, *, everything: bool) -> None:
             if os.path.basename(path) not in mine:
                 fs.rm(path)
     if everything:
-        for name in (STATS_DIR, DEAD_DIR, MANIFEST, COMPLETED, *owned_output_files(layout.prefix)):
+        for name in (DEAD_DIR, MANIFEST, COMPLETED, *owned_output_files(layout.prefix)):
             remove(layout.path(name))
+        stats_dir = root.rstrip("/") + "/" + STATS_DIR
+        for path in fs.glob(stats_dir + "/*") if fs.exists(stats_dir) else []:
+            if not os.path.basename(path).startswith(LEASE_FILE):  # the lease of this very run stays
+                fs.rm(path, recursive=True)
 
 
 def complete_shards(layout: ShardLayout) -> set[int]:
@@ -136,3 +174,34 @@ def complete_shards(layout: ShardLayout) -> set[int]:
         if all(fs.exists(p) and fs.size(p) == stats["files"][n]["bytes"] for n, p in paths.items()):
             done.add(index)
     return done
+
+
+def note_stopped_run(layout: ShardLayout, exc: BaseException) -> None:
+    """Add to ``exc`` (a failed or interrupted run) what is complete and what became of its part files: ``_tmp/``
+    is removed (a rerun writes the incomplete shards' parts again), or, where that fails too (a full or lost
+    disk), named with its size so that it can be removed by hand."""
+    done = len(glob(layout.stats_glob()))
+    exc.add_note(f"{done} of {layout.num_shards} shards complete in {layout.out_dir}")
+    tmp = layout.path(TMP_DIR)
+    try:
+        fs, path = fsspec.core.url_to_fs(tmp)
+        sizes = [info.get("size") or 0 for info in fs.find(path, detail=True).values()] if fs.exists(path) else []
+    except OSError:
+        sizes = []
+    if not sizes:
+        return
+    try:
+        remove(tmp)
+    except OSError as error:
+        exc.add_note(f"{len(sizes)} part files ({_size(sum(sizes))}) are left in {tmp} ({error}): delete that folder, "
+                     "or rerun the same command, which does")  # fmt: skip
+    else:
+        exc.add_note(f"its {len(sizes)} part files ({_size(sum(sizes))}) in {tmp} were removed")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} GB"

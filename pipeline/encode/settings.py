@@ -65,6 +65,7 @@ class EncodeJob:
     range_bytes: int = DEFAULT_RANGE_BYTES
     shard_size: int = DEFAULT_SHARD_SIZE
     overwrite: bool = False
+    recheck: bool = False  # on resume, also the sha256 of the shards taken as complete (not part of the identity)
     fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
 
     def __post_init__(self) -> None:

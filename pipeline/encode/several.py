@@ -22,6 +22,7 @@ import apache_beam as beam
 from pipeline.corpus.plan import CorpusPlan
 from pipeline.corpus.read import ReadCorpus
 from pipeline.encode.documents import EncodeDocuments
+from pipeline.encode.integrity import verify_before_completed
 from pipeline.encode.job import EncodePlan, plan_encode
 from pipeline.encode.layout import TMP_DIR, ShardLayout
 from pipeline.encode.manifest import build_manifest
@@ -32,6 +33,7 @@ from pipeline.errors import UsageError
 from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.launch.progress import Reporter
 from pipeline.storage.files import glob, remove
+from pipeline.storage.lease import Lease
 from pipeline.storage.manifest import finish_output
 from pipeline.storage.paths import join
 
@@ -62,14 +64,25 @@ class Branch:
     finished: dict | None = None  # the manifest of a folder already complete (this very job): left as it is
 
 
-def plan_branches(job: EncodeJob, tokenizers: list[str], beam_args: list[str]) -> list[Branch]:
-    """Plan every tokenizer's job into ``job.out/<stem>/`` (each checked and refused on its own, before any work)
-    and find what each still has to do; a finished folder of the same job has nothing to do."""
+def plan_branches(job: EncodeJob, tokenizers: list[str], beam_args: list[str]) -> list[EncodePlan]:
+    """Plan every tokenizer's job into ``job.out/<stem>/``, each checked and refused on its own before any work."""
+    stems = tokenizer_folders(tokenizers)
+    return [
+        plan_encode(dataclasses.replace(job, tokenizer=path, out=join(job.out, stem)), beam_args)
+        for stem, path in zip(stems, tokenizers, strict=True)
+    ]
+
+
+def prepare_branches(plans: list[EncodePlan], changed: dict) -> list[Branch]:
+    """What each tokenizer still has to do (under the lease): a finished folder of the same job has nothing to do,
+    a resumed one the ranges of its incomplete shards (checked as the single-tokenizer job checks them)."""
     branches = []
-    for stem, path in zip(tokenizer_folders(tokenizers), tokenizers, strict=True):
-        plan = plan_encode(dataclasses.replace(job, tokenizer=path, out=join(job.out, stem)), beam_args)
-        layout = plan.layout
-        finished = prepare_encode_output(layout, plan.identity, overwrite=job.overwrite)
+    for plan in plans:
+        job, layout = plan.job, plan.layout
+        stem = posixpath.basename(job.out.rstrip("/"))
+        finished = prepare_encode_output(
+            layout, plan.identity, overwrite=job.overwrite, corpus=plan.corpus, recheck=job.recheck, changed=changed
+        )
         if finished is not None:
             branches.append(Branch(stem, plan, frozenset(), finished))
             continue
@@ -103,9 +116,18 @@ def build_several_graph(pipeline: beam.Pipeline, corpus: CorpusPlan, branches: l
 def run_encode_several(
     job: EncodeJob, tokenizers: list[str], beam_args: list[str] | None = None, *, reporter: Reporter | None = None
 ) -> dict[str, dict]:
-    """Encode the corpus of ``job`` with every tokenizer in one read; return each folder's manifest by stem."""
+    """Encode the corpus of ``job`` with every tokenizer in one read; return each folder's manifest by stem. One
+    lease, ``job.out``'s, covers every folder from before the first is touched to after the last COMPLETED."""
     beam_args, reporter = list(beam_args or []), reporter or Reporter()
-    branches = plan_branches(job, tokenizers, beam_args)
+    plans = plan_branches(job, tokenizers, beam_args)
+    with Lease(job.out, command="encode") as lease:  # one job per output: a second one is refused here
+        changed: dict[str, list[int]] = {}
+        branches = prepare_branches(plans, changed)
+        _encode_branches(branches, beam_args, reporter)
+        return {b.stem: b.finished or _finish(b.plan, reporter, lease) for b in branches}
+
+
+def _encode_branches(branches: list[Branch], beam_args: list[str], reporter: Reporter) -> None:
     corpus = branches[0].plan.corpus
     needed = set().union(*(b.todo for b in branches))
     todo = [r for r in corpus.ranges if r.index in needed]
@@ -119,10 +141,9 @@ def run_encode_several(
             pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(todo)))
             build_several_graph(pipeline, CorpusPlan(corpus.files, todo), branches)
             run_to_end(pipeline)
-    return {b.stem: b.finished or _finish(b.plan, reporter) for b in branches}
 
 
-def _finish(plan: EncodePlan, reporter: Reporter) -> dict:
+def _finish(plan: EncodePlan, reporter: Reporter, lease: Lease) -> dict:
     """One folder's manifest, the format's own files and COMPLETED, as the single-tokenizer job finishes."""
     layout, fmt = plan.layout, plan.layout.format
     manifest = build_manifest(plan)
@@ -130,6 +151,7 @@ def _finish(plan: EncodePlan, reporter: Reporter) -> dict:
         manifest["merged"] = fmt.merge(layout, manifest)
     if fmt.finish is not None:
         fmt.finish(layout, manifest)
+    verify_before_completed(layout, lease)  # still our lease, every shard as recorded: else no COMPLETED
     finish_output(plan.job.out, manifest)
     remove(layout.path(TMP_DIR))
     reporter.stage("done", out=plan.job.out, tokens=manifest.get("tokens"))

@@ -26,6 +26,7 @@ def write_shard(layout: ShardLayout, index: int, parts: list[tuple[str, str, str
     writer_class = layout.format.writer
     with writer_class(layout.path(layout.name(index)), layout) as writer:
         for path, source, kind in parts:
+            source = layout.relative(source)  # documents named relative to the inputs' root: a portable output
             table = read_part(path)
             tokens = table.column("tokens").combine_chunks()
             ids = tokens.values.to_numpy(zero_copy_only=False)

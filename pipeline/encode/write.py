@@ -113,7 +113,7 @@ class FinalizeShardFn(beam.DoFn):
             "files": files,
             "batches": len(parts),
             **_sums(parts),
-            "ranges": [dict(_sums(rp), index=r, source=rp[0].source) for r, rp in _by_range(parts)],
+            "ranges": [dict(_sums(rp), index=r, source=layout.relative(rp[0].source)) for r, rp in _by_range(parts)],
         }
         write_stats(layout, index, stats)  # last: from here on the shard is complete
         remove(layout.path(TMP_DIR, layout.name(index)))

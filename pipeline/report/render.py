@@ -22,7 +22,25 @@ def _cell(value, fmt: str = "{:.3f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def markdown(report: dict) -> str:
+def relative_to(path: str, folder: str) -> str:
+    """``path`` as report.md names it: relative to the report's ``folder`` (local paths, or a URL below it), so a
+    copied or moved output folder still names the right files.
+
+    >>> relative_to("/o/tok/tokenizer.bpe", "/o/tok"), relative_to("/refs/cl100k.tiktoken", "/o/tok")
+    ('tokenizer.bpe', '../../refs/cl100k.tiktoken')
+    """
+    import os
+
+    if not folder:
+        return path
+    if path.startswith(folder.rstrip("/") + "/"):
+        return path[len(folder.rstrip("/")) + 1 :]
+    if path.startswith("/") and folder.startswith("/"):
+        return os.path.relpath(path, folder)
+    return path
+
+
+def markdown(report: dict, out_dir: str = "") -> str:
     s = report["sample"]
     lines = [
         "# Tokenizer report",
@@ -41,7 +59,15 @@ def markdown(report: dict) -> str:
             f"{t['unreachable']:,} |"
         )
     for t in report["tokenizers"]:
-        lines += ["", f"## {t['label']}", "", f"`{t['path']}` ({t['role']})", "", "Longest tokens:", ""]
+        lines += [
+            "",
+            f"## {t['label']}",
+            "",
+            f"`{relative_to(t['path'], out_dir)}` ({t['role']})",
+            "",
+            "Longest tokens:",
+            "",
+        ]
         lines += [f"- `{x['token']}` ({x['bytes']} bytes, id {x['id']})" for x in t["longest_tokens"]]
         lines += ["", "First merges:", ""] + [f"- `{m}`" for m in t["first_merges"]]
         lines += ["", "Last merges:", ""] + [f"- `{m}`" for m in t["last_merges"]]
@@ -86,7 +112,7 @@ def write_report_files(report: dict, out_dir: str) -> list[str]:
 
     names = {
         "report.json": (json.dumps(report, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode(),
-        "report.md": markdown(report).encode(),
+        "report.md": markdown(report, out_dir).encode(),
         "compression.png": compression_png(report),
     }
     for name, data in names.items():

@@ -176,6 +176,9 @@ class Lease:
         if current is not None and current.run_id == self.record.run_id:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(self.path)
+        with contextlib.suppress(OSError):  # the folder the lease made, if nothing else is in it
+            if not self.fs.ls(posixpath.dirname(self.path)):
+                self.fs.rmdir(posixpath.dirname(self.path))
 
     def __enter__(self) -> Lease:
         self.acquire()

@@ -15,9 +15,9 @@ import fsspec
 import bpe_core
 from bpe_core import ChunkCounts, Tokenizer
 from pipeline.launch.progress import Reporter
-from pipeline.train.settings import TrainSettings
 from pipeline.storage.files import read_bytes, remove
 from pipeline.storage.paths import join
+from pipeline.train.settings import TrainSettings
 
 TOKENIZER_FILES = ("tokenizer.bpe", "tokenizer.tiktoken", "tokenizer.json")
 
@@ -35,7 +35,7 @@ def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Repo
         tok = bpe_core.train(
             counts,
             settings.vocab_size,
-            special_tokens=settings.special_tokens,
+            special_tokens=settings.special_names,
             min_frequency=settings.min_frequency,
             tie_break=settings.tie_break,
             name=settings.name,
@@ -46,6 +46,10 @@ def train_tokenizer(counts: ChunkCounts, settings: TrainSettings, reporter: Repo
         native_log.setLevel(level)
         native_log.propagate = propagate
     reporter.end_progress(len(tok.merges))
+    ids = settings.special_ids(len(tok.vocab))
+    if ids != tok.special_tokens:  # ids given as NAME=ID
+        tok = Tokenizer(tok.vocab, merges=tok.merge_ids, pretokenizer=tok.pretokenizer, special_tokens=ids,
+                        name=tok.name, backend=tok.backend)  # fmt: skip
     return tok
 
 

@@ -92,18 +92,17 @@ class Estimate:
 def sample_ranges(plan: CorpusPlan, budget: int, *, units: int = SAMPLE_UNITS) -> list[tuple[CorpusRange, int]]:
     """``(range, file bytes)`` of the sample: at ``units`` positions spaced evenly over the corpus's bytes, a byte
     window of ``budget / units`` (uncompressed text/JSONL) or the whole range holding it (a compressed file, a
-    Parquet row group), each once. A budget of the corpus's size or more is every range, whole."""
+    Parquet row group: of these, an evenly spaced selection within the budget, at least one), each once, in corpus
+    order. A budget of the corpus's size or more is every range, whole."""
     sized = [(rng, _range_file_bytes(plan, rng)) for rng in plan.ranges]
     total = sum(size for _, size in sized)
     if budget >= total:
         return sized
-    window = max(1 << 12, budget // units)
-    whole_budget, picked, seen = budget, [], set()
-    starts, position = [], 0
+    window = sample_window(budget, units)
+    windows, whole, starts, position, k = {}, {}, [], 0, 0
     for _, size in sized:
         starts.append(position)
         position += size
-    k = 0
     for i in range(units):
         target = (i + 0.5) * total / units
         while k + 1 < len(sized) and starts[k + 1] <= target:
@@ -111,16 +110,21 @@ def sample_ranges(plan: CorpusPlan, budget: int, *, units: int = SAMPLE_UNITS) -
         rng, size = sized[k]
         if rng.kind == "bytes" and size > window:
             begin = rng.start + min(size - window, max(0, int(target - starts[k]) - window // 2))
-            unit = (rng._replace(start=begin, end=begin + window), window)
-        elif whole_budget > 0 or not picked:
-            unit = (rng, size)
-            whole_budget -= size  # whole ranges count against the budget: never read past it by many
+            windows[(k, begin)] = (rng._replace(start=begin, end=begin + window), window)
         else:
-            continue
-        if (unit[0].index, unit[0].start) not in seen:
-            seen.add((unit[0].index, unit[0].start))
-            picked.append(unit)
-    return picked
+            whole[(k, rng.start)] = (rng, size)
+    room = max(0, budget - window * len(windows))
+    hits = list(whole.items())
+    mean = sum(size for _, (_, size) in hits) / max(1, len(hits))
+    keep = max(1, min(len(hits), int(room // max(1, mean)))) if hits else 0
+    chosen = {hits[int((j + 0.5) * len(hits) / keep)][0] for j in range(keep)}  # spread, not the first ones
+    picked = {**windows, **{key: unit for key, unit in whole.items() if key in chosen}}
+    return [picked[key] for key in sorted(picked)]
+
+
+def sample_window(budget: int, units: int = SAMPLE_UNITS) -> int:
+    """Bytes of one sampled window (and of one piece of a range read whole)."""
+    return max(1 << 12, budget // units)
 
 
 def _range_file_bytes(plan: CorpusPlan, rng: CorpusRange) -> int:
@@ -132,24 +136,30 @@ def _range_file_bytes(plan: CorpusPlan, rng: CorpusRange) -> int:
 
 
 def count_sample(
-    sample: list[tuple[CorpusRange, int]], spec: CorpusSpec, settings: TrainSettings
+    sample: list[tuple[CorpusRange, int]], spec: CorpusSpec, settings: TrainSettings, *, piece: int
 ) -> tuple[list[SortedCounts], list[int], int]:
-    """One sorted table per sampled range (per batch for a whole range: a file holds many kinds of text), the text
-    bytes of each, and the file bytes read."""
+    """One sorted table per sampled window, or per ``piece`` bytes of text of a range read whole (a file or row
+    group holds many pieces: the growth between them is what the fit needs), the text bytes of each, and the file
+    bytes read."""
     from pipeline.corpus.readers import read_range  # pyarrow readers, as the count stage reads
 
     tables, sizes, file_bytes = [], [], 0
     for rng, size in sample:
         file_bytes += size
+        limit = piece if rng.kind != "bytes" else 1 << 62
         counter, text = SortedChunkCounter(settings.pre), 0
         for batch in read_range(rng, spec):
-            if len(batch.texts):
-                counter.add(batch.texts, num_threads=None)
-                text += _text_bytes(batch.texts)
-            if rng.kind != "bytes" and text and (batch.last or text >= spec.batch_bytes):
-                tables.append(_take(counter))
-                sizes.append(text)
-                counter, text = SortedChunkCounter(settings.pre), 0
+            lengths = _lengths(batch.texts)
+            start = 0
+            while start < len(lengths):
+                end = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), limit - text, "left")) + 1)
+                counter.add(batch.texts[start:end], num_threads=None)
+                text += int(lengths[start:end].sum())
+                start = end
+                if text >= limit:
+                    tables.append(_take(counter))
+                    sizes.append(text)
+                    counter, text = SortedChunkCounter(settings.pre), 0
         if text:
             tables.append(_take(counter))
             sizes.append(text)
@@ -165,11 +175,12 @@ def _empty():
     return np.zeros(1, np.int32), np.zeros(0, np.uint8), np.zeros(0, np.int64)
 
 
-def _text_bytes(texts) -> int:
+def _lengths(texts) -> np.ndarray:
+    """UTF-8 bytes of each text (an Arrow column where the reader made one; the readers check UTF-8)."""
     arrow = getattr(texts, "arrow", None)
     if arrow is not None:
-        return int(pc.sum(pc.binary_length(arrow)).as_py() or 0)
-    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        return pc.binary_length(arrow).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.array([len(t.encode("utf-8", "surrogatepass")) for t in texts], dtype=np.int64)
 
 
 def estimate_corpus(
@@ -187,7 +198,7 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
     total = sum(_range_file_bytes(plan, r) for r in plan.ranges)
     budget = sample_budget(total) if sample_bytes is None else sample_bytes
     sample = sample_ranges(plan, budget)
-    tables, sizes, sample_file_bytes = count_sample(sample, spec, settings)
+    tables, sizes, sample_file_bytes = count_sample(sample, spec, settings, piece=sample_window(budget))
     exact = sample_file_bytes >= total
     sample_text = sum(sizes)
     if not tables:  # nothing but dead letters in the sample: nothing to predict from
@@ -372,4 +383,4 @@ def _duration(seconds: float) -> str:
         return f"{seconds / 3600:.1f} h"
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
+    return f"{seconds:.0f} s" if seconds >= 1 else "under 1 s"

@@ -22,7 +22,6 @@ import fsspec
 from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
 from pipeline.errors import CorpusError, ShardFileError, UsageError
 from pipeline.launch.progress import Reporter
-from pipeline.train.settings import TrainSettings
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction
 from pipeline.report.render import REPORT_FILES
 from pipeline.storage.files import glob, prepare_output
@@ -35,6 +34,7 @@ from pipeline.train.counts_files import (
     write_missing_shards,
 )
 from pipeline.train.driver import TOKENIZER_FILES, train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
+from pipeline.train.settings import TrainSettings
 
 if TYPE_CHECKING:
     import apache_beam as beam
@@ -66,6 +66,7 @@ class TrainJob:
     report: bool = False  # hold out eval_fraction of the documents, measure every size (and compare) on them
     eval_fraction: float | None = None  # None: DEFAULT_EVAL_FRACTION with --report
     compare: tuple[str, ...] = ()
+    driver_memory: int | None = None  # refuse a driver predicted over it (bytes); None: 80% of this machine; 0: off
 
     def __post_init__(self) -> None:
         inputs = tuple(InputSpec(absolute(i.pattern), i.weight) for i in self.inputs)
@@ -93,6 +94,11 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
     """Check the runner options and the counts, plan the corpus: everything that can fail before any work."""
     counts_dir = _counts_folder(job.from_counts) if job.from_counts else join(job.out, "counts")
     if job.from_counts:
+        if job.driver_memory is not None:
+            raise UsageError(
+                "--driver-memory checks the estimate made before counting: with --from-counts the merge loop checks "
+                "the memory it needs itself (and names --min-chunk-count / --max-chunks); drop --driver-memory"
+            )
         if beam_args:
             raise UsageError(
                 f"--from-counts trains on this machine with no pipeline: the Beam options {' '.join(beam_args)} "
@@ -188,6 +194,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         corpus = plan.corpus
         manifest["runner"] = runner_name(beam_args)
         reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes)
+        manifest["estimate"] = _estimate_stage(plan, reporter)  # may refuse the run: only the sample was read
         prepare_output(job.out, owned=owned_files(job.out), overwrite=job.overwrite)
         t0 = time.perf_counter()
         sizes = {f.path: f.size for f in corpus.files}
@@ -204,7 +211,11 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
             "--text-field / --text-column "
             "and --max-document-bytes"
         )
-    if not job.counts_only:
+    if job.settings.superword:  # phase 2 is a second pass over the corpus (pipeline/train/runs.py)
+        from pipeline.train.runs import superword_stage
+
+        manifest.update(superword_stage(plan, beam_args, reporter))
+    elif not job.counts_only:
         manifest.update(_train_stage(plan.counts_dir, job, reporter))
     if job.report:
         manifest.update(_report_stage(plan, beam_args, reporter))
@@ -213,6 +224,18 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     finish_output(job.out, manifest)
     reporter.stage("done", out=job.out, seconds=manifest["wall_seconds"])
     return manifest
+
+
+def _estimate_stage(plan: TrainPlan, reporter: Reporter) -> dict:
+    """The pre-flight (pipeline/train/estimate.py): predicted unique chunks, driver memory and merge time, as the
+    run's first line; a driver predicted over ``--driver-memory`` is refused here, before the count."""
+    from pipeline.train.estimate import default_driver_memory, preflight
+
+    job = plan.job
+    limit = default_driver_memory() if job.driver_memory is None else job.driver_memory
+    est = preflight(plan.corpus, job.corpus, job.settings, limit=0 if job.counts_only else limit, reporter=reporter)
+    keys = ("chunks", "words", "driver_memory", "seconds", "sample_text_bytes", "exact", "growth_a", "growth_b")
+    return {key: value for key, value in est.to_manifest().items() if key in keys}
 
 
 def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
@@ -249,6 +272,10 @@ def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> 
         TokenizerSpec(label, path) for label, path in zip(unique_labels(list(job.compare)), job.compare, strict=True)
     ]
     roles = {spec.label: "trained" for spec in trained}
+    if job.settings.superword:  # the plain tokenizer of each size, from the same counts (pipeline/train/runs.py)
+        plain = [TokenizerSpec(f"plain v{n}", join(job.out, "plain", f"v{n}", "tokenizer.bpe")) for n in sizes]
+        trained += plain
+        roles.update({spec.label: "plain" for spec in plain})
     report = run_report(plan.corpus, job.corpus, tuple(trained + compare), roles, job.eval_fraction, job.out, beam_args)
     seconds = round(time.perf_counter() - t0, 3)
     reporter.stage("report", documents=report["sample"]["documents"], seconds=seconds)
@@ -266,7 +293,7 @@ def owned_files(out: str) -> tuple[str, ...]:
     fs, path = fsspec.core.url_to_fs(out)
     folders = [posixpath.basename(f) for f in fs.glob(path.rstrip("/") + "/v[0-9]*") if fs.isdir(f)]
     sizes = tuple(name for name in folders if name[1:].isdigit())
-    return ("counts", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
+    return ("counts", "runs", "plain", "dead_letters", *TOKENIZER_FILES, *REPORT_FILES, *sizes)
 
 
 def _counts_folder(from_counts: str) -> str:
@@ -311,6 +338,8 @@ def check_job(job: TrainJob) -> None:
         )
     if job.report:
         check_fraction(job.eval_fraction)
+    if job.settings.superword and job.settings.vocab_size is None:
+        raise UsageError("--superword-merges / --superword-from need --vocab-size: the word model is its prefix")
     if not job.counts_only and job.settings.vocab_size is None:
         raise UsageError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
 

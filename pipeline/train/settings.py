@@ -33,6 +33,8 @@ DEFAULTS: dict = {
     "min_chunk_count": 0,
     "max_chunks": 0,
     "name": None,
+    "superword_merges": 0,
+    "superword_from": None,
 }
 
 
@@ -54,14 +56,46 @@ class TrainSettings:
     max_chunks: int = 0
     name: str | None = None
     vocab_sizes: tuple[int, ...] = ()
+    superword_merges: int = 0  # a superword tokenizer (SuperBPE): this many supermerges after the word model
+    superword_from: int | None = None  # several sizes: one word model of this many ids, supermerges to each size
 
     def __post_init__(self) -> None:
         if not self.vocab_sizes and self.vocab_size is not None:
             object.__setattr__(self, "vocab_sizes", (self.vocab_size,))
 
     @property
+    def superword(self) -> bool:
+        return bool(self.superword_merges) or self.superword_from is not None
+
+    @property
+    def word_size(self) -> int | None:
+        """The word model's size of a superword run (None otherwise)."""
+        if self.superword_from is not None:
+            return self.superword_from
+        return self.vocab_size - self.superword_merges if self.superword_merges and self.vocab_size else None
+
+    @property
     def normalizer(self) -> str | None:
         return self.pre.normalizer
+
+    @property
+    def special_names(self) -> tuple[str, ...]:
+        """The special tokens' names (``special_tokens`` as given may read ``NAME=ID``)."""
+        return tuple(split_special_token(t)[0] for t in self.special_tokens)
+
+    def special_ids(self, first_free: int) -> dict[str, int]:
+        """Each special token's id: the one given as ``NAME=ID``, else the next free id from ``first_free`` (the
+        first id after the merges), in the order given."""
+        given = dict(split_special_token(t) for t in self.special_tokens)
+        taken = {i for i in given.values() if i is not None}
+        ids, free = {}, first_free
+        for name, wanted in given.items():
+            if wanted is None:
+                while free in taken:
+                    free += 1
+                wanted, free = free, free + 1
+            ids[name] = wanted
+        return ids
 
     def with_pretokenizer(self, pre: PreTokenizer) -> TrainSettings:
         """The same settings with the pre-tokenizer ``pre`` (training from counts made with it)."""
@@ -80,6 +114,8 @@ class TrainSettings:
             "min_chunk_count": self.min_chunk_count,
             "max_chunks": self.max_chunks,
             "name": self.name,
+            **({"superword_merges": self.superword_merges} if self.superword_merges else {}),
+            **({"superword_from": self.superword_from} if self.superword_from is not None else {}),
         }
 
 
@@ -154,13 +190,56 @@ def _vocab_sizes(value) -> tuple:
     return tuple(value)
 
 
+def split_special_token(item: str) -> tuple[str, int | None]:
+    """``NAME=ID``: the special token NAME at id ID (as ``convert --special-token`` reads it); ``NAME``: the next id
+    after the merges. A name holding ``=`` is refused unless what follows the last ``=`` is a number.
+
+    >>> split_special_token("<|endoftext|>=50256"), split_special_token("<|endoftext|>")
+    (('<|endoftext|>', 50256), ('<|endoftext|>', None))
+    """
+    if not isinstance(item, str) or "=" not in item:
+        return item, None
+    name, _, value = item.rpartition("=")
+    if name and value.isdigit():
+        return name, int(value)
+    raise UsageError(
+        f"special token {item!r}: NAME=ID gives a special token its id, and what follows the last '=' is no number; "
+        f"a name holding '=' needs its id, e.g. {item}=50256"
+    )
+
+
+def _check_special_ids(specials: list[str], sizes: tuple) -> None:
+    """Ids given as NAME=ID: distinct, after every merged token of the vocabulary size, and with one size only."""
+    given = {name: i for name, i in map(split_special_token, specials) if i is not None}
+    if not given:
+        return
+    if len(sizes) > 1:
+        raise UsageError(f"special tokens with ids ({', '.join(f'{n}={i}' for n, i in given.items())}) need one "
+                         f"vocab_size: the sizes {', '.join(map(str, sizes))} put them at different ids; give the "
+                         "names alone, or train one size")  # fmt: skip
+    if len(set(given.values())) != len(given):
+        raise UsageError(f"special tokens share an id: {given}; give each its own")
+    size = sizes[0]
+    if size is None:
+        return
+    first = size - len(specials)  # ids below are the bytes and the merges
+    low = {n: i for n, i in given.items() if i < first}
+    if low:
+        raise UsageError(f"special token ids {low} fall among the merged tokens: with vocab_size {size} and "
+                         f"{len(specials)} special tokens, ids from {first} on are free for them")  # fmt: skip
+
+
 def _validated(s: Mapping) -> TrainSettings:
     sizes = _vocab_sizes(s["vocab_size"])
     try:
+        raw = s["special_tokens"]
+        names = raw if isinstance(raw, str) else [split_special_token(t)[0] for t in raw]
         for size in sizes:
-            specials = check_train_arguments(size, s["special_tokens"], s["min_frequency"], s["tie_break"])
+            check_train_arguments(size, names, s["min_frequency"], s["tie_break"])
+        specials = list(s["special_tokens"])
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    _check_special_ids(specials, sizes)
     vocab_sizes = () if sizes == (None,) else tuple(sorted(sizes))
     for key in ("min_chunk_count", "max_chunks"):
         value = s[key]
@@ -175,6 +254,7 @@ def _validated(s: Mapping) -> TrainSettings:
         pre = PreTokenizer.from_spec(spec, normalizer=s["normalizer"])
     except (TypeError, ValueError) as exc:
         raise UsageError(f"pretokenizer {json.dumps(spec)}: {exc}") from None
+    _check_superword(s, vocab_sizes, len(specials))
     return TrainSettings(
         pretokenizer=spec,
         pre=pre,
@@ -186,4 +266,32 @@ def _validated(s: Mapping) -> TrainSettings:
         max_chunks=s["max_chunks"],
         name=s["name"],
         vocab_sizes=vocab_sizes,
+        superword_merges=s["superword_merges"],
+        superword_from=s["superword_from"],
     )
+
+
+def _check_superword(s: Mapping, vocab_sizes: tuple, n_specials: int) -> None:
+    merges, start = s["superword_merges"], s["superword_from"]
+    if isinstance(merges, bool) or not isinstance(merges, int) or merges < 0:
+        raise UsageError(f"superword_merges must be a non-negative integer, got {merges!r}")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int)):
+        raise UsageError(f"superword_from must be an integer (the word model's size), got {start!r}")
+    if merges and start is not None:
+        raise UsageError("superword_merges and superword_from together: give one (--superword-from for several sizes)")
+    if merges and len(vocab_sizes) > 1:
+        raise UsageError(
+            f"superword_merges with several sizes {list(vocab_sizes)}: each size would need its own word model; "
+            "give --superword-from T instead (one word model of T tokens, each size a truncation)"
+        )
+    floor = 256 + n_specials
+    if merges and vocab_sizes and vocab_sizes[-1] - merges <= floor:
+        raise UsageError(
+            f"superword_merges {merges} leaves the word model {vocab_sizes[-1] - merges} ids of vocab_size "
+            f"{vocab_sizes[-1]}: it needs more than 256 + {n_specials} special tokens; give fewer supermerges"
+        )
+    if start is not None and vocab_sizes and not floor < start < vocab_sizes[0]:
+        raise UsageError(
+            f"superword_from {start} must lie between 256 + {n_specials} special tokens and the smallest "
+            f"vocab_size {vocab_sizes[0]} (the word model is a prefix of every size)"
+        )

@@ -1,9 +1,13 @@
 """Fuzz target (b): the encoder on arbitrary text and bytes, native == python, and decode(encode(x)) == x.
 
-Three real vocabularies of different kinds: cl100k (rank-only .tiktoken, with its special tokens), Llama 3 (GGUF
-merge list with ignore_merges and control tokens) and a Hugging Face tokenizer.json (NFKC normalizer, added
-tokens). The input chooses the vocabulary, the call (encode_ordinary, encode with all specials allowed, encode with
-the default disallowed specials, encode_batch over several threads, with the flat API on the same documents:
+Four vocabularies of different kinds: cl100k (rank-only .tiktoken, with its special tokens), Llama 3 (GGUF
+merge list with ignore_merges and control tokens), a Hugging Face tokenizer.json (NFKC normalizer, added
+tokens), and a small merge list trained here whose native cache is bounded below its seed image (``cache_limit``
+1), so that the piece table is reset every few inputs and most short pieces spill (more than 4 tokens): the piece
+table's seeding, growth, resets and spill arena, and the merges of new pieces, under the sanitizers.
+
+The input chooses the vocabulary, the call (encode_ordinary, encode with all specials allowed, encode with the
+default disallowed specials, encode_batch over several threads, with the flat API on the same documents:
 lists, Arrow arrays of their bytes, decode_flat) and how its payload becomes text (bytes, UTF-8 with invalid bytes,
 UTF-16 with lone surrogates, or any code point).
 
@@ -23,7 +27,7 @@ from functools import cache
 import fuzzlib
 from fuzzlib import Reader, check_same, outcome, text_of
 
-VOCABS = ("cl100k", "llama3", "hf")
+VOCABS = ("cl100k", "llama3", "hf", "tiny")
 
 
 @cache
@@ -34,6 +38,14 @@ def tokenizers(name: str):
         native = fuzzlib.openai_tokenizer("cl100k")
     elif name == "llama3":
         native = Tokenizer.from_file(str(fuzzlib.data_path("llamacpp", "ggml-vocab-llama-bpe.gguf")))
+    elif name == "tiny":
+        import bpe_core
+
+        counts = bpe_core.count_chunks(fuzzlib.corpus_docs("fortunes_multi", 200, 2000), "cl100k")
+        trained = bpe_core.train(counts, 400)
+        native = Tokenizer(trained.vocab, merges=trained.merge_ids, pretokenizer="cl100k")
+        if native.backend == "native":
+            native._encoder().cache_limit = 1  # the seed image's size: reset at 3/4 of it
     else:
         native = Tokenizer.from_file(str(fuzzlib.data_path("hf", "anthropic-0.20.0.tokenizer.json")))
     return native, fuzzlib.python_twin(native)
@@ -70,7 +82,7 @@ def decoded_text(tok, ids: list[int]) -> str:
 def test_one_input(data: bytes) -> None:
     reader = Reader(data)
     flags = reader.byte()
-    name, call, mode = VOCABS[flags % 3], (flags >> 2) % 4, (flags >> 4) % 4
+    name, call, mode = VOCABS[flags % 4], (flags >> 2) % 4, (flags >> 4) % 4
     native, python = tokenizers(name)
     payload = reader.rest()
     text = text_of(mode, payload)
@@ -164,9 +176,9 @@ def seeds():
     for corpus in ("multi_udhr", "code_cpython", "fortunes_multi", "docs_python_rst"):
         texts += [d.encode() for d in fuzzlib.corpus_docs(corpus, 12, 600)]
     texts += [b"<|endoftext|> hi <|fim_prefix|>", b"<|begin_of_text|>x<|eot_id|>", b"<EOT><META> caf\xc3\xa9"]
-    out = [bytes([(i % 3) | (i % 4) << 2 | 1 << 4]) + t for i, t in enumerate(texts)]
+    out = [bytes([(i % 4) | (i % 4) << 2 | 1 << 4]) + t for i, t in enumerate(texts)]
     # the flat API (call 3), over Arrow buffers of both offset widths, sliced and chunked (flags 0x40, 0x80)
-    return out + [bytes([(i % 3) | 3 << 2 | (i % 4) << 4 | (i % 4) << 6]) + t for i, t in enumerate(texts[::3])]
+    return out + [bytes([(i % 4) | 3 << 2 | (i % 4) << 4 | (i % 4) << 6]) + t for i, t in enumerate(texts[::3])]
 
 
 if __name__ == "__main__":

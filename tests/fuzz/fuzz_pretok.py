@@ -1,6 +1,7 @@
 """Fuzz target (a): the hand-written C++ pre-tokenizers against the `regex` module, on arbitrary bytes.
 
-For each preset of ``_core.pretok_names()`` (r50k, cl100k, o200k, llama3, qwen2): ``_core.pretok_split(name, data)``
+For each preset of ``_core.pretok_names()`` (r50k, cl100k, o200k, llama3, qwen2) and each distinct pattern list of
+the llama.cpp table through the compiled matcher ("rx:N"): ``_core.pretok_split(name, data)``
 must equal the reference's pieces, ``PreTokenizer.split(data.decode("utf-8", "surrogateescape"))`` re-encoded with
 surrogateescape, piece for piece; and ``PreTokenizer.split_bytes`` (the public path) must give the same, and the
 64-byte block splitter (``pretok_split_ends``, in the tier and batch size the input picks) the scalar one's ends. Half
@@ -26,7 +27,19 @@ def presets() -> tuple:
     from bpe_core import PreTokenizer, native
 
     names = native._core.pretok_names()
-    return tuple((name, PreTokenizer.from_spec(name)) for name in names)
+    hand_written = tuple((name, PreTokenizer.from_spec(name)) for name in names)
+    return hand_written + compiled()
+
+
+def compiled() -> tuple:
+    """(name, reference PreTokenizer) per distinct pattern list of the llama.cpp table, split by the compiled matcher
+    (bpe_core/pretok_compiler.py, "rx:N")."""
+    from bpe_core import PreTokenizer
+    from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
+    from bpe_core.pretok_compiler import native_name
+
+    lists = sorted({patterns for patterns, _ in LLAMACPP_PRETOKENIZERS.values()})
+    return tuple((native_name(patterns), PreTokenizer(patterns)) for patterns in lists)
 
 
 def reference_pieces(pre, data: bytes) -> list[bytes]:
@@ -48,13 +61,15 @@ def test_one_input(data: bytes) -> None:
     check_same(f"pretok_split({name!r})", got, expected, payload)
     if pre.native_kind == name:
         check_same(f"PreTokenizer({name!r}).split_bytes", outcome(pre.split_bytes, payload), expected, payload)
-    if hasattr(native._core, "pretok_split_ends"):  # the 64-byte block splitter == the scalar one, ends for ends
-        split = native._core.pretok_split_ends
+    if hasattr(native._core, "pretok_split_ends") and not name.startswith("rx:"):  # the 64-byte block splitter
+        split = native._core.pretok_split_ends  # == the scalar one, ends for ends
         scalar = outcome(lambda: split(name, payload, "scalar")[0])
         tier, batch = ("auto", "sse2")[flags >> 5 & 1], (64, 256)[flags >> 4 & 1]
         got = outcome(lambda: split(name, payload, tier, batch)[0])
         check_same(f"pretok_split_ends({name!r}, {tier}, {batch})", got, scalar, payload)
-    if flags & 0x40:  # the native counter on threads: the payload cut into documents, counted as the reference does
+    if flags & 0x40 and not name.startswith(
+        "rx:"
+    ):  # the native counter on threads: the payload cut into documents, counted as the reference does
         count_on_threads(name, payload, 1 + (flags >> 4) % 3)
 
 

@@ -26,7 +26,7 @@ ENTRY_POINTS = {
     "train": "test_train_entry_points", "train_sizes": "test_train_entry_points",
     "estimate_train_memory": "test_train_entry_points", "pretok_split": "test_pretok_split_every_preset",
     "pretok_names": "test_pretok_split_every_preset", "unicode_tables_info": "test_the_sanitized_core_is_loaded",
-    "validate_arrow_strings": "test_flat_entry_points",
+    "validate_arrow_strings": "test_flat_entry_points", "pretok_compile": "test_pretok_compiled_every_llamacpp_list",
     "pretok_split_ends": "test_block_splitter_equals_the_scalar_one",
     "pretok_blocks_tier": "test_block_splitter_equals_the_scalar_one",
 }  # fmt: skip
@@ -84,6 +84,24 @@ def test_pretok_split_every_preset(preset):
         assert native._core.pretok_split(preset, data) == expected, (preset, data[:80])
     with pytest.raises(ValueError, match="no hand-written pre-tokenizer"):
         native._core.pretok_split("no-such-preset", b"x")
+
+
+def test_pretok_compiled_every_llamacpp_list():
+    """The compiled matcher (pretok_rx.cpp) on every distinct pattern list of the llama.cpp table and malformed
+    programs, which are refused with ValueError."""
+    from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
+    from bpe_core.pretok_compiler import native_name
+
+    texts = with_tails(all_texts())
+    for patterns in sorted({patterns for patterns, _ in LLAMACPP_PRETOKENIZERS.values()}):
+        name, pre = native_name(patterns), PreTokenizer(patterns)
+        for data in texts:
+            text = data.decode("utf-8", "surrogateescape")
+            expected = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)]
+            assert native._core.pretok_split(name, data) == expected, (patterns, data[:80])
+    for program in ([], [1], [1, 1, -1, 1, 0, 5, 1, 1, 0], [1, 1, -1, 1, 1, 0, 2, 0], [2, 1, -1, 0]):
+        with pytest.raises(ValueError):
+            native._core.pretok_compile(program, [[0, 10]])
 
 
 @pytest.mark.parametrize("preset", ["r50k", "cl100k", "o200k", "llama3", "qwen2"])

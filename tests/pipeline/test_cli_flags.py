@@ -111,7 +111,7 @@ def test_beam_options_of_every_runner_we_support_are_known():
 
 
 @pytest.mark.parametrize("flags", [["--eos"], ["--verify"], ["--shard-format", "megatron"], ["--prefix", "p"],
-                                   ["--overwrite"], ["--special-tokens", "allowed"], ["--format", "text"],
+                                   ["--overwrite"], ["--workers", "2"], ["--format", "text"],
                                    ["--range-bytes", "10"], ["--bos"]])  # fmt: skip
 def test_encode_text_refuses_the_pipeline_flags(capsys, flags):
     tok = ROOT.parent / "shared" / "data" / "tiktoken" / "r50k_base.tiktoken"

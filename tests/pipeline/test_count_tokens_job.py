@@ -3,9 +3,11 @@ multi-process and Dask runners, equal to an independent count (the tokenizer's o
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import DASK, corpus, data_path, require_module
-from pipeline_testlib import write_jsonl
+from pipeline_testlib import run_cli, write_jsonl
 
 from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.encode.count_tokens import COLUMNS, count_tokens_job
@@ -61,3 +63,39 @@ def test_count_tokens_job_on_dask(job):
                                   dashboard_address=":0") as cluster:  # fmt: skip
         args = ["--runner", "DaskRunner", "--dask_client_address", cluster.scheduler_address]
         _check(count_tokens_job(plan, spec, ref, args), expected)
+
+
+@pytest.mark.parametrize(
+    "beam_args",
+    [["--runner", "FnApiRunner"], ["--direct_running_mode", "in_memory"], MULTI, ["--workers", "2"]],
+    ids=["fnapi", "in_memory", "multi_processing", "workers"],
+)
+def test_cli_with_beam_options_prints_the_local_paths_json(job, beam_args, capsys):
+    """``count-tokens --json``: only JSON on stdout, the same document with and without Beam options."""
+    plan, _, _, expected = job
+    folder = str(plan.files[0].path).rsplit("/", 1)[0]
+    tokenizer = str(data_path("tiktoken", "cl100k_base.tiktoken"))
+    args = ["count-tokens", "--tokenizer", tokenizer, "--input", f"{folder}/*", "--range-bytes", "16384", "--json"]
+    assert run_cli(*args) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert run_cli(*args, *beam_args) == 0
+    piped = json.loads(capsys.readouterr().out)
+    assert piped == local and local["files"] == expected and local["tokenizer"] == tokenizer
+
+
+def test_cli_table_is_the_same_with_beam_options(job, capsys):
+    plan, _, _, _ = job
+    folder = str(plan.files[0].path).rsplit("/", 1)[0]
+    args = ["count-tokens", "--tokenizer", str(data_path("tiktoken", "cl100k_base.tiktoken")), "--input", f"{folder}/*"]
+    assert run_cli(*args) == 0
+    local = capsys.readouterr().out
+    assert run_cli(*args, *MULTI) == 0
+    assert capsys.readouterr().out == local and local.splitlines()[-2].startswith("total")
+
+
+def test_cli_refuses_threads_with_beam_options(job, capsys):
+    plan, _, _, _ = job
+    folder = str(plan.files[0].path).rsplit("/", 1)[0]
+    args = ["count-tokens", "--tokenizer", str(data_path("tiktoken", "cl100k_base.tiktoken")), "--input", f"{folder}/*"]
+    assert run_cli(*args, "--threads", "2", *MULTI) == 2
+    assert "--threads" in capsys.readouterr().err

@@ -7,13 +7,14 @@ import dataclasses
 
 import pytest
 from conftest import corpus, data_path
-from pipeline_testlib import write_jsonl
+from pipeline_testlib import run_cli, write_jsonl
 
 from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode.job import run_encode
 from pipeline.encode.settings import EncodeJob, EncodeSettings
 from pipeline.encode.several import run_encode_several, tokenizer_folders
-from pipeline.errors import UsageError
+from pipeline.errors import OutputError, UsageError
+from pipeline.storage.lease import Lease
 
 FORMATS = ["megatron", "parquet"]
 
@@ -56,9 +57,7 @@ def test_each_folder_resumes_on_its_own(tmp_path):
     job = _job(tmp_path, tmp_path / "out", "megatron")
     first = run_encode_several(job, [r50k, cl100k])
     before = _files(tmp_path / "out")
-    # cl100k_base as a run stopped before its end leaves it: no COMPLETED, one shard's .bin missing
-    (tmp_path / "out" / "cl100k_base" / "COMPLETED").unlink()
-    sorted((tmp_path / "out" / "cl100k_base").glob("*.bin"))[1].unlink()
+    sorted((tmp_path / "out" / "cl100k_base").glob("*.bin"))[1].unlink()  # one shard of one folder lost
     kept = {p: p.stat().st_mtime_ns for p in (tmp_path / "out" / "r50k_base").rglob("*")}
     again = run_encode_several(job, [r50k, cl100k])
     assert _files(tmp_path / "out") == before and again["cl100k_base"]["tokens"] == first["cl100k_base"]["tokens"]
@@ -73,3 +72,28 @@ def test_two_tokenizers_of_one_name_are_refused_naming_both():
         "o200k_base",
         "llama3",
     ]
+
+
+def test_one_lease_covers_out(tmp_path):
+    """A second job into OUT is refused while the first holds OUT's lease, naming it; nothing is written."""
+    r50k, cl100k = (str(data_path("tiktoken", f"{n}_base.tiktoken")) for n in ("r50k", "cl100k"))
+    job = _job(tmp_path, tmp_path / "out", "megatron")
+    with Lease(str(tmp_path / "out"), command="encode"):
+        with pytest.raises(OutputError, match="lease|running|another"):
+            run_encode_several(job, [r50k, cl100k])
+    assert not list((tmp_path / "out").glob("*/COMPLETED"))
+    assert set(run_encode_several(job, [r50k, cl100k])) == {"r50k_base", "cl100k_base"}  # once it is released
+
+
+def test_encode_command_with_two_tokenizers(tmp_path, capsys):
+    r50k, cl100k = (str(data_path("tiktoken", f"{n}_base.tiktoken")) for n in ("r50k", "cl100k"))
+    job = _job(tmp_path, tmp_path / "unused", "parquet")
+    out = tmp_path / "out"
+    args = ["encode", "--tokenizer", r50k, "--tokenizer", cl100k, "--input", job.inputs[0].pattern, "--out", out]
+    assert run_cli(*args, "--no-progress") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.rsplit(" -> ", 1)[1] for line in lines] == [str(out / "r50k_base"), str(out / "cl100k_base")]
+    for name in ("r50k_base", "cl100k_base"):
+        assert (out / name / "COMPLETED").exists() and (out / name / "manifest.json").exists()
+    assert run_cli("encode", "--tokenizer", r50k, "--tokenizer", cl100k, "--text", "hello") == 2
+    assert "--text takes one tokenizer" in capsys.readouterr().err

@@ -69,6 +69,8 @@ def test_a_lease_not_renewed_for_the_stale_time_is_taken_over_even_from_another_
     recent = dict(record, renewed=time.time() - 30)
     assert is_stale(LeaseRecord(**recent)) is None  # another host's live pid cannot be checked: the time decides
     Lease(str(tmp_path), command="encode").acquire().release()
+    assert not os.path.exists(os.path.dirname(_lease_file(tmp_path)))  # the folder the lease made goes with it
+    os.makedirs(os.path.dirname(_lease_file(tmp_path)))
     open(_lease_file(tmp_path), "w").write(json.dumps(recent))
     with pytest.raises(LeaseHeldError, match="another-host"):
         Lease(str(tmp_path), command="encode").acquire()

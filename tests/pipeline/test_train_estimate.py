@@ -8,13 +8,15 @@ import gzip
 import json
 
 import pytest
+from conftest import data_path
+from pipeline_testlib import run_cli
 
 import bpe_core
 from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.errors import UsageError
+from pipeline.train import estimate
 from pipeline.train.estimate import check_estimate, estimate_corpus, sample_ranges
 from pipeline.train.settings import train_settings
-from tests.conftest import data_path
 
 SPEC = CorpusSpec("jsonl")
 
@@ -96,3 +98,61 @@ def test_a_vocabulary_the_corpus_cannot_reach_is_named(tmp_path):
     (warning,) = check_estimate(est, settings, 0)
     assert "--vocab-size 5,000" in warning and f"{est.reachable_vocab:,}" in warning
     assert est.reachable_vocab < 300
+
+
+def _cli_corpus(tmp_path) -> str:
+    path, _ = _concatenated(tmp_path, ["en_bible_kjv"])
+    return path
+
+
+def test_train_estimate_prints_the_report_and_writes_nothing(tmp_path, capsys):
+    path = _cli_corpus(tmp_path)
+    assert run_cli("train", "--estimate", "--input", path, "--vocab-size", "4096", "--driver-memory", "64GiB") == 0
+    out = capsys.readouterr().out
+    assert "unique chunks" in out and "driver memory" in out and "--driver-memory 64.0 GiB" in out
+    assert "fits: the run would go ahead" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
+
+
+def test_a_run_over_driver_memory_stops_before_the_count(tmp_path, capsys, monkeypatch):
+    """A limit 45 MB above the launcher (taken as 100 MB: pytest's own size varies): the merge loop of 220k words
+    (about 70 MB) does not fit, fewer would."""
+    monkeypatch.setattr(estimate, "process_memory", lambda: 100 << 20)
+    (path, _), out = _concatenated(tmp_path, ["en_bible_kjv", "fortunes_multi"]), tmp_path / "out"
+    limit = str((100 + 45) << 20)
+    code = run_cli("train", "--input", path, "--vocab-size", "4096", "--out", out, "--driver-memory", limit)
+    err = capsys.readouterr().err
+    assert code == 2 and "--driver-memory" in err and "--max-chunks" in err and "--min-chunk-count" in err
+    assert not (out / "counts").exists() and not (out / "COMPLETED").exists()
+
+
+def test_every_counting_run_starts_with_the_estimate(tmp_path, capsys):
+    path, out = _cli_corpus(tmp_path), tmp_path / "out"
+    assert run_cli("train", "--input", path, "--vocab-size", "1024", "--out", out, "--no-progress") == 0
+    stages = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith('{"')]
+    names = [s["stage"] for s in stages]
+    assert names.index("estimate") < names.index("count")
+    estimate = next(s for s in stages if s["stage"] == "estimate")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert estimate["exact"] and manifest["estimate"]["chunks"] == estimate["unique_chunks"]
+    # the whole corpus was the sample: the words predicted are the chunks of two bytes or more the count kept
+    kept = manifest["chunk_filter"]["chunks_kept"]
+    assert kept - 256 <= manifest["estimate"]["words"] <= kept
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--driver-memory", "lots"], "--driver-memory must be a size"),
+        (["--driver-memory", "1GiB", "--from-counts", "somewhere"], "drop --driver-memory"),
+        (["--estimate", "--counts-only"], "--counts-only would do nothing"),
+    ],
+)
+def test_driver_memory_and_estimate_flags_refused_with_the_fix(tmp_path, capsys, flags, message):
+    args = ["train", "--vocab-size", "1024", *flags]
+    if "--from-counts" not in flags:
+        args += ["--input", _cli_corpus(tmp_path)]
+    if "--estimate" not in flags:
+        args += ["--out", str(tmp_path / "out")]
+    assert run_cli(*args) == 2
+    assert message in capsys.readouterr().err

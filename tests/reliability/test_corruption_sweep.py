@@ -270,7 +270,7 @@ def test_encoding_gives_tiktokens_ids_for_every_good_document_and_dead_letters_e
     got = {}
     for doc_id, ids in iter_documents(str(tmp_path / "out")):
         source, sep, pos = doc_id.rpartition("@" if fmt != "parquet" else "#")
-        got[(source, int(pos))] = ids.tolist()
+        got[(f"{m['root']}/{source}", int(pos))] = ids.tolist()  # ids are relative to the inputs' root
     assert got.keys() == corpus.expected.docs.keys()
     wrong = [key for key, text in corpus.expected.docs.items() if got[key] != enc.encode_ordinary(text)]
     assert not wrong, f"{len(wrong)} documents differ from tiktoken, first {wrong[0]}"

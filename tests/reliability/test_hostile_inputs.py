@@ -248,7 +248,8 @@ def test_hostile_files_through_the_encode_pipeline(fmt, hostile, r50k_artifact, 
         _settle_truncated(c, dead)
     expected = _check_dead(c, dead, {str(p) for p in files[fmt]})
     tok = ours_openai("r50k")
-    written = dict(iter_documents(str(out)))
+    root = json.loads((out / "manifest.json").read_text())["root"]  # ids are relative to the inputs' root
+    written = {f"{root}/{doc_id}": ids for doc_id, ids in iter_documents(str(out))}
     ok = {k: text for k, (outcome, text) in expected.items() if outcome == "ok"}
     assert len(written) == len(ok)
     for (source, position), text in ok.items():

@@ -1,0 +1,242 @@
+"""Phase 2 of a superword tokenizer (SuperBPE): the runs of every document counted as chunks are, then the driver's
+supermerge loop.
+
+    plan (same corpus) -> ReadCorpus -> [HoldOutSample] -> CountRuns -> SumRuns -> WriteRuns    (Beam, any runner)
+    runs/ -> bpe_core.train.superword_from_runs -> tokenizer.bpe                               (driver)
+
+A run (``bpe_core.superword``) is a maximal run of two or more pre-tokens that the word model encodes as one token
+each, where the rule takes it; runs never cross a document. ``CountRunsFn`` builds the word model once per worker
+(from its artifact bytes) and emits each batch's runs as sorted Arrow tables per hash shard, keyed by the run's ids
+as little-endian u32 (``chunk: binary, count: int64``, 64-bit, weighted as chunks are); the reduce is the count
+stage's own ``MergeCountsFn``. ``runs/_word_model.json`` names the word model (its digest) and the rule, so that
+``--from-counts`` reuses ``runs/`` only when it was made with the same word model. No run is pruned: the report
+gives the unique runs and their occurrences; the run table goes to the merge loop whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.metrics import Metrics
+
+from bpe_core import Tokenizer
+from bpe_core.formats.artifact import dumps_artifact, loads_artifact
+from bpe_core.sorted_counts import shard_of
+from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
+from pipeline.storage.files import glob, read_bytes, write_atomic
+from pipeline.storage.paths import join
+from pipeline.train.count import STATS_KEY, MergeCountsFn
+from pipeline.train.counts_files import SCHEMA
+
+NAMESPACE = "beam_bpe.count_runs"
+RUNS_DIR = "runs"
+WORD_MODEL_FILE = "_word_model.json"
+
+
+def runs_shard_name(shard: int, num_shards: int) -> str:
+    return f"runs-{shard:05d}-of-{num_shards:05d}.parquet"
+
+
+class CountRunsFn(beam.DoFn):
+    """Document batch -> ``(shard, sorted Arrow table of runs)`` and one ``("stats", {...})`` record."""
+
+    def __init__(self, word_artifact: bytes, rule: str, num_shards: int) -> None:
+        self.word_artifact, self.rule, self.num_shards = word_artifact, rule, num_shards
+        self.documents = Metrics.counter(NAMESPACE, "documents")
+        self.partials = Metrics.counter(NAMESPACE, "partial_counts_out")
+        self.runs = None
+
+    def setup(self) -> None:
+        from bpe_core.superword import SuperwordPass
+
+        word = Tokenizer.from_data(loads_artifact(self.word_artifact, "<word model>"))
+        self.runs = SuperwordPass(word, None, self.rule)
+
+    def process(self, batch: DocumentBatch) -> Iterator[tuple]:
+        if self.runs is None:
+            self.setup()
+        counts = self.runs.count_runs(batch.texts, num_threads=1)  # one thread: the runner runs one per core
+        by_shard: dict[int, list[bytes]] = {}
+        for key in sorted(counts):
+            by_shard.setdefault(shard_of(key, self.num_shards), []).append(key)
+        occurrences = 0
+        for shard in sorted(by_shard):
+            keys = by_shard[shard]
+            values = [counts[k] * batch.weight for k in keys]
+            occurrences += sum(values)
+            self.partials.inc()
+            yield shard, pa.table([pa.array(keys, pa.binary()), pa.array(values, pa.int64())], schema=SCHEMA)
+        self.documents.inc(len(batch.texts))
+        yield STATS_KEY, {"documents_counted": len(batch.texts), "run_occurrences": occurrences}
+
+
+def _to_record(item: tuple, num_shards: int):
+    key, value = item
+    return CorpusStats(value) if key == STATS_KEY else ShardCounts(key, num_shards, value)
+
+
+class CountRuns(beam.PTransform):
+    """``PCollection[DocumentBatch] -> PCollection[ShardCounts | CorpusStats]``: the runs of every document,
+    reduced per hash shard (exact int64 counts, sorted by key)."""
+
+    def __init__(self, word_artifact: bytes, rule: str, num_shards: int = 1) -> None:
+        super().__init__()
+        self.word_artifact, self.rule, self.num_shards = word_artifact, rule, num_shards
+
+    def expand(self, batches):
+        n = self.num_shards
+        return (
+            batches
+            | "CountRunsInBatch" >> beam.ParDo(CountRunsFn(self.word_artifact, self.rule, n))
+            | "SumRuns" >> beam.CombinePerKey(MergeCountsFn())
+            | "ToRunRecords" >> beam.Map(_to_record, n)
+        )
+
+
+class WriteRunsFn(beam.DoFn):
+    """One shard of runs -> ``runs/runs-{i}-of-{n}.parquet``; the statistics -> ``runs/_stats.json``."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = out_dir
+
+    def process(self, element) -> Iterator[str]:
+        if isinstance(element, ShardCounts):
+            path = join(self.out_dir, RUNS_DIR, runs_shard_name(element.shard, element.num_shards))
+            write_atomic(path, runs_parquet(element.table))
+        elif isinstance(element, CorpusStats):
+            path = join(self.out_dir, RUNS_DIR, "_stats.json")
+            write_atomic(path, json.dumps(dict(sorted(element.name_to_value.items())), indent=1).encode())
+        else:
+            raise TypeError(f"WriteRuns got an element it cannot write: {type(element).__name__}")
+        yield path
+
+
+def runs_parquet(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.cast(SCHEMA), sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def count_runs_pass(plan, word: Tokenizer, rule: str, beam_args: list[str]) -> dict:
+    """Run phase 2's pipeline over the plan's corpus; write ``runs/`` and its word-model record; return the stats."""
+    from pipeline.corpus.read import ReadCorpus
+    from pipeline.launch.options import pipeline_options, run_to_end
+    from pipeline.report.sample import HoldOutSample
+
+    job = plan.job
+    artifact = dumps_artifact(word)
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
+    batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
+    if job.report:  # the report's sample is never counted, in either phase
+        batches = batches | "HoldOutSample" >> HoldOutSample(job.eval_fraction)
+    _ = (
+        batches
+        | "CountRuns" >> CountRuns(artifact, rule, plan.num_shards)
+        | "WriteRuns" >> beam.ParDo(WriteRunsFn(job.out))
+    )
+    run_to_end(pipeline)
+    for shard in range(plan.num_shards):  # the layout is complete: an empty shard is an empty file
+        path = join(job.out, RUNS_DIR, runs_shard_name(shard, plan.num_shards))
+        if not glob(path):
+            write_atomic(path, runs_parquet(SCHEMA.empty_table()))
+    write_atomic(
+        join(job.out, RUNS_DIR, WORD_MODEL_FILE),
+        json.dumps({"word_model": word.digest(), "rule": rule}, indent=1).encode(),
+    )
+    return json.loads(read_bytes(join(job.out, RUNS_DIR, "_stats.json")))
+
+
+def runs_made_with(runs_dir: str, word: Tokenizer, rule: str) -> bool:
+    """True where ``runs_dir`` holds runs counted with this word model and rule (``--from-counts`` reuses them)."""
+    try:
+        made = json.loads(read_bytes(join(runs_dir, WORD_MODEL_FILE)))
+    except (FileNotFoundError, ValueError):
+        return False
+    return made == {"word_model": word.digest(), "rule": rule}
+
+
+def load_runs(runs_dir: str) -> tuple[dict[bytes, int], dict]:
+    """Every run of ``runs_dir`` (shards hold disjoint runs) and the report: unique runs, occurrences."""
+    runs: dict[bytes, int] = {}
+    for path in sorted(glob(join(runs_dir, "runs-*.parquet"))):
+        table = pq.read_table(pa.BufferReader(read_bytes(path)))
+        runs.update(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist(), strict=True))
+    return runs, {"unique_runs": len(runs), "run_occurrences": sum(runs.values()), "pruned_runs": 0}
+
+
+def superword_stage(plan, beam_args: list[str], reporter) -> dict:
+    """Phase 1's word model from ``counts/``, phase 2's runs (counted over the corpus, or reused from the
+    ``--from-counts`` folder when made with this word model), the supermerge loop, ``tokenizer.bpe`` per size."""
+    import dataclasses
+    import time
+
+    from bpe_core.train import superword_from_runs
+    from pipeline.errors import UsageError
+    from pipeline.train.counts_files import load_chunk_table
+    from pipeline.train.driver import train_tokenizer
+
+    job, s = plan.job, plan.job.settings
+    rule = "letter-run"
+    t0 = time.perf_counter()
+    counts, chunk_report = load_chunk_table(plan.counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
+    word_settings = dataclasses.replace(s, vocab_size=s.word_size, vocab_sizes=(s.word_size,))
+    word = train_tokenizer(counts, word_settings, reporter)
+    reporter.stage("word_model", n_vocab=word.n_vocab, seconds=round(time.perf_counter() - t0, 3))
+    if job.from_counts:
+        runs_dir = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
+        if not runs_made_with(runs_dir, word, rule):
+            raise UsageError(
+                f"{runs_dir} holds no runs made with this word model ({s.word_size} tokens, rule {rule}): count them "
+                "again with a run over the corpus (--input ... --superword-merges N), not --from-counts"
+            )
+    else:
+        t1 = time.perf_counter()
+        sizes = {f.path: f.size for f in plan.corpus.files}
+        with reporter.pipeline("count_runs", ranges=plan.corpus.ranges, file_sizes=sizes, beam_args=beam_args):
+            run_stats = count_runs_pass(plan, word, rule, beam_args)
+        reporter.stage("count_runs", seconds=round(time.perf_counter() - t1, 3), **run_stats)
+        runs_dir = join(job.out, RUNS_DIR)
+    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size}}
+    if job.counts_only:
+        return out
+    t2 = time.perf_counter()
+    runs, run_report = load_runs(runs_dir)
+    n = s.vocab_size - s.word_size
+    tok = superword_from_runs(
+        word, runs, n, rule=rule, min_frequency=s.min_frequency, tie_break=s.tie_break, name=s.name
+    )
+    artifacts, vocabularies = {}, {}
+    for size in s.vocab_sizes:
+        sub = tok.truncated(min(size, tok.n_vocab))
+        folder = f"v{size}/" if len(s.vocab_sizes) > 1 else ""
+        path = join(job.out, folder + "tokenizer.bpe")
+        sub.save(path)
+        data = read_bytes(path)
+        artifacts[folder + "tokenizer.bpe"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        vocabularies[folder.rstrip("/") or f"v{size}"] = {"vocab_size": size, "n_vocab": sub.n_vocab}
+    if job.report:  # the plain tokenizer of each size from the same counts, for the report to show beside it
+        counts, _ = load_chunk_table(plan.counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
+        plain = train_tokenizer(counts, s, reporter)
+        for size in s.vocab_sizes:
+            plain.truncated(min(size, plain.n_vocab)).save(join(job.out, "plain", f"v{size}", "tokenizer.bpe"))
+    seconds = round(time.perf_counter() - t2, 3)
+    reporter.stage("train_superword", supermerges=len(tok.superword.merges), n_vocab=tok.n_vocab, seconds=seconds)
+    out["superword"].update(
+        run_report,
+        supermerges=len(tok.superword.merges),
+        not_written=["tokenizer.tiktoken", "tokenizer.json"],
+        why="a rank file or tokenizer.json cannot hold supermerges (they join whole pre-tokens)",
+    )
+    return {
+        **out,
+        "merges": len(tok.merge_ids),
+        "n_vocab": tok.n_vocab,
+        "artifacts": artifacts,
+        **({"vocabularies": vocabularies} if len(s.vocab_sizes) > 1 else {}),
+        "train_seconds": seconds,
+    }

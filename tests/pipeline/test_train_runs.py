@@ -1,0 +1,78 @@
+"""Stage test: CountRuns (phase 2 of superword training) against bpe_core.superword.count_runs, for any split."""
+
+from __future__ import annotations
+
+import pickle
+
+import apache_beam as beam
+import cloudpickle
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that
+from conftest import corpus
+
+import bpe_core
+from bpe_core import superword as sw
+from bpe_core.formats.artifact import dumps_artifact
+from pipeline.corpus.records import DocumentBatch, ShardCounts
+from pipeline.train.count import shard_of
+from pipeline.train.counts_files import SCHEMA
+from pipeline.train.runs import CountRuns, CountRunsFn
+
+
+def _batch(texts, *, index=0, weight=1):
+    return DocumentBatch(index, 0, True, "src", 0, weight, "offset", list(range(len(texts))), list(texts), [],
+                         len(texts), sum(map(len, texts)))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return corpus("en_bible_kjv", 80) + corpus("code_cpython", 40)
+
+
+@pytest.fixture(scope="module")
+def word(docs):
+    return bpe_core.train(bpe_core.count_chunks(docs, "cl100k"), 700)
+
+
+def _check(expected, documents):
+    def check(records):
+        runs, stats = {}, None
+        for r in records:
+            if isinstance(r, ShardCounts):
+                assert r.table.schema.remove_metadata() == SCHEMA
+                keys, counts = r.table.column("chunk").to_pylist(), r.table.column("count").to_pylist()
+                assert keys == sorted(set(keys)) and all(shard_of(k, r.num_shards) == r.shard for k in keys)
+                assert not runs.keys() & set(keys)
+                runs.update(zip(keys, counts, strict=True))
+            else:
+                stats = r.name_to_value
+        assert runs == expected, "pipeline runs differ from bpe_core.superword.count_runs"
+        assert stats["documents_counted"] == documents and stats["run_occurrences"] == sum(expected.values())
+
+    return check
+
+
+@pytest.mark.parametrize("rule", sw.RULES)
+@pytest.mark.parametrize(("splits", "shards"), [(1, 1), (3, 2), (7, 5)])
+def test_runs_equal_the_reference_for_any_split(docs, word, rule, splits, shards):
+    expected = sw.count_runs(docs, word, rule)
+    batches = [_batch(docs[i::splits], index=i) for i in range(splits)]
+    with BeamTestPipeline() as p:
+        records = p | beam.Create(batches) | CountRuns(dumps_artifact(word), rule, shards)
+        assert_that(records, _check(expected, len(docs)))
+
+
+def test_weight_multiplies(docs, word):
+    expected = {k: 3 * n for k, n in sw.count_runs(docs[:20], word).items()}
+    with BeamTestPipeline() as p:
+        records = p | beam.Create([_batch(docs[:20], weight=3)]) | CountRuns(dumps_artifact(word), "letter-run", 2)
+        assert_that(records, _check(expected, 20))
+
+
+def test_dofn_pickles(word):
+    fn = CountRunsFn(dumps_artifact(word), "letter-run", 3)
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+        back = loads(dumps(fn))
+        out = list(back.process(_batch(["the cat sat on the mat and the dog"])))
+        assert out[-1][1]["documents_counted"] == 1
