@@ -388,7 +388,8 @@ bool use_avx2() {
 }  // namespace
 
 bool pretok_blocks_covers(Pretok kind) {
-    return ascii_classes_match_tables() && kind != Pretok::kNone;
+    return ascii_classes_match_tables() && (kind == Pretok::kR50k || kind == Pretok::kCl100k || kind == Pretok::kO200k ||
+                                            kind == Pretok::kLlama3 || kind == Pretok::kQwen2);
 }
 
 const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
