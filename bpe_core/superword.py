@@ -39,7 +39,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bpe_core.bpe import merge_ids
 from bpe_core.bytelevel import huggingface_base_order
@@ -304,7 +304,7 @@ def encode_reference(
 
 
 def train_supermerges(
-    run_counts: Mapping[bytes, int],
+    run_counts: Mapping[bytes, int] | RunColumns,
     token_bytes: Sequence[bytes],
     n_tokens: int,
     *,
@@ -314,23 +314,48 @@ def train_supermerges(
     progress=None,
 ) -> tuple[list[tuple[int, int]], list[bytes]]:
     """Phase 2's merge loop: on the native core (the runs go as three columns), or the reference with
-    ``backend="python"``. Returns what :func:`train_supermerges_reference` returns, merge for merge."""
+    ``backend="python"``. Returns what :func:`train_supermerges_reference` returns, merge for merge.
+
+    ``run_counts``: a dict of runs, or the runs already as :class:`RunColumns` (the driver's form: no Python object
+    per run; the merge loop does not depend on the order of the runs)."""
     from bpe_core import native
 
     if native.resolve_backend(backend) != "native":
+        if isinstance(run_counts, RunColumns):
+            run_counts = run_columns_to_dict(run_counts)
         return train_supermerges_reference(
             run_counts, token_bytes, n_tokens, min_frequency=min_frequency, tie_break=tie_break
         )
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
-    ids, offsets, counts = run_columns(run_counts)
+    ids, offsets, counts = run_counts if isinstance(run_counts, RunColumns) else run_columns(run_counts)
     merges, new = native.train_supermerges(
         ids, offsets, counts, list(token_bytes), n_tokens, max(1, min_frequency), tie_break, progress
     )
     return merges, list(token_bytes) + new
 
 
-def run_columns(run_counts: Mapping[bytes, int]):
+class RunColumns(NamedTuple):
+    """Runs as three columns: ``ids`` (uint32, the runs' word-model ids one after another), ``offsets`` (int64,
+    ``n + 1``: run ``i`` is ``ids[offsets[i]:offsets[i + 1]]``) and ``counts`` (int64)."""
+
+    ids: Any
+    offsets: Any
+    counts: Any
+
+    def __len__(self) -> int:  # runs, not fields
+        return len(self.counts)
+
+
+def run_columns_to_dict(columns: RunColumns) -> dict[bytes, int]:
+    """The columns as a dict keyed by :func:`run_key` (tests and the reference's backend)."""
+    import numpy as np
+
+    data, o = np.asarray(columns.ids, dtype="<u4").tobytes(), columns.offsets
+    return {data[4 * o[i] : 4 * o[i + 1]]: int(c) for i, c in enumerate(columns.counts)}
+
+
+def run_columns(run_counts: Mapping[bytes, int]) -> RunColumns:
     """Runs as columns, sorted by key: (ids uint32, offsets int64, counts int64)."""
     import numpy as np
 
@@ -342,7 +367,7 @@ def run_columns(run_counts: Mapping[bytes, int]):
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum([len(k) // 4 for k in keys], out=offsets[1:])
     counts = np.array([run_counts[k] for k in keys], dtype=np.int64)
-    return ids, offsets, counts
+    return RunColumns(ids, offsets, counts)
 
 
 class SuperwordPass:

@@ -112,6 +112,12 @@ Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string_view>>& vocab
 // for rank files and ignore_merges vocabularies, tiktoken's whole-piece rule; the merges' result for a merge list,
 // which is not always the token). Then only pieces that are not tokens ever miss in a worker's table.
 void Encoder::seed(const std::vector<std::pair<uint32_t, std::string_view>>& vocab) {
+    byte_pairs_.reset(new uint64_t[256 * 256]);
+    for (int a = 0; a < 256; ++a)
+        for (int b = 0; b < 256; ++b)
+            byte_pairs_[a << 8 | b] = byte_ids_[a] >= 0 && byte_ids_[b] >= 0
+                                          ? value(static_cast<uint32_t>(byte_ids_[a]), static_cast<uint32_t>(byte_ids_[b]))
+                                          : kNoMerge;
     size_t short_tokens = 0;
     for (const auto& token : vocab) short_tokens += token.second.size() - 1 < kPieceMax;
     seed_ = PieceTable(short_tokens);
@@ -502,7 +508,11 @@ uint32_t* Encoder::merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int
         std::memcpy(dst, ids, n * sizeof(uint32_t));
         return dst + n;
     }
-    if (n <= kScanLimit) return merge_scan(ids, n, dst);
+    if (n <= kScanLimit) {
+        uint64_t values[kScanLimit];
+        for (size_t i = 0; i + 1 < n; ++i) values[i] = byte_pairs_[size_t(p[i]) << 8 | p[i + 1]];
+        return merge_scan(ids, values, n, dst);
+    }
     std::vector<uint32_t> merged;
     merge_heap(ids, n, merged, nullptr);
     std::memcpy(dst, merged.data(), merged.size() * sizeof(uint32_t));
@@ -514,10 +524,8 @@ uint32_t* Encoder::merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
-uint32_t* Encoder::merge_scan(uint32_t* ids, size_t n, uint32_t* dst) const {
-    uint64_t values[kScanLimit];
+uint32_t* Encoder::merge_scan(uint32_t* ids, uint64_t* values, size_t n, uint32_t* dst) const {
     size_t m = n - 1;  // number of pairs
-    for (size_t i = 0; i < m; ++i) values[i] = value(ids[i], ids[i + 1]);
     while (m > 0) {
         size_t best_i = 0;
         uint64_t best = values[0];

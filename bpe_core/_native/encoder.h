@@ -108,10 +108,10 @@ class ChunkCache {
     size_t long_bytes_ = 0;  // bytes of the long pieces and their ids
 };
 
-// Tried and not kept (measured at 20 MB, best of 6-8 fresh processes interleaved, on the shared 2-core machine at
-// load 7-11, ratio against the version without): a table of the vocabulary's tokens of 2-16 bytes keyed by their
-// bytes inline, shared by the threads, probed after a hot-table miss instead of BytesMap's two (the "vocab-seeded
-// cache"), together with the merge pairs packed into 8-byte slots (21-bit left, right and rank) instead of 16:
+// Tried before the piece table and not kept (issue 15; measured at 20 MB, best of 6-8 fresh processes interleaved,
+// on the shared 2-core machine at load 7-11, ratio against the version without): a table of the vocabulary's tokens
+// of 2-16 bytes keyed by their bytes inline, shared by the threads, probed after a hot-table miss instead of
+// BytesMap's two (a second table, not the seeded per-worker one of piece_table.h), together with the merge pairs packed into 8-byte slots (21-bit left, right and rank) instead of 16:
 // cl100k 1.06x, o200k 1.00x, llama3 0.91x, callgrind +4% instructions (a second probe on every new piece); and a
 // prefetch of every pair slot of a new piece before its merge loop: 0.96-1.04x. What bounds a cold run here is the
 // 204,567 distinct pieces of the 20 MB that are not tokens (of 236,483 distinct, 4.28 M in all), each merged once.
@@ -205,12 +205,16 @@ class Encoder {
     void attach(ChunkCache* cache) const;
     void seed(const std::vector<std::pair<uint32_t, std::string_view>>& vocab);
     uint32_t* merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const;
-    uint32_t* merge_scan(uint32_t* ids, size_t n, uint32_t* dst) const;
+    // values[i]: the merge value of ids[i], ids[i + 1] (n - 1 of them, filled by the caller).
+    uint32_t* merge_scan(uint32_t* ids, uint64_t* values, size_t n, uint32_t* dst) const;
 
     void merge_heap(const uint32_t* ids, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const;
 
     int64_t byte_ids_[256];
     BytesMap whole_;         // token bytes -> id (vocab only)
+    // The merge value of every byte pair (256 x 256, 512 KB: L2-resident): the first values of every new piece
+    // without a pair-table lookup each (those are dependent cache misses in the 8-16 MB pair table).
+    std::unique_ptr<uint64_t[]> byte_pairs_;
     PieceTable seed_;         // the seed image: every vocabulary entry of 1-15 bytes -> what encode_uncached gives
     uint64_t serial_;         // unique per Encoder (ChunkCache::owner_)
     std::atomic<size_t> cache_limit_{kDefaultCacheLimit};

@@ -215,6 +215,7 @@ def _log_level(args: argparse.Namespace, extra: list[str]) -> list[str]:
 
     set_beam_log_level(level)
     pipeline = runs_a_pipeline(args) or (args.command == "count-tokens" and bool(extra))
+    pipeline = pipeline and not getattr(args, "from_counts", None)  # train --from-counts runs no pipeline
     return harness_args(extra, level) if pipeline else extra
 
 

@@ -8,6 +8,7 @@ import argparse
 from bpe_core import TIE_BREAKS
 from pipeline.cli.common import (
     BEAM_OPTIONS,
+    EXIT_CODES,
     add_corpus_arguments,
     add_progress_argument,
     add_verbose_argument,
@@ -19,7 +20,7 @@ from pipeline.corpus.plan import InputSpec
 from pipeline.errors import CorpusError, UsageError
 from pipeline.train.settings import load_config, parse_vocab_sizes, train_settings
 
-EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:]
+EPILOG = BEAM_OPTIONS[0].upper() + BEAM_OPTIONS[1:] + ". " + EXIT_CODES
 
 
 def add_train_parser(sub) -> argparse.ArgumentParser:
@@ -70,6 +71,13 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         metavar="T",
         help="several sizes: one word model of T tokens, the supermerges up to each size (each a truncation)",
     )
+    algo.add_argument(
+        "--min-run-count",
+        type=int,
+        metavar="K",
+        help="superword: drop runs counted fewer than K times before the supermerge loop (default 0: keep all; "
+        "the chunks keep --min-chunk-count), with an exact report in manifest.json",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL); not needed with --estimate")
     out.add_argument("--counts-only", action="store_true", help="count and write counts/, do not train")
@@ -95,7 +103,14 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken",
+        help="a reference tokenizer file for the report (repeatable), e.g. cl100k_base.tiktoken; loaded before "
+        "anything is written",
+    )
+    rep.add_argument(
+        "--compare-pretokenizer",
+        metavar="P",
+        help="the pre-tokenizer of a --compare rank file that is not OpenAI's (a .tiktoken file carries none): "
+        "cl100k, o200k, ...",
     )
     pre = p.add_argument_group("pre-flight (a line at the start of every counting run)")
     pre.add_argument(
@@ -136,7 +151,7 @@ def job_from_args(args: argparse.Namespace):
     flags = {
         key: getattr(args, key)
         for key in ("vocab_size", "pretokenizer", "normalizer", "tie_break", "special_tokens", "min_frequency")
-        + ("min_chunk_count", "max_chunks", "name", "superword_merges", "superword_from")
+        + ("min_chunk_count", "max_chunks", "name", "superword_merges", "superword_from", "min_run_count")
     }
     config = load_config(args.config) if args.config else {}
     settings = train_settings(config, flags, source=args.config)
@@ -154,6 +169,7 @@ def job_from_args(args: argparse.Namespace):
         report=args.report,
         eval_fraction=args.eval_fraction,
         compare=tuple(args.compare),
+        compare_pretokenizer=args.compare_pretokenizer,
         driver_memory=_driver_memory(args.driver_memory),
     )
 
@@ -173,8 +189,10 @@ def _driver_memory(text: str | None) -> int | None:
 def cmd_estimate(args: argparse.Namespace, beam_args: list[str]) -> int:
     """``train --estimate``: the pre-flight's report, nothing counted or written."""
     from pipeline.corpus.plan import plan_corpus
+    from pipeline.launch.logs import HARNESS_FLAG
     from pipeline.train.estimate import default_driver_memory, estimate_corpus, report
 
+    beam_args = [a for a in beam_args if a.split("=", 1)[0] != HARNESS_FLAG]  # --log-level's, added for any run
     if args.from_counts or args.counts_only or beam_args:
         given = "--from-counts" if args.from_counts else "--counts-only" if args.counts_only else " ".join(beam_args)
         raise UsageError(f"--estimate samples the corpus on this machine and stops: {given} would do nothing; drop it")
@@ -205,6 +223,12 @@ def cmd_train(args: argparse.Namespace, beam_args: list[str]) -> int:
         if args.counts_only
         else f"trained {manifest.get('merges')} merges (n_vocab {manifest.get('n_vocab')})"
     )
+    reached = manifest.get("vocab_size_reached")
+    if reached and not args.counts_only:  # the merge loop ran out of pairs: said once, here
+        what += (
+            f", a vocabulary of {reached['reached']:,} tokens, not the {reached['asked']:,} of --vocab-size: no pair "
+            "occurs --min-frequency times any more (train on more text or lower --min-frequency)"
+        )
     superword = manifest.get("superword")
     if superword and not args.counts_only:  # say what was not written, and why
         what += (

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from pipeline.corpus.names import AUTO, format_of_file
 from pipeline.corpus.records import CorpusRange
-from pipeline.errors import CorpusError
+from pipeline.errors import CorpusError, NothingWrittenError
 from pipeline.storage.paths import full_url, is_url
 
 FORMATS = ("text", "jsonl", "parquet")
@@ -114,7 +114,9 @@ def plan_corpus(inputs: list[InputSpec], spec: CorpusSpec, *, range_bytes: int =
         _check_readable(source.path)
         plan.ranges += _cut(source, source_index, spec, range_bytes, first_index=len(plan.ranges))
     if plan.total_bytes == 0 or not plan.ranges:
-        raise CorpusError(f"the corpus is empty: {len(files)} file(s) matched by {_patterns(inputs)} hold no bytes")
+        raise NothingWrittenError(  # exit code 3: no document to read, nothing wrong with the flags
+            f"the corpus is empty: {len(files)} file(s) matched by {_patterns(inputs)} hold no bytes"
+        )
     return plan
 
 

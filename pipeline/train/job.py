@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 import fsspec
 
 from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusPlan, CorpusSpec, InputSpec, plan_corpus
-from pipeline.errors import CorpusError, ShardFileError, UsageError
+from pipeline.errors import NothingWrittenError, ShardFileError, UsageError
 from pipeline.launch.progress import Reporter
 from pipeline.report.fraction import DEFAULT_EVAL_FRACTION, check_fraction
 from pipeline.report.render import REPORT_FILES
 from pipeline.storage.files import glob, prepare_output
+from pipeline.storage.lease import Lease
 from pipeline.storage.manifest import finish_output
 from pipeline.storage.paths import absolute, join
 from pipeline.train.counts_files import (
@@ -66,6 +67,7 @@ class TrainJob:
     report: bool = False  # hold out eval_fraction of the documents, measure every size (and compare) on them
     eval_fraction: float | None = None  # None: DEFAULT_EVAL_FRACTION with --report
     compare: tuple[str, ...] = ()
+    compare_pretokenizer: str | None = None  # the pre-tokenizer of a rank-only .tiktoken --compare file
     driver_memory: int | None = None  # refuse a driver predicted over it (bytes); None: 80% of this machine; 0: off
 
     def __post_init__(self) -> None:
@@ -88,6 +90,7 @@ class TrainPlan:
     corpus: CorpusPlan | None  # None with --from-counts: nothing is read
     num_shards: int
     counts_dir: str
+    compare: tuple = ()  # the --compare files as the report loads them (TokenizerSpec), each loaded once already
 
 
 def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
@@ -99,19 +102,23 @@ def plan_train(job: TrainJob, beam_args: list[str]) -> TrainPlan:
                 "--driver-memory checks the estimate made before counting: with --from-counts the merge loop checks "
                 "the memory it needs itself (and names --min-chunk-count / --max-chunks); drop --driver-memory"
             )
-        if beam_args:
+        if beam_args and not job.inputs:  # with --input (superword): phase 2's pass when runs/ does not fit
             raise UsageError(
                 f"--from-counts trains on this machine with no pipeline: the Beam options {' '.join(beam_args)} "
                 "would do nothing; drop them"
             )
-        settings = _counts_settings(counts_dir, job)
-        return TrainPlan(dataclasses.replace(job, settings=settings), None, 0, counts_dir)
+        job = dataclasses.replace(job, settings=_counts_settings(counts_dir, job))
+        if not job.inputs:
+            return TrainPlan(job, None, 0, counts_dir)
     from pipeline.launch.checks import check_launch
 
     check_launch(beam_args, paths={"--input": [i.pattern for i in job.inputs], "--out": [job.out]})
     plan = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
     num_shards = job.count_shards or max(1, min(1024, math.ceil(plan.total_bytes / COUNT_SHARD_BYTES)))
-    return TrainPlan(job, plan, num_shards, counts_dir)
+    from pipeline.train.upfront import compare_specs
+
+    compare = compare_specs(job.compare, job.compare_pretokenizer)  # loaded now: training does not resume
+    return TrainPlan(job, plan, num_shards, counts_dir, compare)
 
 
 def build_train_graph(pipeline: beam.Pipeline, plan: TrainPlan):
@@ -177,6 +184,11 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
     reporter = reporter or Reporter()
     started = time.perf_counter()
     plan = plan_train(job, beam_args)  # a runner option or counts that cannot work fail here, before any work
+    with Lease(plan.job.out, command="train") as lease:  # one job per output: a second one is refused here
+        return _train_leased(plan, beam_args, reporter, lease, started)
+
+
+def _train_leased(plan: TrainPlan, beam_args: list[str], reporter: Reporter, lease: Lease, started: float) -> dict:
     job = plan.job
     manifest: dict = {"kind": "beam-bpe train", "settings": job.settings.to_manifest()}
     if job.from_counts:
@@ -184,7 +196,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
             job.out,
             owned=owned_files(job.out),
             overwrite=job.overwrite,
-            keep=("counts",) if _same(plan.counts_dir, join(job.out, "counts")) else (),
+            keep=("counts", "runs") if _same(plan.counts_dir, join(job.out, "counts")) else (),
         )
         stats = read_stats(plan.counts_dir)
         manifest.update(runner=None, counts_from=job.from_counts)  # no pipeline ran
@@ -205,7 +217,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         reporter.stage("count", seconds=manifest["count_seconds"], **_summary(stats))
     manifest.update({k: stats[k] for k in ("documents_read", "documents_counted", "dead_letters")}, stats=stats)
     if stats["documents_counted"] == 0 and not job.counts_only:  # --counts-only keeps them, to be looked at
-        raise CorpusError(
+        raise NothingWrittenError(
             f"no document could be read: all {stats['dead_letters']:,} were dead letters (reasons in "
             f"{join(job.out, 'dead_letters')}); check --format ({job.corpus.format} here), "
             "--text-field / --text-column "
@@ -221,6 +233,7 @@ def run_train(job: TrainJob, beam_args: list[str] | None = None, *, reporter: Re
         manifest.update(_report_stage(plan, beam_args, reporter))
         manifest["documents_read"] += manifest["documents_held_out"]  # read = counted + dead letters + held out
     manifest["wall_seconds"] = round(time.perf_counter() - started, 3)
+    lease.verify()  # still this run's output: else no COMPLETED
     finish_output(job.out, manifest)
     reporter.stage("done", out=job.out, seconds=manifest["wall_seconds"])
     return manifest
@@ -244,7 +257,13 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     counts, report = load_chunk_table(counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
     reporter.stage("read_counts", chunks=report["chunks_kept"], seconds=round(time.perf_counter() - t0, 3))
     t1 = time.perf_counter()
-    tok = train_tokenizer(counts, s, reporter)
+    from pipeline.train.upfront import unreachable_size_quiet
+
+    with unreachable_size_quiet():  # said once, in the summary, from vocab_size_reached
+        tok = train_tokenizer(counts, s, reporter)
+    reached = (
+        {"vocab_size_reached": {"asked": s.vocab_size, "reached": tok.n_vocab}} if tok.n_vocab < s.vocab_size else {}
+    )
     if len(s.vocab_sizes) > 1:  # one merge loop to the largest size, each smaller one cut from it
         written = write_tokenizer_sizes(tok, s, job.out)
     else:
@@ -255,6 +274,7 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
         "chunk_filter": report,
         "merges": len(tok.merges),
         "n_vocab": tok.n_vocab,
+        **reached,
         **written,
         "train_seconds": seconds,
     }
@@ -263,14 +283,12 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
 def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> dict:
     """Measure every size (and the --compare tokenizers) on the held-out sample; write the report files."""
     from pipeline.report.measure import TokenizerSpec
-    from pipeline.report.run import run_report, unique_labels
+    from pipeline.report.run import run_report
 
     job, t0 = plan.job, time.perf_counter()
     sizes = job.settings.vocab_sizes
     trained = [TokenizerSpec(f"v{n}", join(job.out, f"v{n}" if len(sizes) > 1 else "", "tokenizer.bpe")) for n in sizes]
-    compare = [
-        TokenizerSpec(label, path) for label, path in zip(unique_labels(list(job.compare)), job.compare, strict=True)
-    ]
+    compare = list(plan.compare)
     roles = {spec.label: "trained" for spec in trained}
     if job.settings.superword:  # the plain tokenizer of each size, from the same counts (pipeline/train/runs.py)
         plain = [TokenizerSpec(f"plain v{n}", join(job.out, "plain", f"v{n}", "tokenizer.bpe")) for n in sizes]
@@ -314,7 +332,7 @@ def _same(a: str, b: str) -> bool:
 
 def check_job(job: TrainJob) -> None:
     """Refuse flag combinations that cannot run or would do nothing, naming the flags and the fix."""
-    if job.from_counts and job.inputs:
+    if job.from_counts and job.inputs and not job.settings.superword:  # superword: the corpus of phase 2's runs
         raise UsageError("--from-counts trains from existing counts: do not also pass --input")
     if not job.from_counts and not job.inputs:
         raise UsageError("nothing to read: pass --input PATH_OR_GLOB (repeatable), or --from-counts DIR")
@@ -324,11 +342,20 @@ def check_job(job: TrainJob) -> None:
         raise UsageError(
             "--count-shards sets how a counting run writes its counts: with --from-counts it would do nothing; drop it"
         )
-    if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks):
+    if job.counts_only and (job.settings.min_chunk_count or job.settings.max_chunks or job.settings.min_run_count):
         raise UsageError(
-            "--min-chunk-count and --max-chunks apply when training from the counts: with --counts-only they "
-            "would do nothing; pass them to the later run with --from-counts"
+            "--min-chunk-count, --max-chunks and --min-run-count apply when training from the counts: with "
+            "--counts-only they would do nothing; pass them to the later run with --from-counts"
         )
+    _check_report_flags(job)
+    if job.settings.superword and job.settings.vocab_size is None:
+        raise UsageError("--superword-merges / --superword-from need --vocab-size: the word model is its prefix")
+    if not job.counts_only and job.settings.vocab_size is None:
+        raise UsageError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
+
+
+def _check_report_flags(job: TrainJob) -> None:
+    """--report, --eval-fraction, --compare and --compare-pretokenizer go together, and the fraction is below 1."""
     if (job.eval_fraction is not None or job.compare) and not job.report:
         raise UsageError("--eval-fraction and --compare set up the report: pass --report too (or drop them)")
     if job.report and (job.counts_only or job.from_counts):
@@ -338,10 +365,13 @@ def check_job(job: TrainJob) -> None:
         )
     if job.report:
         check_fraction(job.eval_fraction)
-    if job.settings.superword and job.settings.vocab_size is None:
-        raise UsageError("--superword-merges / --superword-from need --vocab-size: the word model is its prefix")
-    if not job.counts_only and job.settings.vocab_size is None:
-        raise UsageError("--vocab-size is required to train (or set vocab_size in --config, or pass --counts-only)")
+        if job.eval_fraction >= 1:
+            raise UsageError(
+                f"--eval-fraction {job.eval_fraction:g} holds out every document: nothing would be counted or "
+                "trained; give a share below 1, e.g. 0.01 (to measure tokenizers on a whole corpus: beam-bpe report)"
+            )
+    if job.compare_pretokenizer is not None and not job.compare:
+        raise UsageError("--compare-pretokenizer names the pre-tokenizer of a --compare rank file: pass --compare too")
 
 
 def _counts_settings(counts_dir: str, job: TrainJob) -> TrainSettings:

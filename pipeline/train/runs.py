@@ -9,17 +9,20 @@ each, where the rule takes it; runs never cross a document. ``CountRunsFn`` buil
 (from its artifact bytes) and emits each batch's runs as sorted Arrow tables per hash shard, keyed by the run's ids
 as little-endian u32 (``chunk: binary, count: int64``, 64-bit, weighted as chunks are); the reduce is the count
 stage's own ``MergeCountsFn``. ``runs/_word_model.json`` names the word model (its digest) and the rule, so that
-``--from-counts`` reuses ``runs/`` only when it was made with the same word model. No run is pruned: the report
-gives the unique runs and their occurrences; the run table goes to the merge loop whole.
+``--from-counts`` reuses ``runs/`` only when it was made with the same word model. ``runs/`` holds every run; the
+driver drops those counted fewer than ``--min-run-count`` times (``load_run_columns``, with an exact report) and
+hands the rest to the merge loop as columns.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from collections.abc import Iterator
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
@@ -27,11 +30,13 @@ from apache_beam.metrics import Metrics
 from bpe_core import Tokenizer
 from bpe_core.formats.artifact import dumps_artifact, loads_artifact
 from bpe_core.sorted_counts import shard_of
+from bpe_core.superword import RunColumns
 from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
-from pipeline.storage.files import glob, read_bytes, write_atomic
+from pipeline.errors import ShardFileError
+from pipeline.storage.files import glob, read_bytes, remove, write_atomic
 from pipeline.storage.paths import join
 from pipeline.train.count import STATS_KEY, MergeCountsFn
-from pipeline.train.counts_files import SCHEMA
+from pipeline.train.counts_files import SCHEMA, _record_batches, _sizes, _system_memory_pool, table_columns
 
 NAMESPACE = "beam_bpe.count_runs"
 RUNS_DIR = "runs"
@@ -129,6 +134,7 @@ def count_runs_pass(plan, word: Tokenizer, rule: str, beam_args: list[str]) -> d
     from pipeline.report.sample import HoldOutSample
 
     job = plan.job
+    remove(join(job.out, RUNS_DIR))  # runs of another word model (--out is the --from-counts folder) must not stay
     artifact = dumps_artifact(word)
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(plan.corpus.ranges)))
     batches = pipeline | "ReadCorpus" >> ReadCorpus(plan.corpus, job.corpus)
@@ -160,13 +166,78 @@ def runs_made_with(runs_dir: str, word: Tokenizer, rule: str) -> bool:
     return made == {"word_model": word.digest(), "rule": rule}
 
 
-def load_runs(runs_dir: str) -> tuple[dict[bytes, int], dict]:
-    """Every run of ``runs_dir`` (shards hold disjoint runs) and the report: unique runs, occurrences."""
-    runs: dict[bytes, int] = {}
-    for path in sorted(glob(join(runs_dir, "runs-*.parquet"))):
-        table = pq.read_table(pa.BufferReader(read_bytes(path)))
-        runs.update(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist(), strict=True))
-    return runs, {"unique_runs": len(runs), "run_occurrences": sum(runs.values()), "pruned_runs": 0}
+def load_run_columns(runs_dir: str, *, min_run_count: int = 0) -> tuple[RunColumns, dict]:
+    """Every run of ``runs_dir`` as :class:`bpe_core.superword.RunColumns` (no Python object per run) and the report:
+    runs and occurrences reduced, dropped below ``min_run_count`` and kept (exact).
+
+    The shards' record batches go into columns sized once from the Parquet metadata: 4 bytes per id, 8 per offset,
+    8 per count (16 per run plus 4 per id; the dict this replaces cost about 200 bytes per run). Shards hold
+    disjoint runs, each sorted; they are concatenated in shard order (the merge loop does not depend on the order).
+    """
+    paths = run_shard_paths(runs_dir)
+    rows, data = _sizes(paths)
+    ids = np.empty(data // 4, np.uint32)
+    offsets, counts = np.zeros(rows + 1, np.int64), np.empty(rows, np.int64)
+    n = m = 0  # runs and ids kept so far
+    t = {"rows": 0, "occurrences": 0, "low_rows": 0, "low_occurrences": 0}
+    with _system_memory_pool():
+        for path in paths:
+            for batch in _record_batches(path):
+                cols = table_columns(batch)
+                if not len(cols):
+                    continue
+                lengths = np.diff(cols.offsets.astype(np.int64))
+                if (lengths % 4).any() or (lengths < 8).any():
+                    raise ShardFileError(f"{path}: a run key is not two or more little-endian u32 ids: count again")
+                keep = cols.counts >= min_run_count
+                t["rows"] += len(cols)
+                t["occurrences"] += _exact_sum(cols.counts)
+                t["low_rows"] += int(len(cols) - keep.sum())
+                t["low_occurrences"] += _exact_sum(cols.counts[~keep])
+                start = int(cols.offsets[0])
+                batch_ids = cols.data[start : int(cols.offsets[-1])].view("<u4") if start % 4 == 0 else None
+                if batch_ids is None:
+                    batch_ids = np.frombuffer(cols.data[start : int(cols.offsets[-1])].tobytes(), "<u4")
+                kept_lengths = lengths[keep] // 4
+                kept_ids = batch_ids[np.repeat(keep, lengths // 4)]
+                k = int(keep.sum())
+                if m + len(kept_ids) > len(ids) or n + k > rows:  # the metadata under-counted: grow
+                    ids = np.concatenate([ids, np.empty(len(kept_ids), np.uint32)])
+                    offsets = np.concatenate([offsets, np.zeros(k, np.int64)])
+                    counts = np.concatenate([counts, np.empty(k, np.int64)])
+                ids[m : m + len(kept_ids)] = kept_ids
+                np.cumsum(kept_lengths, out=offsets[n + 1 : n + k + 1])
+                offsets[n + 1 : n + k + 1] += m
+                counts[n : n + k] = cols.counts[keep]
+                n, m = n + k, m + len(kept_ids)
+    columns = RunColumns(ids[:m], offsets[: n + 1], counts[:n])
+    report = {
+        "min_run_count": min_run_count,
+        "runs_reduced": t["rows"],
+        "occurrences_reduced": t["occurrences"],
+        "dropped_below_min_run_count": {"runs": t["low_rows"], "occurrences": t["low_occurrences"]},
+        "unique_runs": n,
+        "run_occurrences": t["occurrences"] - t["low_occurrences"],
+    }
+    return columns, report
+
+
+def _exact_sum(counts: np.ndarray) -> int:
+    """The exact sum of non-negative int64 counts (a record batch's: at most 2**31 rows), as a Python int."""
+    return (int((counts >> 32).sum()) << 32) + int((counts & 0xFFFFFFFF).sum())
+
+
+def run_shard_paths(runs_dir: str) -> list[str]:
+    """The runs shards, checked to be the complete set ``0..n-1 of n``."""
+    names = sorted(posixpath.basename(p) for p in glob(join(runs_dir, "runs-*-of-*.parquet")))
+    if not names:
+        raise ShardFileError(f"no runs-*.parquet files in {runs_dir}: count the runs again over the corpus")
+    total = int(names[0].rsplit("-of-", 1)[1].split(".")[0])
+    expected = [runs_shard_name(i, total) for i in range(total)]
+    if names != expected:
+        missing = sorted(set(expected) - set(names))
+        raise ShardFileError(f"incomplete runs in {runs_dir}: expected {total} shards, missing {missing[:5]}")
+    return [join(runs_dir, name) for name in names]
 
 
 def superword_stage(plan, beam_args: list[str], reporter) -> dict:
@@ -177,7 +248,7 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
 
     from bpe_core.train import superword_from_runs
     from pipeline.errors import UsageError
-    from pipeline.train.counts_files import load_chunk_table
+    from pipeline.train.counts_files import load_chunk_table, read_stats
     from pipeline.train.driver import train_tokenizer
 
     job, s = plan.job, plan.job.settings
@@ -187,25 +258,37 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     word_settings = dataclasses.replace(s, vocab_size=s.word_size, vocab_sizes=(s.word_size,))
     word = train_tokenizer(counts, word_settings, reporter)
     reporter.stage("word_model", n_vocab=word.n_vocab, seconds=round(time.perf_counter() - t0, 3))
+    runs_dir = None
     if job.from_counts:
-        runs_dir = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
-        if not runs_made_with(runs_dir, word, rule):
+        reused = join(plan.counts_dir.rstrip("/").rpartition("/")[0] or ".", RUNS_DIR)
+        if runs_made_with(reused, word, rule):
+            runs_dir = reused
+            reporter.stage("runs_reused", runs=reused, **({"input_not_read": True} if job.inputs else {}))
+        elif not job.inputs:
             raise UsageError(
-                f"{runs_dir} holds no runs made with this word model ({s.word_size} tokens, rule {rule}): count them "
-                "again with a run over the corpus (--input ... --superword-merges N), not --from-counts"
+                f"{reused} holds no runs made with this word model ({s.word_size} tokens, rule {rule}): pass the "
+                "corpus with --input ... to count them again over it (phase 2 only: the counts are reused), or "
+                "train without --from-counts"
             )
-    else:
+    counted = {}
+    if runs_dir is None:
         t1 = time.perf_counter()
         sizes = {f.path: f.size for f in plan.corpus.files}
         with reporter.pipeline("count_runs", ranges=plan.corpus.ranges, file_sizes=sizes, beam_args=beam_args):
             run_stats = count_runs_pass(plan, word, rule, beam_args)
         reporter.stage("count_runs", seconds=round(time.perf_counter() - t1, 3), **run_stats)
         runs_dir = join(job.out, RUNS_DIR)
-    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size}}
+        counted = {"runs_counted": dict(run_stats, seconds=round(time.perf_counter() - t1, 3))}
+        phase1 = read_stats(plan.counts_dir)["documents_counted"] if job.from_counts else run_stats["documents_counted"]
+        if phase1 != run_stats["documents_counted"]:  # --input is not the corpus the counts were made from
+            docs = run_stats["documents_counted"]
+            reporter.stage("warning", message=f"phase 2 counted runs in {docs:,} documents, the counts of "
+                           f"{plan.counts_dir} came from {phase1:,}: is --input their corpus?")  # fmt: skip
+    out = {"chunk_filter": chunk_report, "superword": {"rule": rule, "word_model": s.word_size, **counted}}
     if job.counts_only:
         return out
     t2 = time.perf_counter()
-    runs, run_report = load_runs(runs_dir)
+    runs, run_report = load_run_columns(runs_dir, min_run_count=s.min_run_count)
     n = s.vocab_size - s.word_size
     tok = superword_from_runs(
         word, runs, n, rule=rule, min_frequency=s.min_frequency, tie_break=s.tie_break, name=s.name

@@ -35,6 +35,7 @@ DEFAULTS: dict = {
     "name": None,
     "superword_merges": 0,
     "superword_from": None,
+    "min_run_count": 0,
 }
 
 
@@ -58,6 +59,7 @@ class TrainSettings:
     vocab_sizes: tuple[int, ...] = ()
     superword_merges: int = 0  # a superword tokenizer (SuperBPE): this many supermerges after the word model
     superword_from: int | None = None  # several sizes: one word model of this many ids, supermerges to each size
+    min_run_count: int = 0  # superword: drop runs counted fewer times before the supermerge loop (0: keep all)
 
     def __post_init__(self) -> None:
         if not self.vocab_sizes and self.vocab_size is not None:
@@ -116,6 +118,7 @@ class TrainSettings:
             "name": self.name,
             **({"superword_merges": self.superword_merges} if self.superword_merges else {}),
             **({"superword_from": self.superword_from} if self.superword_from is not None else {}),
+            **({"min_run_count": self.min_run_count} if self.superword else {}),
         }
 
 
@@ -241,7 +244,7 @@ def _validated(s: Mapping) -> TrainSettings:
         raise UsageError(str(exc)) from None
     _check_special_ids(specials, sizes)
     vocab_sizes = () if sizes == (None,) else tuple(sorted(sizes))
-    for key in ("min_chunk_count", "max_chunks"):
+    for key in ("min_chunk_count", "max_chunks", "min_run_count"):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UsageError(f"{key} must be a non-negative integer, got {value!r}")
@@ -268,6 +271,7 @@ def _validated(s: Mapping) -> TrainSettings:
         vocab_sizes=vocab_sizes,
         superword_merges=s["superword_merges"],
         superword_from=s["superword_from"],
+        min_run_count=s["min_run_count"],
     )
 
 
@@ -277,6 +281,11 @@ def _check_superword(s: Mapping, vocab_sizes: tuple, n_specials: int) -> None:
         raise UsageError(f"superword_merges must be a non-negative integer, got {merges!r}")
     if start is not None and (isinstance(start, bool) or not isinstance(start, int)):
         raise UsageError(f"superword_from must be an integer (the word model's size), got {start!r}")
+    if s["min_run_count"] and not merges and start is None:
+        raise UsageError(
+            f"min_run_count {s['min_run_count']} prunes the runs of a superword tokenizer: pass --superword-merges N "
+            "(or --superword-from T) too, or drop it (--min-chunk-count prunes the chunks of any run)"
+        )
     if merges and start is not None:
         raise UsageError("superword_merges and superword_from together: give one (--superword-from for several sizes)")
     if merges and len(vocab_sizes) > 1:

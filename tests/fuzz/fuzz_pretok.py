@@ -67,13 +67,12 @@ def test_one_input(data: bytes) -> None:
         tier, batch = ("auto", "sse2")[flags >> 5 & 1], (64, 256)[flags >> 4 & 1]
         got = outcome(lambda: split(name, payload, tier, batch)[0])
         check_same(f"pretok_split_ends({name!r}, {tier}, {batch})", got, scalar, payload)
-    if flags & 0x40 and not name.startswith(
-        "rx:"
-    ):  # the native counter on threads: the payload cut into documents, counted as the reference does
-        count_on_threads(name, payload, 1 + (flags >> 4) % 3)
+    if flags & 0x40:  # the native counter on threads: the payload cut into documents, counted as the reference does
+        count_on_threads(pre if name.startswith("rx:") else name, payload, 1 + (flags >> 4) % 3)
 
 
-def count_on_threads(name: str, payload: bytes, threads: int) -> None:
+def count_on_threads(name, payload: bytes, threads: int) -> None:
+    """``name``: a preset's name, or the PreTokenizer of a compiled pattern list."""
     import bpe_core
 
     step = max(1, len(payload) // 5)

@@ -168,7 +168,7 @@ def test_bad_inputs_fail_with_a_message_naming_them(tmp_path, capsys):
         run_cli(
             "train", "--input", tmp_path / "empty.txt", "--format", "text", "--vocab-size", 300, "--out", tmp_path / "o"
         )
-        == 2
+        == 3  # no document to read: the exit code of a run that writes nothing
     )
     assert "corpus is empty" in capsys.readouterr().err
 
@@ -273,7 +273,7 @@ def test_the_format_comes_from_the_input_names_and_a_run_of_only_dead_letters_fa
     # plain text read as JSONL: every line a dead letter, and the run says so instead of writing a tokenizer
     capsys.readouterr()
     bad = tmp_path / "bad"
-    assert run_cli("train", "--input", tmp_path / "c.txt", "--format", "jsonl", "--vocab-size", 300, "--out", bad) == 2
+    assert run_cli("train", "--input", tmp_path / "c.txt", "--format", "jsonl", "--vocab-size", 300, "--out", bad) == 3
     nonempty = sum(1 for line in lines.split("\n") if line.strip())
     assert f"no document could be read: all {nonempty:,} were dead letters" in capsys.readouterr().err
     assert not (bad / "COMPLETED").exists() and not (bad / "tokenizer.bpe").exists()

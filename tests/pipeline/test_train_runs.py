@@ -76,3 +76,46 @@ def test_dofn_pickles(word):
         back = loads(dumps(fn))
         out = list(back.process(_batch(["the cat sat on the mat and the dog"])))
         assert out[-1][1]["documents_counted"] == 1
+
+
+@pytest.fixture(scope="module")
+def all_runs(docs, word):
+    return sw.count_runs(docs, word)
+
+
+def _write_runs(root, runs: dict[bytes, int], shards: int) -> str:
+    """runs/ as CountRuns + WriteRuns leave it: one sorted Parquet file per hash shard (empty ones too)."""
+    import pyarrow as pa
+
+    from pipeline.train.runs import runs_parquet, runs_shard_name
+
+    root.mkdir(parents=True, exist_ok=True)
+    for shard in range(shards):
+        keys = sorted(k for k in runs if shard_of(k, shards) == shard)
+        table = pa.table([pa.array(keys, pa.binary()), pa.array([runs[k] for k in keys], pa.int64())], schema=SCHEMA)
+        (root / runs_shard_name(shard, shards)).write_bytes(runs_parquet(table))
+    return str(root)
+
+
+@pytest.mark.parametrize("shards", [1, 3, 7])
+def test_run_columns_hold_every_run_and_train_the_same_supermerges(tmp_path, all_runs, word, shards, monkeypatch):
+    """The driver's columns (no dict) hold exactly the counted runs, and the native loop on them gives the merges
+    of the dict path (sorted run_columns) and of the Python reference; record batches smaller than a shard too."""
+    from pipeline.train import counts_files
+    from pipeline.train.runs import load_run_columns
+
+    runs = all_runs
+    real = counts_files._record_batches
+    monkeypatch.setattr("pipeline.train.runs._record_batches", lambda path: real(path, batch_rows=97))
+    columns, report = load_run_columns(_write_runs(tmp_path / "runs", runs, shards))
+    assert columns.ids.dtype == "uint32" and columns.offsets.dtype == columns.counts.dtype == "int64"
+    assert sw.run_columns_to_dict(columns) == runs and len(columns) == len(runs)
+    assert report["unique_runs"] == report["runs_reduced"] == len(runs)
+    assert report["run_occurrences"] == report["occurrences_reduced"] == sum(runs.values())
+    assert report["dropped_below_min_run_count"] == {"runs": 0, "occurrences": 0}
+    alphabet = [word.token_bytes(i) for i in range(len(word.vocab))]
+    for tie_break in ("ids", "bytes"):
+        from_dict = sw.train_supermerges(runs, alphabet, 120, tie_break=tie_break)
+        assert sw.train_supermerges(columns, alphabet, 120, tie_break=tie_break) == from_dict
+    if shards == 3:  # the reference backend takes the columns too (slow: a few merges)
+        assert sw.train_supermerges(columns, alphabet, 8, backend="python") == sw.train_supermerges(runs, alphabet, 8)

@@ -77,9 +77,65 @@ def test_counts_only_then_from_counts_reuses_runs(tmp_path, docs, reference, cap
     assert "no runs made with this word model" in capsys.readouterr().err
 
 
+def test_from_counts_with_another_word_model_counts_the_runs_again(tmp_path, docs, capsys):
+    """runs/ of another word model (or none): with --input, phase 2 runs over the corpus and the artifact is the
+    in-process one of that size; without a superword flag --input beside --from-counts stays refused."""
+    inputs = _inputs(tmp_path / "in", docs, 2)
+    counted = _train(tmp_path, inputs, "--counts-only", out="counted")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = train_superword(bpe_core.count_chunks(docs, "cl100k"), VOCAB, SUPER + 10, docs, special_tokens=[SPECIAL])
+    from bpe_core.formats.artifact import dumps_artifact
+
+    args = ["train", "--from-counts", counted, "--vocab-size", VOCAB, "--special-token", SPECIAL, "--format", "jsonl"]
+    args += sum((["--input", p] for p in inputs), [])
+    assert run_cli(*args, "--superword-merges", SUPER + 10, "--out", tmp_path / "other") == 0
+    assert (tmp_path / "other" / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    assert manifest(tmp_path / "other")["superword"]["runs_counted"]["documents_counted"] == len(docs)
+    assert (tmp_path / "other" / "runs" / "_word_model.json").exists()
+    # the same again into the counts' own folder, after removing its runs: counted into it, then reused
+    (counted / "runs" / "_word_model.json").unlink()
+    assert run_cli(*args, "--superword-merges", SUPER + 10, "--out", counted, "--overwrite") == 0
+    assert (counted / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    assert "runs_counted" in manifest(counted)["superword"]
+    assert run_cli(*args, "--superword-merges", SUPER + 10, "--out", counted, "--overwrite") == 0
+    assert "runs_counted" not in manifest(counted)["superword"]  # the runs it counted were reused
+    assert (counted / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    capsys.readouterr()
+    assert run_cli(*args, "--out", tmp_path / "plain") == 2
+    assert "do not also pass --input" in capsys.readouterr().err
+
+
+def test_min_run_count_prunes_runs_with_an_exact_report(tmp_path, docs):
+    """--min-run-count 3: the artifact of the in-process training on the runs counted 3 times or more, and the
+    manifest's report counts exactly what was dropped and kept."""
+    from bpe_core.formats.artifact import dumps_artifact
+    from bpe_core.superword import count_runs
+
+    counts = bpe_core.count_chunks(docs, "cl100k")
+    word = bpe_core.train(counts, VOCAB - SUPER, special_tokens=[SPECIAL])
+    runs = count_runs(docs, word)
+    kept = {k: n for k, n in runs.items() if n >= 3}
+    assert 0 < len(kept) < len(runs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = train_superword(counts, VOCAB, SUPER, run_counts=kept, special_tokens=[SPECIAL])
+    out = _train(tmp_path, _inputs(tmp_path / "in", docs, 3), "--min-run-count", "3")
+    assert (out / "tokenizer.bpe").read_bytes() == dumps_artifact(tok)
+    report = manifest(out)["superword"]
+    assert report["runs_reduced"] == len(runs) and report["occurrences_reduced"] == sum(runs.values())
+    assert report["unique_runs"] == len(kept) and report["run_occurrences"] == sum(kept.values())
+    low = {"runs": len(runs) - len(kept), "occurrences": sum(runs.values()) - sum(kept.values())}
+    assert report["dropped_below_min_run_count"] == low and report["min_run_count"] == 3
+    assert manifest(out)["settings"]["min_run_count"] == 3
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
+        (["--vocab-size", "900", "--min-run-count", "2"], "prunes the runs of a superword"),
+        (["--vocab-size", "900", "--superword-merges", "50", "--min-run-count", "-1"], "non-negative"),
+        (["--superword-merges", "50", "--min-run-count", "2", "--counts-only"], "--min-run-count apply"),
         (["--vocab-size", "900,1000", "--superword-merges", "50"], "--superword-from"),
         (["--vocab-size", "900", "--superword-merges", "700"], "fewer supermerges"),
         (["--vocab-size", "900", "--superword-merges", "50", "--superword-from", "700"], "give one"),

@@ -16,8 +16,8 @@ from collections import Counter
 from .lib import ROW_KEY
 
 OUTPUT_ENV = "BEAM_BPE_RELIABILITY_MD"
-AREAS = ("faults", "hostile inputs", "hostile tokenizer files", "special-token injection", "streaming decoder",
-         "scale", "fuzzing")  # fmt: skip
+AREAS = ("faults", "outputs and jobs", "hostile inputs", "hostile tokenizer files", "special-token injection",
+         "streaming decoder", "scale", "fuzzing")  # fmt: skip
 
 
 def collect(terminalreporter) -> tuple[list[dict], list[str]]:

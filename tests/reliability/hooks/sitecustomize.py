@@ -6,6 +6,9 @@ Armed by environment variables only; without them this file does nothing.
 - ``BEAM_BPE_TEST_KILL_DIR``: a worker that is handed a document containing ``KILL-ME-<token>`` kills itself with
   SIGKILL, once per token: the first worker to see it creates ``<dir>/<token>`` (atomically) and dies, so a
   retried task succeeds. The file holds the pid that died.
+- ``BEAM_BPE_TEST_PAUSE_DIR`` with ``BEAM_BPE_TEST_PAUSE_TOKENS`` (comma-separated): a process handed a document
+  containing ``PAUSE-ME-<token>`` for an armed token creates ``<dir>/<token>.paused`` and waits (at most 300 s)
+  until ``<dir>/<token>.go`` exists: a job held in the middle of its work while another job is started.
 """
 
 from __future__ import annotations
@@ -13,9 +16,31 @@ from __future__ import annotations
 import os
 
 _KILL_DIR = os.environ.get("BEAM_BPE_TEST_KILL_DIR")
+_PAUSE_DIR = os.environ.get("BEAM_BPE_TEST_PAUSE_DIR")
+_PAUSE_TOKENS = set(filter(None, os.environ.get("BEAM_BPE_TEST_PAUSE_TOKENS", "").split(",")))
+
+
+def _maybe_pause(texts) -> None:
+    import re
+    import time
+
+    for text in texts:
+        found = re.search(r"PAUSE-ME-(\w+)", text) if isinstance(text, str) else None
+        if found is None or found.group(1) not in _PAUSE_TOKENS:
+            continue
+        token = found.group(1)
+        with open(os.path.join(_PAUSE_DIR, token + ".paused"), "w") as f:
+            f.write(str(os.getpid()))
+        deadline = time.time() + 300
+        while not os.path.exists(os.path.join(_PAUSE_DIR, token + ".go")) and time.time() < deadline:
+            time.sleep(0.05)
 
 
 def _maybe_die(texts) -> None:
+    if _PAUSE_DIR:
+        _maybe_pause(texts)
+    if not _KILL_DIR:
+        return
     import re
     import signal
 
@@ -69,7 +94,14 @@ def _install() -> None:
         return encode_ordinary_flat(self, texts, **kwargs)
 
     Tokenizer.encode_ordinary_flat = encoding_flat  # what the encoding pipeline's default policy calls (Arrow texts)
+    encode_flat = Tokenizer.encode_flat
+
+    def encoding_flat_special(self, texts, **kwargs):
+        _maybe_die(texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts))
+        return encode_flat(self, texts, **kwargs)
+
+    Tokenizer.encode_flat = encoding_flat_special
 
 
-if _KILL_DIR:
+if _KILL_DIR or _PAUSE_DIR:
     _install()
