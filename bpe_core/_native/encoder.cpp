@@ -1,4 +1,5 @@
 #include "encoder.h"
+#include "pretok_blocks.h"
 
 #include <algorithm>
 #include <cstring>
@@ -370,14 +371,15 @@ bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache
     return end != nullptr;
 }
 
-// The pieces a batch of kSplitBatch at a time (pretok_split_some), each batch through encode_pieces_to.
+// The pieces a batch of kSplitBatch at a time (pretok_blocks_split_some: the 64-byte block splitter, its scalar
+// fallback pretok_split_some), each batch through encode_pieces_to.
 uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                                   BadPiece* bad) const {
     size_t ends[kSplitBatch];
     size_t pos = 0;
     while (pos < n) {
         const size_t start = pos;
-        const size_t k = pretok_split_some(kind, text, n, &pos, ends, kSplitBatch);
+        const size_t k = pretok_blocks_split_some(kind, text, n, &pos, ends, kSplitBatch);
         dst = encode_pieces_to(text, n, start, ends, k, cache, dst, bad);
         if (!dst) return nullptr;
         if (pos < n && stop_requested()) break;  // partial: the caller checks stopped()

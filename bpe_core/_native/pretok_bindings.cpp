@@ -10,6 +10,7 @@
 
 #include "pretok.h"
 #include "pretok_rx.h"
+#include "pretok_blocks.h"
 
 namespace nb = nanobind;
 
@@ -71,6 +72,36 @@ void bind_pretok(nb::module_& m) {
         nb::arg("program"), nb::arg("classes"),
         "Register a pre-tokenizer program of bpe_core/pretok_compiler.py; returns the name ('rx:N') that "
         "pretok_split and the encoders take. Programs live for the process.");
+    m.def(
+        "pretok_split_ends",
+        [](const std::string& name, nb::bytes data, const std::string& tier, size_t batch) {
+            const bpe::Pretok kind = bpe::pretok_from_name(name);
+            if (kind == bpe::Pretok::kNone || batch == 0 || (tier != "scalar" && tier != "auto" && tier != "sse2"))
+                throw nb::value_error(("pretok_split_ends: preset '" + name + "', tier '" + tier + "', batch " +
+                                       std::to_string(batch) + ": use a pretok_names() preset, a tier of scalar, "
+                                       "auto or sse2, and a batch of at least 1")
+                                          .c_str());
+            const auto* text = reinterpret_cast<const uint8_t*>(data.c_str());
+            std::vector<size_t> ends(batch), all;
+            size_t pos = 0, k, covered = 0;
+            {
+                nb::gil_scoped_release release;
+                const char* t = tier.c_str();
+                const bool scalar = tier == "scalar";
+                while ((k = scalar ? bpe::pretok_split_some(kind, text, data.size(), &pos, ends.data(), batch)
+                                   : bpe::pretok_blocks_split_some_tier(kind, text, data.size(), &pos, ends.data(),
+                                                                        batch, t, &covered)))
+                    all.insert(all.end(), ends.begin(), ends.begin() + k);
+            }
+            return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(size_t)),
+                                  covered);
+        },
+        nb::arg("name"), nb::arg("data"), nb::arg("tier") = "auto", nb::arg("batch") = 256,
+        "(ends, covered): the piece end offsets of `data` (native-endian size_t bytes), `batch` at a time as the "
+        "encoder takes them, from the 64-byte block splitter (pretok_blocks.cpp) in `tier` (auto: the best this CPU "
+        "has; sse2) or from the scalar one (tier='scalar'), and how many bytes the blocks themselves split (the rest "
+        "went to the scalar fallback). For tests and callgrind.");
+    m.def("pretok_blocks_tier", &bpe::pretok_blocks_tier, "The block classifier's instruction tier on this CPU.");
     m.def(
         "unicode_tables_info",
         []() {

@@ -3,7 +3,8 @@
 For each preset of ``_core.pretok_names()`` (r50k, cl100k, o200k, llama3, qwen2) and each distinct pattern list of
 the llama.cpp table through the compiled matcher ("rx:N"): ``_core.pretok_split(name, data)``
 must equal the reference's pieces, ``PreTokenizer.split(data.decode("utf-8", "surrogateescape"))`` re-encoded with
-surrogateescape, piece for piece; and ``PreTokenizer.split_bytes`` (the public path) must give the same. Half
+surrogateescape, piece for piece; and ``PreTokenizer.split_bytes`` (the public path) must give the same, and the
+64-byte block splitter (``pretok_split_ends``, in the tier and batch size the input picks) the scalar one's ends. Half
 of the inputs also go through ``count_chunks`` on 1-3 native threads, whose counts must equal the reference's. The input
 chooses the preset and how its payload becomes bytes: as it is (invalid UTF-8 included), or as UTF-8 of code
 points spread over all of Unicode (random bytes alone rarely reach other scripts' letters, marks and digits).
@@ -60,6 +61,12 @@ def test_one_input(data: bytes) -> None:
     check_same(f"pretok_split({name!r})", got, expected, payload)
     if pre.native_kind == name:
         check_same(f"PreTokenizer({name!r}).split_bytes", outcome(pre.split_bytes, payload), expected, payload)
+    if hasattr(native._core, "pretok_split_ends") and not name.startswith("rx:"):  # the 64-byte block splitter
+        split = native._core.pretok_split_ends  # == the scalar one, ends for ends
+        scalar = outcome(lambda: split(name, payload, "scalar")[0])
+        tier, batch = ("auto", "sse2")[flags >> 5 & 1], (64, 256)[flags >> 4 & 1]
+        got = outcome(lambda: split(name, payload, tier, batch)[0])
+        check_same(f"pretok_split_ends({name!r}, {tier}, {batch})", got, scalar, payload)
     if flags & 0x40:  # the native counter on threads: the payload cut into documents, counted as the reference does
         count_on_threads(pre if name.startswith("rx:") else name, payload, 1 + (flags >> 4) % 3)
 

@@ -27,6 +27,8 @@ ENTRY_POINTS = {
     "estimate_train_memory": "test_train_entry_points", "pretok_split": "test_pretok_split_every_preset",
     "pretok_names": "test_pretok_split_every_preset", "unicode_tables_info": "test_the_sanitized_core_is_loaded",
     "validate_arrow_strings": "test_flat_entry_points", "pretok_compile": "test_pretok_compiled_every_llamacpp_list",
+    "pretok_split_ends": "test_block_splitter_equals_the_scalar_one",
+    "pretok_blocks_tier": "test_block_splitter_equals_the_scalar_one",
 }  # fmt: skip
 
 
@@ -100,6 +102,20 @@ def test_pretok_compiled_every_llamacpp_list():
     for program in ([], [1], [1, 1, -1, 1, 0, 5, 1, 1, 0], [1, 1, -1, 1, 1, 0, 2, 0], [2, 1, -1, 0]):
         with pytest.raises(ValueError):
             native._core.pretok_compile(program, [[0, 10]])
+
+
+@pytest.mark.parametrize("preset", ["r50k", "cl100k", "o200k", "llama3", "qwen2"])
+def test_block_splitter_equals_the_scalar_one(preset):
+    """The 64-byte block splitter (pretok_blocks.cpp) in each tier, and at batch sizes that make it return early,
+    gives the scalar splitter's piece ends on every case (each cut tail included: the blocks read 64 bytes ahead)."""
+    core = native._core
+    if not hasattr(core, "pretok_split_ends"):
+        pytest.fail("this core has no pretok_split_ends (the block splitter's entry point)")
+    assert core.pretok_blocks_tier() in ("avx2", "sse2", "scalar")
+    for data in with_tails(all_texts()):
+        expected = core.pretok_split_ends(preset, data, "scalar")[0]
+        for tier, batch in (("auto", 256), ("sse2", 256), ("auto", 65)):
+            assert core.pretok_split_ends(preset, data, tier, batch)[0] == expected, (preset, tier, batch, data[:80])
 
 
 def test_encoder_entry_points():

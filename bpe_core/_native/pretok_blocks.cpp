@@ -1,0 +1,441 @@
+// The 64-byte block splitter (see pretok_blocks.h). Written for this project after reading how GigaToken's
+// src/pretokenize/fast/ scanners work (class masks, boundary algebra, bad zones left to a scalar ground truth); the
+// algebra below is our own, derived from the scalar next_* functions of pretok.cpp.
+//
+// One block = the 64 bytes from a position i that is known to start a piece (the walker only ever stands on piece
+// starts, so no carries from earlier blocks are needed: bit 0 is a start by construction, and every rule below looks
+// back only to bytes of the same block, or to "bit 0 started a piece").
+//  1. Classify the 64 bytes into u64 masks: L (ASCII letter), N (digit), W (\s: 9-13 and 32), NL (\r \n), SP (32),
+//     AP ('), HI (>= 0x80). SSE2 4x16 bytes, or AVX2 2x32 (per-function target attribute, chosen once per process).
+//  2. Non-ASCII characters (r50k, cl100k family) are decoded and classified by the Unicode tables (flags_of), their
+//     class spread over their bytes: letters join L, the rest O. V = the first that is a digit or a space (their
+//     rules count characters), or is cut by the block's edge (o200k: the first non-ASCII byte); bytes >= V are
+//     unknown to the algebra and left to the scalar splitter.
+//  3. Boundary algebra (piece starts T) with shifts: for the cl100k family (cl100k, llama3, qwen2):
+//       O = not L, N, W            Wnl = W & ~NL            prev(x) = x << 1 (bit j = bit j-1 of x)
+//       Ostart  = O & ~prev(O | SP)        ` ?O++`: an O run starts a piece unless a space before it took it
+//       Lstart  = L & ~prev(L) & ~prev(Ostart | Wnl)    `P?L++`: a P char that starts a piece takes the letters
+//                 (a non-newline \s before a non-space always starts a piece: `\s+(?!\S)` leaves it last)
+//       Nstart  = run starts of N, then every 3rd digit (llama3, cl100k) or every digit (qwen2)
+//       absNL   = the newlines right after an O (`O++[\r\n]*` takes them)
+//       ws runs W' = W & ~absNL: a start at each run's start, after its last newline (`\s*[\r\n]`), and before its
+//       last character when the part after the last newline has two or more (`\s+(?!\S)`)
+//     r50k: ` ?` takes only a space, before L, N and O alike, and \s runs have no newline rule.
+//  4. What the block cannot know: a \s run reaching V (its split depends on what follows), and a contraction
+//     (`'s`, `'ll`, ...; only where the apostrophe starts a piece) whose letters reach V. U = the first such
+//     position; the starts in (0, U) are certain, and each is the end of a piece: flattened into ends[] (ctz loop).
+//     The piece from the last of them runs past what is known: the next block starts there.
+//  5. A block with no certain start (a piece of 64 bytes or more, or non-ASCII text near its start) goes to
+//     pretok_split_some, one piece at a time, until past the last non-ASCII byte of the block.
+// o200k: the same with a start before an upper-case letter that follows a lower-case one, contractions as the
+// suffix of the letters before them, and `[\r\n/]*` after an O run.
+#include "pretok_blocks.h"
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#include <immintrin.h>
+
+namespace bpe {
+
+namespace {
+
+#include "unicode_tables.inc"
+
+#define BPE_INLINE __attribute__((always_inline)) inline
+
+enum : uint8_t { kFlagL = 1, kFlagN = 2, kFlagS = 4, kFlagU = 8, kFlagW = 16, kFlagCrLf = 32 };  // gen_unicode_tables.py
+
+struct Masks {
+    uint64_t l, n, w, nl, sp, ap, hi, up, sl;  // up: A-Z, sl: '/' (o200k)
+};
+
+// True when the tables agree with the classes the vector code computes for every ASCII byte (L = A-Z a-z, N = 0-9,
+// S = 9-13 and 32, CR/LF = 13 and 10; o200k's U = A-Z, W = a-z): checked once rather than assumed; when false, the
+// walker is the scalar one.
+bool ascii_classes_match_tables() {
+    static const bool ok = [] {
+        for (int b = 0; b < 128; ++b) {
+            const uint8_t f = kAsciiFlags[b];
+            const bool l = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'), d = b >= '0' && b <= '9';
+            const bool s = (b >= 9 && b <= 13) || b == ' ', nl = b == '\r' || b == '\n';
+            const bool up = b >= 'A' && b <= 'Z', lo = b >= 'a' && b <= 'z';
+            if (bool(f & kFlagL) != l || bool(f & kFlagN) != d || bool(f & kFlagS) != s || bool(f & kFlagCrLf) != nl ||
+                bool(f & kFlagU) != up || bool(f & kFlagW) != lo)
+                return false;
+        }
+        return true;
+    }();
+    return ok;
+}
+
+// ------------------------------------------------------------------------------------------ classification
+
+// x < n (unsigned, bytewise) as a signed compare after flipping the top bits.
+BPE_INLINE __m128i below_sse2(__m128i x, int n) {
+    return _mm_cmplt_epi8(_mm_xor_si128(x, _mm_set1_epi8(char(0x80))), _mm_set1_epi8(char(0x80 + n)));
+}
+
+Masks classify_sse2(const uint8_t* p) {
+    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int q = 0; q < 4; ++q) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q));
+        const __m128i letter = below_sse2(_mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('a')), 26);
+        const __m128i digit = below_sse2(_mm_sub_epi8(v, _mm_set1_epi8('0')), 10);
+        const __m128i sp = _mm_cmpeq_epi8(v, _mm_set1_epi8(' '));
+        const __m128i ws = _mm_or_si128(sp, below_sse2(_mm_sub_epi8(v, _mm_set1_epi8(9)), 5));
+        const __m128i nl = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+        const __m128i ap = _mm_cmpeq_epi8(v, _mm_set1_epi8('\''));
+        const __m128i up = below_sse2(_mm_sub_epi8(v, _mm_set1_epi8('A')), 26);
+        const __m128i sl = _mm_cmpeq_epi8(v, _mm_set1_epi8('/'));
+        const int sh = 16 * q;
+        m.up |= uint64_t(uint16_t(_mm_movemask_epi8(up))) << sh;
+        m.sl |= uint64_t(uint16_t(_mm_movemask_epi8(sl))) << sh;
+        m.l |= uint64_t(uint16_t(_mm_movemask_epi8(letter))) << sh;
+        m.n |= uint64_t(uint16_t(_mm_movemask_epi8(digit))) << sh;
+        m.w |= uint64_t(uint16_t(_mm_movemask_epi8(ws))) << sh;
+        m.nl |= uint64_t(uint16_t(_mm_movemask_epi8(nl))) << sh;
+        m.sp |= uint64_t(uint16_t(_mm_movemask_epi8(sp))) << sh;
+        m.ap |= uint64_t(uint16_t(_mm_movemask_epi8(ap))) << sh;
+        m.hi |= uint64_t(uint16_t(_mm_movemask_epi8(v))) << sh;
+    }
+    return m;
+}
+
+#define BPE_AVX2 __attribute__((target("avx2,bmi,bmi2,lzcnt,popcnt")))
+
+BPE_AVX2 BPE_INLINE __m256i below_avx2(__m256i x, int n) {
+    return _mm256_cmpgt_epi8(_mm256_set1_epi8(char(0x80 + n)), _mm256_xor_si256(x, _mm256_set1_epi8(char(0x80))));
+}
+
+// Not inlined: the walker that calls it has no target attribute of its own (it is inlined into walk_avx2); a call
+// per 64 bytes.
+BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
+    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int q = 0; q < 2; ++q) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * q));
+        const __m256i letter =
+            below_avx2(_mm256_sub_epi8(_mm256_or_si256(v, _mm256_set1_epi8(0x20)), _mm256_set1_epi8('a')), 26);
+        const __m256i digit = below_avx2(_mm256_sub_epi8(v, _mm256_set1_epi8('0')), 10);
+        const __m256i sp = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(' '));
+        const __m256i ws = _mm256_or_si256(sp, below_avx2(_mm256_sub_epi8(v, _mm256_set1_epi8(9)), 5));
+        const __m256i nl =
+            _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r')), _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')));
+        const __m256i ap = _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\''));
+        const __m256i up = below_avx2(_mm256_sub_epi8(v, _mm256_set1_epi8('A')), 26);
+        const __m256i sl = _mm256_cmpeq_epi8(v, _mm256_set1_epi8('/'));
+        const int sh = 32 * q;
+        m.up |= uint64_t(uint32_t(_mm256_movemask_epi8(up))) << sh;
+        m.sl |= uint64_t(uint32_t(_mm256_movemask_epi8(sl))) << sh;
+        m.l |= uint64_t(uint32_t(_mm256_movemask_epi8(letter))) << sh;
+        m.n |= uint64_t(uint32_t(_mm256_movemask_epi8(digit))) << sh;
+        m.w |= uint64_t(uint32_t(_mm256_movemask_epi8(ws))) << sh;
+        m.nl |= uint64_t(uint32_t(_mm256_movemask_epi8(nl))) << sh;
+        m.sp |= uint64_t(uint32_t(_mm256_movemask_epi8(sp))) << sh;
+        m.ap |= uint64_t(uint32_t(_mm256_movemask_epi8(ap))) << sh;
+        m.hi |= uint64_t(uint32_t(_mm256_movemask_epi8(v))) << sh;
+    }
+    return m;
+}
+
+// ------------------------------------------------------------------------------------------ non-ASCII characters
+
+inline uint8_t flags_of(uint32_t cp) {
+    return kStage2[(size_t(kStage1[cp >> kBlockShift]) << kBlockShift) | (cp & ((1u << kBlockShift) - 1))];
+}
+
+// Strict UTF-8 as CPython decodes (pretok.cpp's decode_multi): the code point of the valid sequence at s[j] (a byte
+// >= 0x80), or, where none starts there, the lone surrogate U+DC00+byte that surrogateescape gives that one byte.
+inline uint32_t decode_wide(const uint8_t* s, size_t avail, unsigned j, unsigned& len) {
+    const uint8_t b0 = s[j];
+    const size_t rem = avail - j;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        if (rem >= 2 && (s[j + 1] & 0xC0) == 0x80) {
+            len = 2;
+            return (uint32_t(b0 & 0x1F) << 6) | (s[j + 1] & 0x3F);
+        }
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+        if (rem >= 3 && s[j + 1] >= lo && s[j + 1] <= hi && (s[j + 2] & 0xC0) == 0x80) {
+            len = 3;
+            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[j + 1] & 0x3F) << 6) | (s[j + 2] & 0x3F);
+        }
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+        if (rem >= 4 && s[j + 1] >= lo && s[j + 1] <= hi && (s[j + 2] & 0xC0) == 0x80 && (s[j + 3] & 0xC0) == 0x80) {
+            len = 4;
+            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[j + 1] & 0x3F) << 12) | (uint32_t(s[j + 2] & 0x3F) << 6) |
+                   (s[j + 3] & 0x3F);
+        }
+    }
+    len = 1;
+    return 0xDC00u + b0;
+}
+
+// The non-ASCII characters of a block (r50k and the cl100k family), each classified by the Unicode tables and its
+// class spread over all its bytes: letters join L, the others (punctuation, symbols, marks, invalid bytes) are O by
+// default. A digit or a space (\p{N} groups count characters, \s runs split before their last character) or a
+// character cut by the block's edge ends what the block knows: `cut`.
+struct Wide {
+    uint64_t letters, cont;  // bytes of non-ASCII letters; continuation bytes of the classified characters
+    unsigned cut;
+};
+
+__attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi) {
+    Wide w{0, 0, 64};
+    while (hi) {
+        const unsigned j = unsigned(__builtin_ctzll(hi));
+        unsigned len;
+        const uint32_t cp = decode_wide(s, avail, j, len);
+        const uint8_t f = flags_of(cp);
+        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
+            w.cut = j;
+            break;
+        }
+        const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
+        if (f & kFlagL) w.letters |= bits;
+        w.cont |= bits & ~(uint64_t(1) << j);
+        hi &= ~bits;
+    }
+    return w;
+}
+
+// ------------------------------------------------------------------------------------------ boundary algebra
+
+// Spread the bits of `seed` toward higher bits through runs of `within` (log steps).
+BPE_INLINE uint64_t smear_up(uint64_t seed, uint64_t within) {
+    uint64_t a = seed, m = within;
+    for (int sh = 1; sh < 64; sh <<= 1) {
+        a |= (a << sh) & m;
+        m &= m << sh;
+    }
+    return a;
+}
+
+// The same toward lower bits.
+BPE_INLINE uint64_t smear_down(uint64_t seed, uint64_t within) {
+    uint64_t a = seed, m = within;
+    for (int sh = 1; sh < 64; sh <<= 1) {
+        a |= (a >> sh) & m;
+        m &= m >> sh;
+    }
+    return a;
+}
+
+// Every `group`-th digit of each run of N, counted from the run's start (`\p{N}{1,3}`: 3; qwen2's `\p{N}`: 1).
+template <int kGroup>
+BPE_INLINE uint64_t digit_starts(uint64_t n) {
+    if (kGroup == 1) return n;
+    uint64_t x = n & ~(n << 1), acc = x;
+    const uint64_t three = n & (n << 1) & (n << 2);  // this digit and the two before it are digits (the same run)
+    while (x) {
+        x = (x << 3) & three;
+        acc |= x;
+    }
+    return acc;
+}
+
+enum Family { kFamR50k, kFamCl100k, kFamO200k };
+
+// The ASCII contraction at s[j] (an apostrophe that starts a piece) whose letters lie below v: its end, 0 for none,
+// or ~0u when the letters reach v (unknown here).
+template <Family F>
+BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
+    if (j + 1 >= v || s[j + 1] >= 0x80) return ~0u;  // a non-ASCII letter might fold to one (cl100k: U+017F)
+    const uint8_t a = F == kFamR50k ? s[j + 1] : uint8_t(s[j + 1] | 0x20);  // | 0x20: exactly the ASCII capitals
+    const bool letter_a = (s[j + 1] | 0x20) >= 'a' && (s[j + 1] | 0x20) <= 'z';
+    if (!letter_a) return 0;
+    if (a == 's' || a == 'd' || a == 'm' || a == 't') return j + 2;
+    if (a != 'l' && a != 'v' && a != 'r') return 0;
+    if (j + 2 >= v || s[j + 2] >= 0x80) return ~0u;
+    const uint8_t b = F == kFamR50k ? s[j + 2] : uint8_t(s[j + 2] | 0x20);
+    if (!((s[j + 2] | 0x20) >= 'a' && (s[j + 2] | 0x20) <= 'z')) return 0;
+    if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return j + 3;
+    return 0;
+}
+
+// The certain piece starts in (0, 64) of the block at s (s[0] starts a piece): bit j set = a piece starts at s[j].
+template <Family F, int kGroup>
+BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m) {
+    unsigned v = 64;
+    uint64_t wide_letters = 0, cont = 0;
+    if (m.hi) {
+        if (F == kFamO200k) {  // its letter classes (U, W, marks in both) are not spread here: the scalar takes them
+            v = unsigned(__builtin_ctzll(m.hi));
+        } else {
+            const Wide w = classify_wide(s, avail, m.hi);
+            v = w.cut, wide_letters = w.letters, cont = w.cont;
+        }
+    }
+    const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
+    const uint64_t L = (m.l | wide_letters) & valid, N = m.n & valid, W = m.w & valid, SP = m.sp & valid;
+    const uint64_t O = valid & ~(L | N | W);
+    uint64_t t;
+    if (F == kFamR50k) {
+        const uint64_t lead = SP << 1;  // ` ?` takes a space (which always starts a piece before a non-\s)
+        const uint64_t ws_start = W & ~(W << 1), ws_last = W & ~(W >> 1);
+        t = (L & ~(L << 1) & ~lead) | (N & ~(N << 1) & ~lead) | (O & ~(O << 1) & ~lead) | ws_start |
+            (ws_last & (W << 1));
+    } else if (F == kFamO200k) {
+        // As the cl100k family, with: no contraction pieces (a contraction after letters is their suffix, below);
+        // a start before an upper-case letter after a lower-case one (`U*W+|U+W*`); an O run takes the newlines
+        // and slashes after it (`[\r\n/]*`: the first of them a newline, else the slashes are O+ already).
+        const uint64_t NL = m.nl & valid, Wnl = W & ~NL, UP = m.up & valid, LO = L & ~UP;
+        const uint64_t absorbed = smear_up(NL & (O << 1), NL | (m.sl & valid));
+        const uint64_t o = O & ~absorbed;
+        const uint64_t o_start = o & ~((o | SP) << 1);
+        const uint64_t l_start = (L & ~(L << 1) & ~((o_start | Wnl) << 1)) | (UP & (LO << 1));
+        const uint64_t w = W & ~absorbed;
+        const uint64_t r = NL & w;
+        const uint64_t has_nl_after = smear_down(r, w);
+        const uint64_t seg = w & ~has_nl_after;
+        const uint64_t seg_last = seg & ~(seg >> 1);
+        t = o_start | l_start | digit_starts<kGroup>(N) | (w & ~(w << 1)) | (w & (r << 1) & ~has_nl_after) |
+            (seg_last & (seg << 1));
+    } else {
+        const uint64_t NL = m.nl & valid, Wnl = W & ~NL;
+        const uint64_t o_start = O & ~((O | SP) << 1);
+        const uint64_t o_start_chars = smear_up(o_start, cont & O);  // all the bytes of an O that starts a piece
+        const uint64_t l_start = L & ~(L << 1) & ~((o_start_chars | Wnl) << 1);
+        const uint64_t abs_nl = smear_up(NL & (O << 1), NL);
+        const uint64_t w = W & ~abs_nl;
+        const uint64_t r = NL & w;
+        const uint64_t has_nl_after = smear_down(r, w);
+        const uint64_t seg = w & ~has_nl_after;  // the part of each run after its last newline
+        const uint64_t seg_last = seg & ~(seg >> 1);
+        t = o_start | l_start | digit_starts<kGroup>(N) | (w & ~(w << 1)) | (w & (r << 1) & ~has_nl_after) |
+            (seg_last & (seg << 1));
+    }
+    // What the block cannot know: a \s run that reaches v (its last piece depends on what follows it).
+    unsigned u = v;
+    if (v > 0 && ((W >> (v - 1)) & 1)) {
+        const uint64_t not_ws = valid & ~W;
+        u = not_ws ? 64u - unsigned(__builtin_clzll(not_ws)) : 0u;
+    }
+    // Contractions: an apostrophe that starts a piece, followed by the letters of one, is that piece (o200k: an
+    // apostrophe right after a letter, whose piece takes the contraction as its suffix).
+    uint64_t aps = m.ap & valid & ((u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1));
+    aps &= F == kFamO200k ? (L << 1) : (t | 1);
+    while (aps) {
+        const unsigned j = unsigned(__builtin_ctzll(aps));
+        aps &= aps - 1;
+        const unsigned e = contraction_end<F>(s, j, v);
+        if (e == ~0u) {
+            u = j;
+            break;
+        }
+        if (e) {
+            if (F == kFamO200k) t &= ~(uint64_t(1) << j);  // the apostrophe continues the letters' piece
+            t &= ~(((uint64_t(1) << (e - j - 1)) - 1) << (j + 1));  // nothing starts inside it ...
+            if (e < 64) t |= uint64_t(1) << e;            // ... and the next piece starts after it
+            if (F == kFamO200k && e < 64) aps &= ~(uint64_t(1) << e);  // an apostrophe there is not a suffix
+        }
+    }
+    const uint64_t below_u = u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1;
+    return t & below_u & ~uint64_t(1);
+}
+
+// ------------------------------------------------------------------------------------------ the walker
+
+template <Family F, int kGroup, Masks (*Classify)(const uint8_t*)>
+BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
+                       size_t* covered) {
+    size_t i = *pos, k = 0;
+    while (i < n && k < max) {
+        if (n - i >= 64 && max - k >= 64) {
+            const Masks m = Classify(s + i);
+            uint64_t bits = block_starts<F, kGroup>(s + i, n - i, m);
+            if (bits) {
+                do {
+                    ends[k++] = i + unsigned(__builtin_ctzll(bits));
+                    bits &= bits - 1;
+                } while (bits);
+                if (covered) *covered += ends[k - 1] - i;
+                i = ends[k - 1];
+                continue;
+            }
+            // No certain start: scalar pieces until past the last non-ASCII byte of the block (at least one).
+            const size_t stop = m.hi ? i + 64 - unsigned(__builtin_clzll(m.hi)) : i + 1;
+            do {
+                k += pretok_split_some(kind, s, n, &i, ends + k, 1);
+            } while (i < stop && k < max);
+            continue;
+        }
+        if (k && max - k < 64) break;  // the caller comes back with room for a whole block
+        k += pretok_split_some(kind, s, n, &i, ends + k, max - k);
+        break;
+    }
+    *pos = i;
+    return k;
+}
+
+template <Family F, int kGroup>
+size_t walk_sse2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max, size_t* covered) {
+    return walk<F, kGroup, classify_sse2>(kind, s, n, pos, ends, max, covered);
+}
+
+template <Family F, int kGroup>
+BPE_AVX2 size_t walk_avx2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
+                          size_t* covered) {
+    return walk<F, kGroup, classify_avx2>(kind, s, n, pos, ends, max, covered);
+}
+
+bool use_avx2() {
+    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+                            __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+    return yes;
+}
+
+}  // namespace
+
+bool pretok_blocks_covers(Pretok kind) {
+    return ascii_classes_match_tables() && (kind == Pretok::kR50k || kind == Pretok::kCl100k || kind == Pretok::kO200k ||
+                                            kind == Pretok::kLlama3 || kind == Pretok::kQwen2);
+}
+
+const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
+
+size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max,
+                                     const char* tier, size_t* covered) {
+    if (!ascii_classes_match_tables()) return pretok_split_some(kind, text, n, pos, ends, max);
+    const bool avx2 = tier[0] == 'a' ? use_avx2() : false;
+    switch (kind) {
+        case Pretok::kR50k:
+            return avx2 ? walk_avx2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered);
+        case Pretok::kCl100k:
+        case Pretok::kLlama3:
+            return avx2 ? walk_avx2<kFamCl100k, 3>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamCl100k, 3>(kind, text, n, pos, ends, max, covered);
+        case Pretok::kQwen2:
+            return avx2 ? walk_avx2<kFamCl100k, 1>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamCl100k, 1>(kind, text, n, pos, ends, max, covered);
+        case Pretok::kO200k:
+            return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
+        default: return pretok_split_some(kind, text, n, pos, ends, max);
+    }
+}
+
+size_t pretok_blocks_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    return pretok_blocks_split_some_tier(kind, text, n, pos, ends, max, "auto", nullptr);
+}
+
+}  // namespace bpe
+
+#else  // no x86-64 vector code here (yet): the scalar splitter throughout
+
+namespace bpe {
+
+bool pretok_blocks_covers(Pretok) { return false; }
+const char* pretok_blocks_tier() { return "scalar"; }
+size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max,
+                                     const char*, size_t*) {
+    return pretok_split_some(kind, text, n, pos, ends, max);
+}
+size_t pretok_blocks_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    return pretok_split_some(kind, text, n, pos, ends, max);
+}
+
+}  // namespace bpe
+
+#endif
