@@ -45,9 +45,9 @@ def cmd_report(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.corpus.plan import InputSpec, plan_corpus
     from pipeline.launch.checks import check_launch
     from pipeline.report.fraction import check_fraction
-    from pipeline.report.measure import TokenizerSpec
     from pipeline.report.render import check_report_extra
-    from pipeline.report.run import run_report, unique_labels
+    from pipeline.report.run import run_report
+    from pipeline.report.specs import TokenizerSpec, unique_labels
     from pipeline.storage.paths import absolute
 
     check_report_extra("beam-bpe report")

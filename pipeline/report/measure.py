@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import apache_beam as beam
 import numpy as np
@@ -19,24 +18,11 @@ from apache_beam.metrics import Metrics
 
 from pipeline.corpus.records import DocumentBatch
 from pipeline.report.sample import HoldOutSample
+from pipeline.report.specs import TokenizerSpec
 from pipeline.storage.files import write_atomic
 
 NAMESPACE = "beam_bpe.report"
 SCALARS = ("documents", "bytes", "words", "tokens", "multibyte_bytes")
-
-
-@dataclass(frozen=True)
-class TokenizerSpec:
-    """A tokenizer of the report, as workers find it: a label, a file and its pre-tokenizer (rank-only files)."""
-
-    label: str
-    path: str
-    pretokenizer: str | None = None
-
-    def load(self):
-        from bpe_core import Tokenizer
-
-        return Tokenizer.from_file(self.path, pretokenizer=self.pretokenizer)
 
 
 def measure_texts(tok, token_lengths: np.ndarray, texts: list[str]) -> dict:

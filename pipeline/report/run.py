@@ -8,8 +8,9 @@ from pipeline.corpus.plan import CorpusPlan, CorpusSpec
 from pipeline.corpus.read import ReadCorpus
 from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.report.figures import tokenizer_figures
-from pipeline.report.measure import MeasureTokenizers, TokenizerSpec, load_measures
+from pipeline.report.measure import MeasureTokenizers, load_measures
 from pipeline.report.render import write_report_files
+from pipeline.report.specs import TokenizerSpec
 from pipeline.storage.files import remove
 from pipeline.storage.paths import join
 
@@ -49,17 +50,3 @@ def run_report(corpus: CorpusPlan, spec: CorpusSpec, specs: tuple[TokenizerSpec,
     report = build_report(specs, roles, measures, fraction)
     write_report_files(report, out_dir)
     return report
-
-
-def unique_labels(paths: list[str]) -> list[str]:
-    """A label per tokenizer file: its name (``cl100k_base.tiktoken``), its folder and name where names repeat."""
-    import posixpath
-
-    names = [posixpath.basename(p.rstrip("/")) for p in paths]
-    labels = []
-    for p, name in zip(paths, names, strict=True):
-        label = name if names.count(name) == 1 else posixpath.join(posixpath.basename(posixpath.dirname(p)), name)
-        while label in labels:
-            label += "'"
-        labels.append(label)
-    return labels

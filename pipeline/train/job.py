@@ -283,8 +283,8 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
 
 def _report_stage(plan: TrainPlan, beam_args: list[str], reporter: Reporter) -> dict:
     """Measure every size (and the --compare tokenizers) on the held-out sample; write the report files."""
-    from pipeline.report.measure import TokenizerSpec
     from pipeline.report.run import run_report
+    from pipeline.report.specs import TokenizerSpec
 
     job, t0 = plan.job, time.perf_counter()
     sizes = job.settings.vocab_sizes

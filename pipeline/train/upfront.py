@@ -10,8 +10,7 @@ import contextlib
 import warnings
 
 from pipeline.errors import UsageError
-from pipeline.report.measure import TokenizerSpec
-from pipeline.report.run import unique_labels
+from pipeline.report.specs import TokenizerSpec, unique_labels
 
 UNREACHABLE = r"bpe_core\.train: stopped at"  # the start of the merge loop's warning (bpe_core/train.py)
 
