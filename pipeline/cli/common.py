@@ -276,6 +276,18 @@ def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
     handlers = list(logging.root.handlers)
     for handler in handlers:
         handler.addFilter(_without_traceback)
+    # Handlers made later are not filtered: importing Dask's distributed (DASK_LOGGING__APACHE_BEAM, --log-level)
+    # puts a handler of its own on the apache_beam logger, which printed a killed worker's traceback. Beam's records
+    # lose their traceback where they are made instead, whatever handler prints them.
+    make_record = logging.getLogRecordFactory()
+
+    def record_without_traceback(name, *args, **kwargs):
+        record = make_record(name, *args, **kwargs)
+        if name.startswith("apache_beam"):
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return record
+
+    logging.setLogRecordFactory(record_without_traceback)
     previous = threading.excepthook
 
     def collect(a: threading.ExceptHookArgs) -> None:
@@ -287,6 +299,7 @@ def quiet_tracebacks(enabled: bool) -> Iterator[list[str]]:
         yield errors
     finally:
         threading.excepthook = previous
+        logging.setLogRecordFactory(make_record)
         for handler in handlers:
             handler.removeFilter(_without_traceback)
 
