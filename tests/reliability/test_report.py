@@ -16,7 +16,7 @@ import pytest
 from .lib import ROOT, ROW_KEY, Recorder
 from .report import OUTPUT_ENV, markdown
 
-MODULES = ("test_faults", "test_fuzz", "test_hostile_inputs", "test_scale", "test_special_tokens",
+MODULES = ("test_faults", "test_fuzz", "test_hostile_inputs", "test_jobs", "test_scale", "test_special_tokens",
            "test_streaming_decoder", "test_tokenizer_files")  # fmt: skip
 
 
