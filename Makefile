@@ -4,9 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test-setup test test-full demo bench bench-native bench-check lint wheel clean fuzz-setup sanitize-build sanitize fuzz
+.PHONY: setup test-setup test test-core test-full demo bench bench-native bench-check lint wheel clean fuzz-setup sanitize-build sanitize fuzz
 
-NATIVE_SOURCES := CMakeLists.txt bpe_core/unicode_tables.py $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h bpe_core/_native/*.py)
+NATIVE_SOURCES := CMakeLists.txt bpe_core/pretokenize/unicode_tables.py $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h bpe_core/_native/*.py)
 
 # The package (editable) with its test extra. The build compiles the native core; a change to its sources reinstalls.
 $(STAMP): pyproject.toml $(NATIVE_SOURCES)
@@ -75,6 +75,15 @@ PYTEST := $(PY) -m pytest -q -n 2 --durations=25 $(ORDER) $(PYTEST_ARGS)
 
 test: $(TEST_SETUP)
 	$(REQUIRE) $(PYTEST) -m 'not bench' tests
+
+# The fast part: bpe_core alone (tests/core and tests/formats: no Beam, no peers beyond the test extra), in seconds.
+# One area: make test-area AREA=native (core, native, formats, pipeline, reliability, fuzz, tools).
+test-core: setup
+	BEAM_BPE_REQUIRE_NATIVE=1 $(PYTEST) -m 'not bench and not full' tests/core tests/formats
+
+AREA ?= core
+test-area: setup
+	BEAM_BPE_REQUIRE_NATIVE=1 $(PYTEST) -m 'not bench' tests/$(AREA)
 
 test-full: $(TEST_SETUP)
 	$(REQUIRE) BEAM_BPE_FULL=1 $(PYTEST) -m 'not bench' tests

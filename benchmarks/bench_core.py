@@ -20,7 +20,7 @@ from benchlib import iter_records, load_docs, text_mb, tiktoken_encoding, timed
 from native_cases import load_ours
 
 import bpe_core
-from bpe_core.presets import GPT2_HF_PATTERN
+from bpe_core.pretokenize.presets import GPT2_HF_PATTERN
 
 
 def bench_train(vocab_size: int, repeat: int) -> None:

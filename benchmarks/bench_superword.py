@@ -23,8 +23,8 @@ import warnings
 import numpy as np
 
 import bpe_core
-from bpe_core import superword as sw
-from bpe_core.train import superword_from_runs
+from bpe_core.superword import reference as sw
+from bpe_core.train.trainer import superword_from_runs
 
 SIZES = ((16000, 2000), (8000, 2000), (8000, 1000))
 

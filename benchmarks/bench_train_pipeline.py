@@ -33,7 +33,7 @@ def phase(name: str, work: Path, vocab: int) -> dict:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     import bpe_core  # imports stay outside the timed region (apache_beam alone takes ~2 s to import)
-    from bpe_core.presets import GPT2_HF_PATTERN
+    from bpe_core.pretokenize.presets import GPT2_HF_PATTERN
     from pipeline.cli import main
 
     inputs = [a for p in sorted(work.glob("*.jsonl")) for a in ("--input", str(p))]

@@ -414,7 +414,7 @@ def case_train(name: str, docs: list[str], vocab: int) -> dict:
     """count_chunks + train (and the merge loop alone) vs the peers' whole training on the same documents, in CPU
     seconds on one thread: count_chunks(num_threads=1), and RAYON_NUM_THREADS=1 (set by the parent) holds rustbpe,
     tokenizers and gigatoken to one."""
-    from bpe_core.presets import CL100K_PATTERN
+    from bpe_core.pretokenize.presets import CL100K_PATTERN
 
     if name == "ours":
         import bpe_core

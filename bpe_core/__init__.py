@@ -7,14 +7,14 @@
 """
 
 from bpe_core._versions import BEAM_BPE_VERSION as __version__
+from bpe_core.encode.flat import InvalidTextError
+from bpe_core.encode.stream import StreamingDecoder
 from bpe_core.errors import TokenizerFileError
-from bpe_core.flat import InvalidTextError
-from bpe_core.presets import preset_names
-from bpe_core.pretokenize import PreTokenizer
-from bpe_core.stream import StreamingDecoder
+from bpe_core.model.vocab import VocabularyError
+from bpe_core.pretokenize.presets import preset_names
+from bpe_core.pretokenize.pretokenizer import PreTokenizer
 from bpe_core.tokenizer import Tokenizer
-from bpe_core.train import TIE_BREAKS, ChunkCounts, count_chunks, train, train_superword
-from bpe_core.vocab import VocabularyError
+from bpe_core.train.trainer import TIE_BREAKS, ChunkCounts, count_chunks, train, train_superword
 
 __all__ = [
     "TIE_BREAKS",

@@ -175,7 +175,7 @@ def train_merges(
 
 
 def make_chunk_table():
-    """An empty native ChunkTable (bpe_core.sorted_counts.ChunkTable wraps it)."""
+    """An empty native ChunkTable (bpe_core.train.sorted_counts.ChunkTable wraps it)."""
     return _core.ChunkTable()
 
 
@@ -204,7 +204,7 @@ def train_table_merges(
 
 
 def _hf_rank() -> list[int]:
-    from bpe_core.bytelevel import huggingface_base_order
+    from bpe_core.model.bytelevel import huggingface_base_order
 
     hf_rank = [0] * 256
     for rank, b in enumerate(huggingface_base_order()):
@@ -246,5 +246,5 @@ def train_supermerges(
 
 
 def make_superword_pass(token_len, eligible: bytes, letter: bytes, run_needs_letter: bool, left, right, result, kind):
-    """The native superword pass of one tokenizer (bpe_core.superword.SuperwordPass wraps it)."""
+    """The native superword pass of one tokenizer (bpe_core.superword.reference.SuperwordPass wraps it)."""
     return _core.SuperwordPass(token_len, eligible, letter, run_needs_letter, left, right, result, kind)

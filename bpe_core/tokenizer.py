@@ -2,7 +2,7 @@
 
 Two kinds of vocabulary share one encoder: a merge list (Hugging Face, llama.cpp, our trainer), where a pair
 merges if it is in the list, by list order; and a rank-only vocabulary (tiktoken files), where a pair merges if the
-concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.bpe` for the merge kernels.
+concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.model.merges` for the merge kernels.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bpe_core import native
-from bpe_core.added_tokens import AddedTokenFlags
-from bpe_core.backend import make_backend
-from bpe_core.bpe import ID_MASK, MergeTable, RankTable, merge_ids
+from bpe_core.encode.engines import make_backend
 from bpe_core.errors import TokenizerFileError
-from bpe_core.pretokenize import PreTokenizer, PreTokenizerSpec
-from bpe_core.special_tokens import SpecialSet, TokenFinder
-from bpe_core.text import Text
-from bpe_core.tokenizer_data import TokenizerData
+from bpe_core.model.added_tokens import AddedTokenFlags
+from bpe_core.model.data import TokenizerData
+from bpe_core.model.merges import ID_MASK, MergeTable, RankTable, merge_ids
+from bpe_core.model.special_tokens import SpecialSet, TokenFinder
+from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
+from bpe_core.pretokenize.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bpe_core.superword import Supermerges
+    from bpe_core.superword.reference import Supermerges
 
 CHUNK_CACHE_LIMIT = 1 << 18
 
@@ -85,7 +85,7 @@ class Tokenizer:
 
     # ----------------------------------------------------------------- construction
     def _build(self) -> None:
-        from bpe_core.vocab import build_tables
+        from bpe_core.model.vocab import build_tables
 
         tables = build_tables(self._vocab, self._merge_ids, self.special_tokens, self.added_tokens, self._unreachable)
         self._bytes_to_id = tables.bytes_to_id
@@ -124,11 +124,11 @@ class Tokenizer:
         self._build()
 
     def _make_backend(self):
-        """The engine; a superword tokenizer's wraps its word model's (bpe_core.superword.SuperwordBackend)."""
+        """The engine; a superword tokenizer's wraps its word model's (superword.reference.SuperwordBackend)."""
         plain = make_backend(self, self.backend)
         if self.superword is None:
             return plain
-        from bpe_core.superword import SuperwordBackend, word_model_arguments
+        from bpe_core.superword.reference import SuperwordBackend, word_model_arguments
 
         arguments = word_model_arguments(self)
         return SuperwordBackend(self, plain, Tokenizer(arguments.pop("vocab"), **arguments))
@@ -177,7 +177,7 @@ class Tokenizer:
         if self._merge_ids is not None:
             return list(self._merge_ids)
         if self._derived_merges is None:
-            from bpe_core.vocab import merges_from_ranks
+            from bpe_core.model.vocab import merges_from_ranks
 
             self._derived_merges = merges_from_ranks(self._vocab, self._bytes_to_id, self._pairs)
         return list(self._derived_merges)
@@ -201,7 +201,7 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (special and added tokens give their UTF-8 text)."""
-        from bpe_core.vocab import as_token_id
+        from bpe_core.model.vocab import as_token_id
 
         token_id = as_token_id(token_id)
         if not isinstance(token_id, int):
@@ -225,11 +225,11 @@ class Tokenizer:
     def truncated(self, n_vocab: int) -> Tokenizer:
         """The exact smaller tokenizer of ``n_vocab`` ids (its merges a prefix of these, special tokens after them),
         for ids that follow merge order (trained tokenizers, rank files); others are refused. See
-        :mod:`bpe_core.truncate`."""
-        from bpe_core.truncate import truncated_arguments
+        :mod:`bpe_core.model.truncate`."""
+        from bpe_core.model.truncate import truncated_arguments
 
         if self.superword is not None:
-            from bpe_core.superword import truncated_superword
+            from bpe_core.superword.reference import truncated_superword
 
             return truncated_superword(self, n_vocab)
         arguments = truncated_arguments(self, n_vocab)
@@ -249,7 +249,7 @@ class Tokenizer:
         [264, 265, 266]
         """
         if self._unreachable_ids is None:
-            from bpe_core.vocab import unmade_tokens
+            from bpe_core.model.vocab import unmade_tokens
 
             owned = set(self._bytes_to_id.values())
             ids = {tid for tid in self._vocab if tid not in owned}
@@ -354,11 +354,11 @@ class Tokenizer:
 
     def encode_ordinary_flat(self, texts, *, num_threads: int | None = None):
         """``encode_ordinary_batch`` as two NumPy arrays ``(ids, offsets)``: text i is ``ids[offsets[i]:offsets[i+1]]``;
-        ``texts`` a list of str or a pyarrow string array, read in place (see :mod:`bpe_core.flat`).
+        ``texts`` a list of str or a pyarrow string array, read in place (see :mod:`bpe_core.encode.flat`).
 
         >>> ids, offsets = tok.encode_ordinary_flat(["hello world", "hi"])  # doctest: +SKIP
         """
-        from bpe_core import flat
+        from bpe_core.encode import flat
 
         return flat.encode_ordinary_flat(self, texts, num_threads=num_threads)
 
@@ -371,7 +371,7 @@ class Tokenizer:
         num_threads: int | None = None,
     ):
         """``encode_batch`` (the same special-token policy) as two NumPy arrays ``(ids, offsets)``."""
-        from bpe_core import flat
+        from bpe_core.encode import flat
 
         return flat.encode_flat(
             self, texts, allowed_special=allowed_special, disallowed_special=disallowed_special, num_threads=num_threads
@@ -379,7 +379,7 @@ class Tokenizer:
 
     def decode_flat(self, ids, offsets, *, errors: str = "replace") -> list[str]:
         """The inverse of :meth:`encode_flat`: one str per text, ``decode(ids[offsets[i]:offsets[i+1]])``."""
-        from bpe_core import flat
+        from bpe_core.encode import flat
 
         return flat.decode_flat(self, ids, offsets, errors=errors)
 
@@ -462,7 +462,7 @@ class Tokenizer:
         """decode_bytes where the fast path failed: integers of any kind (numpy's: operator.index) are ids; a
         non-integer is a TypeError, an id without a token a ValueError naming it (outside the range, or a hole in
         it: cl100k has no token 100256)."""
-        from bpe_core.vocab import as_token_id
+        from bpe_core.model.vocab import as_token_id
 
         table = self._id_to_bytes
         ids = [as_token_id(i) for i in ids]

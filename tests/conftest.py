@@ -4,7 +4,7 @@ optional test peers.
 What is cached here is shared by every test of a process, in whatever order pytest-randomly runs them: it is handed
 out as an immutable value (tuples, a fresh copy of a dict, a read-only tokenizer), so that no test can change it for
 the tests after it (``use_backend("python")`` on the cached cl100k once made the native decode tests compare Python
-with Python when they ran later; tests/test_shared_fixtures.py holds that pair).
+with Python when they ran later; tests/tools/test_shared_fixtures.py holds that pair).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bpe_core.bytelevel import huggingface_base_order
+from bpe_core.model.bytelevel import huggingface_base_order
 
 
 def naive_train(

@@ -1,4 +1,4 @@
-// Byte-level BPE of pre-token pieces: the C++ twin of bpe_core/bpe.py and Tokenizer._encode_piece.
+// Byte-level BPE of pre-token pieces: the C++ twin of bpe_core/model/merges.py and Tokenizer._encode_piece.
 //
 // The tables are immutable after construction, so one Encoder serves several threads at once; the chunk cache is
 // separate state, one per thread (CachePool keeps them between calls).

@@ -1,5 +1,5 @@
 // Flat batch encoding (included by encoder_bindings.cpp only): many documents in, one array of ids and one of offsets out
-// (bpe_core/flat.py, Tokenizer.encode_ordinary_flat), without a Python object per token or per document.
+// (bpe_core/encode/flat.py, Tokenizer.encode_ordinary_flat), without a Python object per token or per document.
 //
 // The documents are Sources (batch.h): the code points of Python str objects, or the UTF-8 of an Arrow string
 // array read in place from its buffers (validated first, validate_utf8_offsets). With one thread the caller

@@ -1,7 +1,7 @@
 """Build step: write the Unicode property tables of the hand-written pre-tokenizers (pretok.cpp) as C++.
 
-The classes are derived by ``bpe_core/unicode_tables.py`` from the `regex` module (see there why); this script
-loads that file by path, so that the build environment needs only `regex`, and renders: a two-stage table (block
+The classes are derived by ``bpe_core/pretokenize/unicode_tables.py`` from the `regex` module (see there why); this
+script loads that file by path, so that the build environment needs only `regex`, and renders: a two-stage table (block
 index per 256 code points, then the unique blocks), an ASCII fast table, the contraction-letter masks, the regex and
 unicodedata versions, and the tables' sha256 (checked at run time when another regex version is imported).
 
@@ -22,7 +22,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load_tables_module():
-    path = os.path.join(_HERE, os.pardir, "unicode_tables.py")
+    path = os.path.join(_HERE, os.pardir, "pretokenize", "unicode_tables.py")
     spec = importlib.util.spec_from_file_location("beam_bpe_unicode_tables", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

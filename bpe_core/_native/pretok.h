@@ -32,7 +32,7 @@ size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos
 // The `regex` version and the Unicode version (unicodedata.unidata_version) the property tables were generated from.
 const char* pretok_regex_version();
 const char* pretok_unicode_version();
-// sha256 of the tables (bpe_core/unicode_tables.py digest): equal digests, equal splits.
+// sha256 of the tables (bpe_core/pretokenize/unicode_tables.py digest): equal digests, equal splits.
 const char* pretok_tables_digest();
 
 }  // namespace bpe

@@ -70,7 +70,7 @@ void bind_pretok(nb::module_& m) {
             return bpe::rx_name(bpe::rx_register(program, classes));
         },
         nb::arg("program"), nb::arg("classes"),
-        "Register a pre-tokenizer program of bpe_core/pretok_compiler.py; returns the name ('rx:N') that "
+        "Register a pre-tokenizer program of bpe_core/pretokenize/compiler.py; returns the name ('rx:N') that "
         "pretok_split and the encoders take. Programs live for the process.");
     m.def(
         "pretok_split_ends",

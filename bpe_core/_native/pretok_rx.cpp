@@ -1,6 +1,6 @@
 // The compiled pre-tokenizer matcher (see pretok_rx.h): a backtracking interpreter with Perl semantics (ordered
 // alternation, greedy quantifiers give back one character at a time, possessive ones never), over a program that
-// bpe_core/pretok_compiler.py builds and checks against the `regex` module.
+// bpe_core/pretokenize/compiler.py builds and checks against the `regex` module.
 //
 // Characters: strict UTF-8 as CPython decodes; a byte that starts no valid sequence is one character, the lone
 // surrogate U+DC00+byte that surrogateescape gives it (as pretok.cpp). Each character's classes are one u32 mask: a

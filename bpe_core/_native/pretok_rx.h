@@ -1,4 +1,4 @@
-// A compiled matcher for the subset of regex that pre-tokenizers use (bpe_core/pretok_compiler.py compiles a
+// A compiled matcher for the subset of regex that pre-tokenizers use (bpe_core/pretokenize/compiler.py compiles a
 // pattern list into a program): alternations, sequences, character classes given as code-point ranges (each class
 // derived by the `regex` module itself, over every code point), greedy and possessive quantifiers {m,n}, optional
 // groups, one-character lookaheads, `$`; a list of patterns splits each piece left by the previous one.

@@ -1,7 +1,7 @@
-// Superword (SuperBPE) encoding and run counting over the word model's output (bpe_core/superword.py is the
+// Superword (SuperBPE) encoding and run counting over the word model's output (bpe_core/superword/reference.py is the
 // reference). The word model's ids of a document are aligned with the pre-tokenizer's pieces of its bytes: a token
 // that starts at a piece's start and ends at that piece's end is the whole pre-token. Maximal runs of two or more such
-// tokens that are eligible (the eligibility rules are bpe_core/superword.py's) get the supermerges by rank, as BPE
+// tokens that are eligible (the eligibility rules are bpe_core/superword/reference.py's) get the supermerges by rank, as BPE
 // merges bytes.
 #pragma once
 

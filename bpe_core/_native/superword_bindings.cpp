@@ -1,5 +1,5 @@
 // Python bindings of superword (SuperBPE) phase 2: the merge loop of trainer.cpp over runs of word-model ids
-// (bpe_core/superword.py is the reference). Runs arrive as columns (ids, offsets, counts), never one object per run.
+// (bpe_core/superword/reference.py is the reference). Runs arrive as columns (ids, offsets, counts), never one object per run.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -65,7 +65,7 @@ Words runs_to_words(const Ids& ids, const Offsets64& offsets, const Counts& coun
 }
 
 // (merges, token_bytes): the supermerges as (left id, right id) in rank order and the alphabet extended by the new
-// tokens, equal to bpe_core.superword.train_supermerges_reference.
+// tokens, equal to bpe_core.superword.reference.train_supermerges_reference.
 nb::tuple train_supermerges(const Ids& ids, const Offsets64& offsets, const Counts& counts,
                             nb::handle alphabet_list, uint64_t budget, int64_t min_count,
                             int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress) {

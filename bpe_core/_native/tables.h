@@ -12,7 +12,7 @@
 
 namespace bpe {
 
-constexpr uint64_t kNoMerge = uint64_t(1) << 62;  // as bpe_core.bpe.NO_MERGE
+constexpr uint64_t kNoMerge = uint64_t(1) << 62;  // as bpe_core.model.merges.NO_MERGE
 constexpr uint64_t kIdMask = (uint64_t(1) << 32) - 1;
 
 inline uint64_t mix64(uint64_t a, uint64_t b) {

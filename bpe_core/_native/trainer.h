@@ -1,4 +1,4 @@
-// The merge loop on weighted chunk counts: the C++ twin of bpe_core/train.py's _MergeLoop.
+// The merge loop on weighted chunk counts: the C++ twin of bpe_core/train/trainer.py's _MergeLoop.
 //
 // Words are one flat uint32 token array with offsets (no object per word), counts are 64-bit, pair counts live
 // in an open-addressing table and are updated incrementally from the words that hold the merged pair, and the

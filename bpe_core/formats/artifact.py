@@ -53,12 +53,12 @@ from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core._versions import BEAM_BPE_VERSION, regex_unicode_version, regex_version
-from bpe_core.added_tokens import DEFAULT_FLAGS, AddedTokenFlags
 from bpe_core.errors import TokenizerFileError
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, text_spelled_ids
+from bpe_core.model.added_tokens import DEFAULT_FLAGS, AddedTokenFlags
+from bpe_core.model.data import TokenizerData, TokenizerLike, text_spelled_ids
 
 if TYPE_CHECKING:
-    from bpe_core.pretokenize import PreTokenizer
+    from bpe_core.pretokenize.pretokenizer import PreTokenizer
 
 MAGIC = "beam-bpe-tokenizer"
 FORMAT_VERSION = 3  # the newest this version reads and writes; 1 where there is nothing unreachable to say
@@ -173,7 +173,7 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
 
 def _superword(reader: _Reader, vocab: dict[int, bytes]):
     """The ``superword`` line and the ``supermerges`` section (format version 3)."""
-    from bpe_core.superword import RULES, Supermerges
+    from bpe_core.superword.reference import RULES, Supermerges
 
     line = reader.pos + 1
     rule, word_size = reader.field("superword", _parse_superword_line)
@@ -213,7 +213,7 @@ def _verify_hash(path: str, data: bytes, lines: list[str]) -> None:
 
 
 def _pretokenizer(path: str, patterns, normalizer, name) -> PreTokenizer | None:
-    from bpe_core.pretokenize import PreTokenizer
+    from bpe_core.pretokenize.pretokenizer import PreTokenizer
 
     if patterns is None:
         return None

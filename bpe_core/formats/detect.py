@@ -19,8 +19,8 @@ from bpe_core._io import read_bytes
 from bpe_core.errors import TokenizerFileError
 
 if TYPE_CHECKING:
-    from bpe_core.pretokenize import PreTokenizerSpec
-    from bpe_core.tokenizer_data import TokenizerData
+    from bpe_core.model.data import TokenizerData
+    from bpe_core.pretokenize.pretokenizer import PreTokenizerSpec
 
 HEAD_BYTES = 4096
 _BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")  # "format_version 1" (an artifact without its first line) is not one

@@ -2,7 +2,7 @@
 
 Keys read: ``tokenizer.ggml.tokens`` (GPT-2 byte-to-unicode strings), ``tokenizer.ggml.merges`` (``"a b"`` in rank
 order), ``tokenizer.ggml.token_type`` (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte) and
-``tokenizer.ggml.pre`` (the pre-tokenizer name, looked up in :mod:`bpe_core._llamacpp_table`). As llama.cpp does:
+``tokenizer.ggml.pre`` (the pre-tokenizer name, looked up in :mod:`bpe_core.pretokenize.llamacpp`). As llama.cpp does:
 control (and unknown) tokens are special tokens, parsed only when allowed; user-defined tokens are matched in the
 raw text before pre-tokenization, longest first, also by ``encode_ordinary``; unused tokens are never produced.
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
-from bpe_core.bytelevel import token_string_to_bytes
 from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.gguf_reader import read_gguf_metadata
-from bpe_core.tokenizer_data import TokenizerData
+from bpe_core.model.bytelevel import token_string_to_bytes
+from bpe_core.model.data import TokenizerData
+from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
 
 if TYPE_CHECKING:
-    from bpe_core.pretokenize import PreTokenizerSpec
+    from bpe_core.pretokenize.pretokenizer import PreTokenizerSpec
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 FAMILY = "llama.cpp GGUF (byte-level BPE)"
@@ -131,7 +131,7 @@ def _merge_problem(rank: int, entry: str, text_to_id: dict[str, int]) -> str:
 def _pretokenizer(name, override: PreTokenizerSpec | None, path: str):
     """(patterns, ignore_merges, name): the override, else llama.cpp's entry for ``tokenizer.ggml.pre``."""
     if override is not None:
-        from bpe_core.presets import lookup_preset
+        from bpe_core.pretokenize.presets import lookup_preset
 
         preset = lookup_preset(override) if isinstance(override, str) else None
         ignore = preset.ignore_merges if preset is not None else False
@@ -148,6 +148,6 @@ def _pretokenizer(name, override: PreTokenizerSpec | None, path: str):
 
 
 def _preset_pretokenizer(name: str, patterns):
-    from bpe_core.pretokenize import PreTokenizer
+    from bpe_core.pretokenize.pretokenizer import PreTokenizer
 
     return PreTokenizer(patterns, name=name)

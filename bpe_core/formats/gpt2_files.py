@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
-from bpe_core.bytelevel import bytes_to_token_string
 from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.huggingface import byte_vocab, merge_token_ids, parse_json
-from bpe_core.presets import GPT2_HF_PATTERN
-from bpe_core.pretokenize import PreTokenizer
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
+from bpe_core.model.bytelevel import bytes_to_token_string
+from bpe_core.model.data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
+from bpe_core.pretokenize.presets import GPT2_HF_PATTERN
+from bpe_core.pretokenize.pretokenizer import PreTokenizer
 
 if TYPE_CHECKING:
-    from bpe_core.pretokenize import PreTokenizerSpec
+    from bpe_core.pretokenize.pretokenizer import PreTokenizerSpec
 
 FAMILY = "GPT-2 vocab.json + merges.txt (byte-level BPE)"
 MERGES_HEADER = "#version: 0.2"

@@ -3,7 +3,7 @@
 Our pre-tokenizer is an ordered list of regexes, each splitting every piece left by the previous one, with the
 matches and the text between them all kept ("Isolated"). Every Hugging Face ``Split`` behaviour that keeps all
 the text can be written that way, so a ``tokenizer.json`` maps onto the same :class:`PreTokenizer` the artifact
-stores (checked piece for piece against ``tokenizers`` 0.23 in tests/test_formats_huggingface.py):
+stores (checked piece for piece against ``tokenizers`` 0.23 in tests/formats/test_huggingface.py):
 
 - ``Isolated`` (with or without ``invert``): the pattern itself;
 - ``Contiguous`` (either ``invert``): ``(?:P)+`` -- adjacent matches merge;
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bpe_core.formats.regex_dialects import from_oniguruma, to_oniguruma
-from bpe_core.presets import GPT2_HF_PATTERN
+from bpe_core.pretokenize.dialects import from_oniguruma, to_oniguruma
+from bpe_core.pretokenize.presets import GPT2_HF_PATTERN
 
 WHOLE_TEXT = r"(?s:.+)"  # a step that keeps each piece whole (ByteLevel without its regex)
 # Rust's char::is_numeric (Nd, Nl, No) and tokenizers' is_punc (ASCII punctuation or a Unicode P* category).

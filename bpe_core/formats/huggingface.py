@@ -14,8 +14,6 @@ import json
 import warnings
 
 from bpe_core._io import read_bytes, write_bytes_atomic
-from bpe_core.added_tokens import AddedTokenFlags
-from bpe_core.bytelevel import bytes_to_token_string, token_string_to_bytes
 from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.hf_components import (
     UnsupportedComponent,
@@ -24,8 +22,10 @@ from bpe_core.formats.hf_components import (
     pretokenizer_from_hf,
     pretokenizer_to_hf,
 )
-from bpe_core.pretokenize import PreTokenizer
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
+from bpe_core.model.added_tokens import AddedTokenFlags
+from bpe_core.model.bytelevel import bytes_to_token_string, token_string_to_bytes
+from bpe_core.model.data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
+from bpe_core.pretokenize.pretokenizer import PreTokenizer
 
 FAMILY = "huggingface tokenizer.json (byte-level BPE)"
 _DECODERS = (None, "ByteLevel")

@@ -21,7 +21,7 @@ import re
 
 from bpe_core._io import read_bytes
 from bpe_core.errors import TokenizerFileError
-from bpe_core.tokenizer_data import TokenizerData
+from bpe_core.model.data import TokenizerData
 
 FAMILY = "Mistral Tekken (mistral-common)"
 # Tekkenizer.DEPRECATED_SPECIAL_TOKENS (mistral-common 1.13): the special tokens, ids 0-19, of a file of version v7

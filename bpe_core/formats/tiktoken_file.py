@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
 from bpe_core.errors import TokenizerFileError
-from bpe_core.tokenizer_data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
+from bpe_core.model.data import TokenizerData, TokenizerLike, refuse_superword, text_spelled_ids
 
 if TYPE_CHECKING:
-    from bpe_core.pretokenize import PreTokenizerSpec
+    from bpe_core.pretokenize.pretokenizer import PreTokenizerSpec
 
 
 def parse_tiktoken(data: bytes, path: str) -> dict[int, bytes]:

@@ -20,7 +20,7 @@ import os
 import sys
 
 from bpe_core import Tokenizer
-from bpe_core.bytelevel import bytes_to_token_string
+from bpe_core.model.bytelevel import bytes_to_token_string
 from pipeline.cli.common import add_special_tokens_argument, special_tokens_policy
 
 # Background colours that keep text readable in light and dark terminals (black text on each).

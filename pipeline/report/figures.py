@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpe_core.bytelevel import bytes_to_token_string
+from bpe_core.model.bytelevel import bytes_to_token_string
 
 LONGEST = 10
 MERGES_SHOWN = 5

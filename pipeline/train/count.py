@@ -1,6 +1,6 @@
 """Stage: pre-tokenize and count. Document batches in, globally reduced 64-bit chunk counts per output shard out.
 
-Each batch is counted in-process by ``bpe_core.sorted_counts.SortedChunkCounter`` (the native counter: the
+Each batch is counted in-process by ``bpe_core.train.sorted_counts.SortedChunkCounter`` (the native counter: the
 algorithm stays in bpe_core), with a bound on distinct chunks (flushed when reached), and leaves the DoFn as one
 Arrow table (``chunk: binary``, ``count: int64``) per hash shard, sorted by chunk: the shuffle moves a few
 columnar elements, never a Python object per chunk. A ``CombinePerKey`` over the shard index merges the sorted
@@ -21,8 +21,8 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from bpe_core import PreTokenizer
-from bpe_core.sorted_counts import SortedChunkCounter, merge_sorted_counts
-from bpe_core.sorted_counts import shard_of as shard_of
+from bpe_core.train.sorted_counts import SortedChunkCounter, merge_sorted_counts
+from bpe_core.train.sorted_counts import shard_of as shard_of
 from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
 from pipeline.train.counts_files import counts_table, table_columns
 

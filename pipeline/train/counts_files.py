@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe_core import ChunkCounts, PreTokenizer
-from bpe_core.sorted_counts import ChunkTable, SortedCounts, sorted_counts_from_dict
+from bpe_core.train.sorted_counts import ChunkTable, SortedCounts, sorted_counts_from_dict
 from pipeline.errors import ShardFileError
 from pipeline.storage.files import glob, read_bytes, write_atomic
 from pipeline.storage.paths import is_local, join
@@ -39,8 +39,8 @@ def shard_name(shard: int, num_shards: int) -> str:
 
 
 def counts_table(columns: SortedCounts | None) -> pa.Table:
-    """A sorted table (``bpe_core.sorted_counts.SortedCounts``, or None: empty) as an Arrow table of SCHEMA, without
-    copying its buffers."""
+    """A sorted table (``bpe_core.train.sorted_counts.SortedCounts``, or None: empty) as an Arrow table of SCHEMA,
+    without copying its buffers."""
     if columns is None or not len(columns):
         return SCHEMA.empty_table()
     n = len(columns.counts)

@@ -4,8 +4,8 @@ The merge loop runs on the driver after the whole corpus is counted, and its mem
 the count finds: a run that cannot fit used to fail after hours. Before the count, this reads a sample spread over
 the planned corpus (``SAMPLE_UNITS`` byte windows of uncompressed text/JSONL, or whole compressed files and Parquet
 row groups, at positions spaced evenly over the corpus's bytes), counts each unit with the count stage's own
-counter, and fits the growth of unique chunks against bytes (``bpe_core.growth``: Heaps' law, ``a·n^b``) to predict
-the whole corpus. The sample is ``SAMPLE_FRACTION`` of the corpus, at least ``MIN_SAMPLE_BYTES`` and at most
+counter, and fits the growth of unique chunks against bytes (``bpe_core.train.growth``: Heaps' law, ``a·n^b``) to
+predict the whole corpus. The sample is ``SAMPLE_FRACTION`` of the corpus, at least ``MIN_SAMPLE_BYTES`` and at most
 ``MAX_SAMPLE_BYTES``; a corpus within the sample is read whole and its figures are exact.
 
 Caveats: compressed files are sampled whole, file by file (a stream cannot be entered in the middle); the weights of
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from bpe_core.growth import (
+from bpe_core.train.growth import (
     PowerLaw,
     growth_curve,
     merge_loop_memory,
@@ -31,7 +31,7 @@ from bpe_core.growth import (
     tail_exponents,
     words_within,
 )
-from bpe_core.sorted_counts import SortedChunkCounter, SortedCounts, merge_sorted_counts
+from bpe_core.train.sorted_counts import SortedChunkCounter, SortedCounts, merge_sorted_counts
 from pipeline.corpus.plan import CorpusPlan, CorpusSpec
 from pipeline.corpus.records import CorpusRange
 from pipeline.errors import UsageError

@@ -2,7 +2,7 @@
 supermerge loop.
 
     plan (same corpus) -> ReadCorpus -> [HoldOutSample] -> CountRuns -> SumRuns -> WriteRuns    (Beam, any runner)
-    runs/ -> bpe_core.train.superword_from_runs -> tokenizer.bpe                               (driver)
+    runs/ -> bpe_core.train.trainer.superword_from_runs -> tokenizer.bpe                               (driver)
 
 A run (``bpe_core.superword``) is a maximal run of two or more pre-tokens that the word model encodes as one token
 each, where the rule takes it; runs never cross a document. ``CountRunsFn`` builds the word model once per worker
@@ -29,8 +29,8 @@ from apache_beam.metrics import Metrics
 
 from bpe_core import Tokenizer
 from bpe_core.formats.artifact import dumps_artifact, loads_artifact
-from bpe_core.sorted_counts import shard_of
-from bpe_core.superword import RunColumns
+from bpe_core.superword.reference import RunColumns
+from bpe_core.train.sorted_counts import shard_of
 from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
 from pipeline.errors import ShardFileError
 from pipeline.storage.files import glob, read_bytes, remove, write_atomic
@@ -57,7 +57,7 @@ class CountRunsFn(beam.DoFn):
         self.runs = None
 
     def setup(self) -> None:
-        from bpe_core.superword import SuperwordPass
+        from bpe_core.superword.reference import SuperwordPass
 
         word = Tokenizer.from_data(loads_artifact(self.word_artifact, "<word model>"))
         self.runs = SuperwordPass(word, None, self.rule)
@@ -167,8 +167,8 @@ def runs_made_with(runs_dir: str, word: Tokenizer, rule: str) -> bool:
 
 
 def load_run_columns(runs_dir: str, *, min_run_count: int = 0) -> tuple[RunColumns, dict]:
-    """Every run of ``runs_dir`` as :class:`bpe_core.superword.RunColumns` (no Python object per run) and the report:
-    runs and occurrences reduced, dropped below ``min_run_count`` and kept (exact).
+    """Every run of ``runs_dir`` as :class:`bpe_core.superword.reference.RunColumns` (no Python object per run) and the
+    report: runs and occurrences reduced, dropped below ``min_run_count`` and kept (exact).
 
     The shards' record batches go into columns sized once from the Parquet metadata: 4 bytes per id, 8 per offset,
     8 per count (16 per run plus 4 per id; the dict this replaces cost about 200 bytes per run). Shards hold
@@ -253,7 +253,7 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     import dataclasses
     import time
 
-    from bpe_core.train import superword_from_runs
+    from bpe_core.train.trainer import superword_from_runs
     from pipeline.errors import UsageError
     from pipeline.train.counts_files import load_chunk_table, read_stats
     from pipeline.train.driver import train_tokenizer

@@ -2,7 +2,7 @@
 
 Command-line flags override the file; the file overrides the defaults. The result is one frozen
 :class:`TrainSettings`, validated here and only here (the trainer's own arguments by the trainer's own rule,
-``bpe_core.train.check_train_arguments``, so a bad value gets the same message from a flag, a config file or the
+``bpe_core.train.trainer.check_train_arguments``, so a bad value gets the same message from a flag, a config file or the
 library); every later step receives it and none re-checks or rewrites it. Runner settings never live here (they
 are Beam options, see ``deploy/``).
 
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bpe_core import PreTokenizer
-from bpe_core.train import check_train_arguments
+from bpe_core.train.trainer import check_train_arguments
 from pipeline.errors import UsageError
 from pipeline.storage.files import read_bytes
 

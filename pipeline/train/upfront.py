@@ -12,7 +12,7 @@ import warnings
 from pipeline.errors import UsageError
 from pipeline.report.specs import TokenizerSpec, unique_labels
 
-UNREACHABLE = r"bpe_core\.train: stopped at"  # the start of the merge loop's warning (bpe_core/train.py)
+UNREACHABLE = r"bpe_core\.train: stopped at"  # the start of the merge loop's warning (bpe_core/train/trainer.py)
 
 
 def compare_specs(paths: tuple[str, ...], pretokenizer: str | None) -> tuple[TokenizerSpec, ...]:

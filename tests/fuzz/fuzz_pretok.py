@@ -33,10 +33,10 @@ def presets() -> tuple:
 
 def compiled() -> tuple:
     """(name, reference PreTokenizer) per distinct pattern list of the llama.cpp table, split by the compiled matcher
-    (bpe_core/pretok_compiler.py, "rx:N")."""
+    (bpe_core/pretokenize/compiler.py, "rx:N")."""
     from bpe_core import PreTokenizer
-    from bpe_core._llamacpp_table import LLAMACPP_PRETOKENIZERS
-    from bpe_core.pretok_compiler import native_name
+    from bpe_core.pretokenize.compiler import native_name
+    from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
 
     lists = sorted({patterns for patterns, _ in LLAMACPP_PRETOKENIZERS.values()})
     return tuple((native_name(patterns), PreTokenizer(patterns)) for patterns in lists)

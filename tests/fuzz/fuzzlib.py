@@ -1,7 +1,7 @@
 """What the atheris harnesses share: the shared data, the reference twins, the outcome oracle and the entry point.
 
 Each harness (``fuzz_*.py`` beside this file) defines ``test_one_input(data: bytes)`` (plain Python, no atheris:
-``tests/test_fuzz_harnesses.py`` calls it on seeds and on the regression corpus) and ``seeds()`` (real inputs from
+``tests/fuzz/test_fuzz_harnesses.py`` calls it on seeds and on the regression corpus) and ``seeds()`` (real inputs from
 ../shared/data that libFuzzer starts from and mutates), then calls :func:`main`. ``tests/fuzz/run.py`` runs them all
 with a budget; see tests/fuzz/README.md.
 

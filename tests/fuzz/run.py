@@ -92,15 +92,15 @@ def run_logged(cmd: list[str], env: dict, log: Path, echo: bool) -> tuple[int, s
 
 # ---------------------------------------------------------------------------------------------- sanitize
 def sanitize(pytest_args: list[str], phases: list[str]) -> int:
-    """Two pytest runs under ASan+UBSan. "tests": tests/test_native_*.py with CPython's own allocator (pymalloc:
+    """Two pytest runs under ASan+UBSan. "tests": tests/native/test_native_*.py with CPython's own allocator (pymalloc:
     the reference's Python-heavy work stays affordable; the C++ side's own heap is fully checked). "checks":
     tests/fuzz/sanitized_checks.py with PYTHONMALLOC=malloc, so that a read past the end of a Python bytes or str
     buffer handed to the core is caught too (within pymalloc's pools it is not: a planted 3-byte over-read in the
     UTF-8 decoder of pretok.cpp went unreported under pymalloc and was reported under malloc)."""
     core = sanitized_core()
-    tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_native_*.py"))
+    tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "native").glob("test_native_*.py"))
     # The peak-memory test measures RSS, which ASan's shadow memory and quarantine inflate: not a memory check here.
-    tests += ["--deselect", "tests/test_native_train.py::test_estimate_bounds_the_measured_peak"]
+    tests += ["--deselect", "tests/native/test_native_train.py::test_estimate_bounds_the_measured_peak"]
     tests += ["-n", "2"]  # pytest-xdist: the reference's share of the work dominates; 2 cores in CI
     runs = {"tests": (tests, {"PYTHONMALLOC": "pymalloc"}), "checks": (["tests/fuzz/sanitized_checks.py"], {})}
     for phase in phases:

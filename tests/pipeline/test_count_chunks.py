@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import bpe_core
 from bpe_core import PreTokenizer
-from bpe_core.sorted_counts import SortedChunkCounter, sorted_counts_from_dict
+from bpe_core.train.sorted_counts import SortedChunkCounter, sorted_counts_from_dict
 from pipeline.corpus.records import CorpusStats, DeadLetter, DocumentBatch, ShardCounts
 from pipeline.train.count import CountChunksFn, MergeCountsFn, PreTokenizeAndCount, shard_of
 from pipeline.train.counts_files import SCHEMA, counts_table

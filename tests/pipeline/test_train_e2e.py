@@ -11,8 +11,8 @@ from conftest import corpus
 from pipeline_testlib import manifest, read_dead_letters, run_cli, shard_docs, tokenizer_files, write_bytes, write_jsonl
 
 import bpe_core
-from bpe_core.bytelevel import token_string_to_bytes
-from bpe_core.presets import GPT2_HF_PATTERN
+from bpe_core.model.bytelevel import token_string_to_bytes
+from bpe_core.pretokenize.presets import GPT2_HF_PATTERN
 from pipeline.train.counts_files import load_counts
 
 VOCAB = 500

@@ -1,4 +1,5 @@
-"""Stage test: CountRuns (phase 2 of superword training) against bpe_core.superword.count_runs, for any split."""
+"""Stage test: CountRuns (phase 2 of superword training) against bpe_core.superword.reference.count_runs, for any
+split."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from apache_beam.testing.util import assert_that
 from conftest import corpus
 
 import bpe_core
-from bpe_core import superword as sw
 from bpe_core.formats.artifact import dumps_artifact
+from bpe_core.superword import reference as sw
 from pipeline.corpus.records import DocumentBatch, ShardCounts
 from pipeline.train.count import shard_of
 from pipeline.train.counts_files import SCHEMA
@@ -47,7 +48,7 @@ def _check(expected, documents):
                 runs.update(zip(keys, counts, strict=True))
             else:
                 stats = r.name_to_value
-        assert runs == expected, "pipeline runs differ from bpe_core.superword.count_runs"
+        assert runs == expected, "pipeline runs differ from bpe_core.superword.reference.count_runs"
         assert stats["documents_counted"] == documents and stats["run_occurrences"] == sum(expected.values())
 
     return check

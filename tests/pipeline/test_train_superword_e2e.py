@@ -12,7 +12,7 @@ from conftest import corpus
 from pipeline_testlib import manifest, run_cli, shard_docs, write_jsonl
 
 import bpe_core
-from bpe_core.train import train_superword
+from bpe_core.train.trainer import train_superword
 
 VOCAB, SUPER = 900, 150
 SPECIAL = "<|endoftext|>"
@@ -110,7 +110,7 @@ def test_min_run_count_prunes_runs_with_an_exact_report(tmp_path, docs):
     """--min-run-count 3: the artifact of the in-process training on the runs counted 3 times or more, and the
     manifest's report counts exactly what was dropped and kept."""
     from bpe_core.formats.artifact import dumps_artifact
-    from bpe_core.superword import count_runs
+    from bpe_core.superword.reference import count_runs
 
     counts = bpe_core.count_chunks(docs, "cl100k")
     word = bpe_core.train(counts, VOCAB - SUPER, special_tokens=[SPECIAL])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import bpe_core
 from bpe_core import PreTokenizer
-from bpe_core.sorted_counts import sorted_counts_from_dict
+from bpe_core.train.sorted_counts import sorted_counts_from_dict
 from pipeline.corpus.records import CorpusStats, DeadLetter, DeadLetterBatch, ShardCounts
 from pipeline.errors import ShardFileError
 from pipeline.train.count import shard_of

@@ -25,7 +25,7 @@ from conftest import DASK, corpus, require_module
 import bpe_core
 import pipeline.corpus.read
 import pipeline.encode.write
-from bpe_core.sorted_counts import SortedChunkCounter
+from bpe_core.train.sorted_counts import SortedChunkCounter
 from pipeline.cli import main
 from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode import documents as encode_documents

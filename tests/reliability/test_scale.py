@@ -307,7 +307,7 @@ def test_a_long_line_is_read_a_bounded_number_of_times(tmp_path, monkeypatch, re
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_a_run_without_whitespace_costs_n_log_n(backend, reliability):
     """Heap operations of the merge kernel per byte of one piece (a run of letters is one pre-token): constant as
-    the run grows, so the work is O(n log n). The 1 MiB case of tests/test_core_encode.py bounds one size; this one
+    the run grows, so the work is O(n log n). The 1 MiB case of tests/core/test_encode.py bounds one size; this one
     shows the growth, up to 10 MiB under BEAM_BPE_FULL=1 (~20 s: about 1 us per heap operation)."""
     import pickle
 

@@ -2,8 +2,8 @@
 tokenizer.json components of unexpected types, corrupt GGUF. Each is refused with a TokenizerFileError naming the
 file (never another exception, a hang or a huge allocation); a file that still loads is checked to be usable.
 
-The malformed-file tests of tests/test_core_formats.py, test_formats_*.py check single hand-made cases and their
-messages; these sweep every cut, every line and every format with the same promise."""
+The malformed-file tests of tests/formats/ check single hand-made cases and their messages;
+these sweep every cut, every line and every format with the same promise."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from conftest import corpus
 
 import bpe_core
 from bpe_core import Tokenizer, TokenizerFileError
-from bpe_core.bytelevel import bytes_to_token_string
 from bpe_core.formats.artifact import dumps_artifact
 from bpe_core.formats.huggingface import dumps_huggingface
 from bpe_core.formats.tiktoken_file import dumps_tiktoken
+from bpe_core.model.bytelevel import bytes_to_token_string
 
 from .lib import FULL, MIB
 

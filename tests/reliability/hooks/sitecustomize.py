@@ -80,7 +80,7 @@ def _install() -> None:
         return count_chunks(texts, pretokenizer, **kwargs)
 
     bpe_core.count_chunks = counting
-    from bpe_core.sorted_counts import SortedChunkCounter
+    from bpe_core.train.sorted_counts import SortedChunkCounter
 
     counter_add = SortedChunkCounter.add
 

@@ -1,0 +1,247 @@
+"""The two encoding engines behind a :class:`~bpe_core.tokenizer.Tokenizer`, chosen once as an object.
+
+``Tokenizer`` keeps the vocabulary, the special-token policy and the public API; its ``_backend`` does the work:
+:class:`NativeBackend` (the C++ core, ``bpe_core/_native``) or :class:`ReferenceBackend` (the pure-Python reference,
+the oracle). Both give the same ids, text and errors; the tokenizer, :mod:`bpe_core.encode.flat` and
+:mod:`bpe_core.encode.stream` call these methods instead of branching on ``tok.backend``.
+
+Every method takes texts whose special tokens the tokenizer has already resolved: ``allowed`` and ``disallowed``
+are frozensets of special-token strings (``TokenFinder.resolve_allowed``/``resolve_disallowed``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from bpe_core import native
+from bpe_core.model.merges import merge_ids
+from bpe_core.pretokenize.text import Text
+from bpe_core.pretokenize.text import as_str as _as_str
+from bpe_core.pretokenize.text import as_text as _as_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+Tokenizer = Any  # bpe_core.tokenizer.Tokenizer, which imports this module (no import back: no circle)
+
+# Python-split pieces per call into the native encoder when the core cannot split the texts itself (about 1 MB of
+# text; the pieces of a 20 MB batch held at once cost 530 MB).
+NATIVE_BATCH_PIECES = 1 << 18
+
+
+class ReferenceBackend:
+    """The pure-Python reference: the regex split, the chunk cache and ``merge_ids`` (bpe_core.model.merges)."""
+
+    name = "python"
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self._tok = weakref.proxy(tok)  # the tokenizer owns its backend
+
+    def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
+        text = _as_str(text)
+        self._tok._finder.check_disallowed(text, disallowed)
+        return self._tok._encode_text(text, allowed)
+
+    def encode_ordinary(self, text: Text) -> list[int]:
+        return self._tok._encode_text(_as_str(text), frozenset())
+
+    def batch(
+        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
+    ) -> list[list[int]]:
+        return [self.encode(t, allowed, disallowed) for t in texts]
+
+    def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: np.dtype) -> None:
+        """(ids, offsets) where this engine splits and encodes the whole texts itself; None: not this one."""
+        return None
+
+    def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
+        """True where :meth:`flat` and :meth:`flat_arrow` take the texts (no token to find, no normalizer)."""
+        return False
+
+    def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
+        ids = [self._tok._byte_ids[b] for b in data]
+        return merge_ids(ids, self._tok._pairs.__getitem__, stats)
+
+    def decode_bytes(self, ids: Sequence) -> bytes | None:
+        """The bytes of ``ids``, or None where this engine leaves them to the tokenizer's checked path."""
+        return None
+
+    def decode_flat(self, ids: np.ndarray, offsets: np.ndarray, errors: str) -> list[str]:
+        n_ids = len(ids)
+        if offsets[0] < 0 or offsets[-1] > n_ids or (offsets[1:] < offsets[:-1]).any():
+            raise ValueError(f"offsets must rise from 0 to at most len(ids) = {n_ids}; got {offsets.tolist()[:10]}")
+        bounds = offsets.tolist()
+        tok = self._tok
+        return [tok.decode(ids[a:b].tolist(), errors) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def stream_state(self, errors: str, skip_special: bool) -> ReferenceStream:
+        return ReferenceStream(self._tok, errors, skip_special)
+
+
+class ReferenceStream:
+    """The byte state of a StreamingDecoder in Python: codecs' incremental UTF-8 decoder. Bad ids raise the
+    tokenizer's own errors (the methods never return None)."""
+
+    native = False
+
+    def __init__(self, tok: Tokenizer, errors: str, skip_special: bool) -> None:
+        self._tok = tok
+        self._skip_special = skip_special
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors)
+
+    def step(self, token_id: int) -> str:
+        if self._skip_special and self._tok.is_special(token_id):
+            return ""
+        return self._decoder.decode(self._tok.token_bytes(token_id))
+
+    def feed(self, ids: list) -> str:
+        if self._skip_special:
+            ids = [i for i in ids if not self._tok.is_special(i)]
+        return self._decoder.decode(self._tok.decode_bytes(ids))
+
+    def flush(self) -> str:
+        text = self._decoder.decode(b"", final=True)
+        self._decoder.reset()
+        return text
+
+    @property
+    def pending(self) -> bytes:
+        return self._decoder.getstate()[0]
+
+
+class NativeBackend(ReferenceBackend):
+    """The C++ core. Its encoder and decoder are built on first use; ``kind`` is the hand-written pre-tokenizer's
+    name (None: the texts are split by the Python pre-tokenizer and the core gets the pieces)."""
+
+    name = "native"
+
+    def __init__(self, tok: Tokenizer) -> None:
+        super().__init__(tok)
+        self._encoder: Any = None
+        self._decoder: Any = None
+        self.kind: str | None = None  # set with the encoder
+
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            tok = self._tok
+            pairs = None if tok._merge_ids is None else tok._pairs
+            self._encoder = native.make_encoder(tok._encodable_vocab(), pairs, tok.ignore_merges)
+            pre = tok.pretokenizer
+            self.kind = None if pre is None else getattr(pre, "native_kind", None)
+        return self._encoder
+
+    def decoder(self) -> Any:
+        if self._decoder is None:
+            self._decoder = native.make_decoder(self._tok._id_to_bytes, self._tok._special_ids)
+        return self._decoder
+
+    # ------------------------------------------------------------------------------------------- encoding
+    def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
+        text = _as_text(text)
+        self._tok._finder.check_disallowed(text, disallowed)
+        encoder = self.encoder()
+        return encoder.encode(self.request(text, allowed), self.kind)
+
+    def encode_ordinary(self, text: Text) -> list[int]:
+        encoder = self.encoder()
+        return encoder.encode(self.request(_as_text(text), frozenset()), self.kind)
+
+    def batch(
+        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
+    ) -> list[list[int]]:
+        """Whole texts go to the native encoder in one call when it splits them itself; else one call per
+        NATIVE_BATCH_PIECES Python-split pieces."""
+        encoder = self.encoder()
+        kind = self.kind
+        finder = self._tok._finder
+        if kind is not None and finder.is_plain(allowed):
+            docs = self._whole_texts(texts, disallowed)
+            return encoder.encode_batch(docs, kind, threads)
+        out: list[list[int]] = []
+        requests: list[Text | Sequence[Text | int]] = []
+        pending = 0
+        for text in texts:
+            text = _as_text(text)
+            finder.check_disallowed(text, disallowed)
+            requests.append(self.request(text, allowed))
+            pending += len(requests[-1])
+            if pending >= NATIVE_BATCH_PIECES:
+                out += encoder.encode_batch(requests, kind, threads)
+                requests, pending = [], 0
+        return out + encoder.encode_batch(requests, kind, threads) if requests else out
+
+    def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
+        self.encoder()  # sets kind
+        return self.kind is not None and self._tok._finder.is_plain(allowed)
+
+    def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: np.dtype) -> tuple:
+        """(ids, offsets) of whole texts, split and encoded by the core (only where ``splits_whole_texts``)."""
+        import numpy as np
+
+        docs = self._whole_texts(texts, disallowed)
+        return self.encoder().encode_flat(docs, self.kind, threads, dtype == np.uint32)
+
+    def flat_arrow(
+        self, offsets_addr: int, width: int, data_addr: int, data_size: int, n: int, threads: int, dtype: np.dtype
+    ) -> tuple:
+        """encode_flat_arrow of the core: (ids, offsets), or (None, index, problem, byte offset) for a bad text."""
+        import numpy as np
+
+        return self.encoder().encode_flat_arrow(
+            offsets_addr, width, data_addr, data_size, n, self.kind, threads, dtype == np.uint32
+        )
+
+    def _whole_texts(self, texts: Iterable[Text], disallowed: frozenset[str]) -> list:
+        docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]
+        for text in docs if disallowed else ():
+            self._tok._finder.check_disallowed(text, disallowed)
+        return docs
+
+    def request(self, text: Text, allowed: frozenset[str]) -> Text | Sequence[Text | int]:
+        """What the native encoder takes for one text. With a hand-written pre-tokenizer: the text itself when it
+        is one plain segment (bytes stay bytes: invalid UTF-8 splits as its surrogateescape decoding), else its
+        normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
+        tok = self._tok
+        kind = self.kind
+        if kind is not None and tok._finder.is_plain(allowed):
+            return text
+        text = _as_str(text)
+        if kind is None:
+            return tok._pieces(text, allowed)
+        pre = tok.pretokenizer
+        if pre is None or not pre.normalizer:
+            return list(tok._finder.segments(text, allowed))
+        return [s if isinstance(s, int) else pre.normalize(s) for s in tok._finder.segments(text, allowed)]
+
+    def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
+        ids, pushes, pops = self.encoder().merge_bytes(bytes(data), stats is not None)
+        if stats is not None:
+            stats[:] = [pushes, pops]
+        return ids
+
+    # ------------------------------------------------------------------------------------------- decoding
+    def decode_bytes(self, ids: Sequence) -> bytes | None:
+        return self.decoder().decode_bytes(ids)
+
+    def decode_flat(self, ids: np.ndarray, offsets: np.ndarray, errors: str) -> list[str]:
+        texts, bad = self.decoder().decode_flat(ids, offsets, errors)
+        if texts is not None:
+            return texts
+        self._tok.decode_bytes(ids[offsets[bad] : offsets[bad + 1]].tolist())  # raises the reference's error
+        raise AssertionError("decode_flat: the native decoder refused ids that decode_bytes took")  # pragma: no cover
+
+    def stream_state(self, errors: str, skip_special: bool) -> Any:
+        """The core's StreamState: the same pending bytes and CPython's stateful UTF-8 decoder, without a Python
+        call per token; a bad id gives None (the StreamingDecoder then raises the reference's error)."""
+        return native.make_stream_state(self.decoder(), errors, skip_special)
+
+
+def make_backend(tok: Tokenizer, name: str) -> ReferenceBackend:
+    """The engine named by ``native.resolve_backend``: ``"native"`` or ``"python"``."""
+    return NativeBackend(tok) if name == "native" else ReferenceBackend(tok)
+
+
+__all__ = ["NATIVE_BATCH_PIECES", "NativeBackend", "ReferenceBackend", "ReferenceStream", "make_backend"]

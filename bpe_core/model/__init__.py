@@ -1,0 +1,7 @@
+"""The vocabulary model, above ``pretokenize``: what a tokenizer knows, apart from how it encodes fast.
+
+``merges`` (pair tables and the reference merge kernels), ``vocab`` (lookup tables, validated once), ``bytelevel``
+(GPT-2's byte <-> character map), ``added_tokens`` and ``special_tokens`` (found in text before pre-tokenization, and
+the one policy), ``truncate`` (the smaller tokenizers inside a larger one), ``data`` (what a tokenizer file holds, as
+plain data).
+"""

@@ -1,0 +1,3 @@
+"""Training, the top floor: chunk counting and the merge loop (``trainer``), counts as sorted columns
+(``sorted_counts``), and the pre-flight's growth model (``growth``). It may import everything below, the
+``Tokenizer`` included (training returns one)."""

@@ -1,0 +1,151 @@
+"""The compiled pre-tokenizer matcher (bpe_core/pretokenize/compiler.py, bpe_core/_native/pretok_rx.cpp) against the
+`regex` module, piece for piece: every pattern list of the llama.cpp table, Mistral's Tekken pattern and the presets'
+own patterns, on the shared corpora, the adversarial cases (invalid UTF-8 included), every Unicode code point, all 64
+alignments of a text and hypothesis' texts; the encoders through it against the Python backend; and what is not
+compiled still splits through `regex`. The oracle is `regex` itself (PreTokenizer._split_normalized)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CORPORA, adversarial_cases, corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpe_core import PreTokenizer, Tokenizer, native
+from bpe_core.pretokenize.compiler import compile_patterns, native_name
+from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
+from bpe_core.pretokenize.presets import PRESETS
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="the native core is not built")
+
+TEKKEN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+    r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|"
+    r"\s+(?!\S)|\s+",
+)
+PATTERN_LISTS = {name: patterns for name, (patterns, _) in LLAMACPP_PRETOKENIZERS.items()}
+PATTERN_LISTS["tekken-file"] = TEKKEN
+for _name in ("r50k", "cl100k", "o200k"):
+    PATTERN_LISTS[f"preset-{_name}"] = PRESETS[_name].patterns
+# One list per distinct pattern tuple (several llama.cpp names share one).
+DISTINCT = {}
+for _name, _patterns in PATTERN_LISTS.items():
+    DISTINCT.setdefault(_patterns, _name)
+NAMES = sorted(DISTINCT.values())
+
+
+def patterns_of(name: str) -> tuple[str, ...]:
+    return PATTERN_LISTS[name]
+
+
+def expected(patterns: tuple[str, ...], data: bytes) -> list[bytes]:
+    pre = PreTokenizer(patterns)
+    text = data.decode("utf-8", "surrogateescape")
+    return [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)]
+
+
+def got(patterns: tuple[str, ...], data: bytes) -> list[bytes]:
+    name = native_name(patterns)
+    assert name is not None and name.startswith("rx:"), patterns
+    return native._core.pretok_split(name, data)
+
+
+def assert_same(patterns: tuple[str, ...], data: bytes, what: str = "") -> None:
+    a, b = got(patterns, data), expected(patterns, data)
+    if a != b:
+        i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        raise AssertionError(f"{what}: piece {i} differs: native {a[i : i + 3]!r}, regex {b[i : i + 3]!r}")
+
+
+def test_every_llamacpp_pattern_list_compiles():
+    missing = [name for name, (patterns, _) in LLAMACPP_PRETOKENIZERS.items() if compile_patterns(patterns) is None]
+    assert not missing and len(LLAMACPP_PRETOKENIZERS) >= 25
+    assert all(native_name(patterns) for patterns in PATTERN_LISTS.values())
+
+
+def test_native_kind_is_the_compiled_matcher_for_a_table_name_and_the_preset_for_a_preset():
+    assert PreTokenizer.from_spec("deepseek-v3").native_kind.startswith("rx:")
+    assert PreTokenizer.from_spec("cl100k").native_kind == "cl100k"
+    assert PreTokenizer(TEKKEN).native_kind == native_name(TEKKEN)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_corpora(name):
+    patterns = patterns_of(name)
+    for c in CORPORA:
+        for doc in corpus(c, 30):
+            assert_same(patterns, doc.encode("utf-8", "surrogatepass"), f"{name} on {c}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_adversarial_cases(name):
+    patterns = patterns_of(name)
+    for case, value in adversarial_cases():
+        data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+        if len(data) > 20000:
+            data = data[:20000]
+        assert_same(patterns, data, f"{name} on {case}")
+        assert_same(patterns, data + b"\xe2\x82", f"{name} on {case} + a cut sequence")
+
+
+def code_point_blocks(step: int = 2048):
+    for start in range(0, 0x110000, step):
+        yield start, [chr(c) for c in range(start, min(start + step, 0x110000))]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_code_point(name):
+    patterns = patterns_of(name)
+    for start, chars in code_point_blocks():
+        assert_same(patterns, "".join(chars).encode("utf-8", "surrogatepass"), f"{name} near U+{start:04X}")
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name", NAMES)
+def test_every_code_point_in_context(name):
+    patterns = patterns_of(name)
+    for start, chars in code_point_blocks():
+        text = "".join(f"{c}a {c}'s1{c}\n {c}" for c in chars[::3])
+        assert_same(patterns, text.encode("utf-8", "surrogatepass"), f"{name} near U+{start:04X}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_all_64_alignments(name):
+    patterns = patterns_of(name)
+    sample = "Don't  stop:\r\n  1234567 naïve CAFÉ's 日本語テキスト  \t\n\n x£y ́z   "
+    for k in range(64):
+        for pad in ("a" * k, " " * k, "1" * k):
+            assert_same(patterns, (pad + sample + pad).encode(), f"{name} after {k} x {pad[:1]!r}")
+
+
+ALPHABET = list("aZé'sStT  \t\r\n1234½٣.,!?/$+<=>^~|`-_()[]{}") + ["\u0301", "日", "ｱ", "가", "\u3000", "\U0001f600"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(NAMES), st.lists(st.sampled_from(ALPHABET), max_size=60), st.binary(max_size=6))
+def test_hypothesis_texts(name, chars, tail):
+    assert_same(patterns_of(name), "".join(chars).encode() + tail, name)
+
+
+@pytest.mark.parametrize("name", ["deepseek-llm", "deepseek-v3", "falcon", "tekken-file", "qwen35"])
+def test_encoder_through_the_matcher_equals_python_backend(name):
+    """Long documents, so that the encoder's batched split (pretok_split_some) resumes inside first-level pieces."""
+    from conftest import openai_encoding
+
+    enc = openai_encoding("cl100k")
+    docs = [d for c in ("code_cpython", "multi_udhr", "docs_python_rst") for d in corpus(c, 6)]
+    native_tok = Tokenizer.from_tiktoken(enc["path"], pretokenizer=list(patterns_of(name)))
+    assert native_tok.pretokenizer.native_kind.startswith("rx:")
+    python_tok = Tokenizer.from_tiktoken(enc["path"], pretokenizer=list(patterns_of(name))).use_backend("python")
+    assert native_tok.encode_ordinary_batch(docs) == python_tok.encode_ordinary_batch(docs)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"\w+?|\s", r"(a)\1|.", r"(?<=a)b|.", r"(?i)ab|.", r"a*|b", r"\bfoo|.", r"[[:alpha:]]+|.", r"(?:ab)+|."],
+)
+def test_outside_the_subset_splits_through_regex(pattern):
+    pre = PreTokenizer((pattern,))
+    assert compile_patterns((pattern,)) is None
+    assert pre.native_kind is None
+    assert pre.split_bytes(b"aab foo") == [p.encode() for p in pre.split("aab foo")]
