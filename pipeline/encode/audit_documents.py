@@ -1,0 +1,157 @@
+"""``beam-bpe verify``'s document checks (steps 5 and 6 of ``pipeline/encode/audit.py``): every document once, in
+the ranges its shard holds; ``--sample N`` documents encoded again from their inputs and compared id for id.
+
+The walk keeps one cursor per shard (the range a document is in, the last position seen), never a set of ids, so
+its memory is that of the format's reader. The sample is drawn before the walk (``numpy.random.default_rng(seed)``
+over the output's document numbers, without repeats), kept during it, and encoded again afterwards, one input range
+at a time, by the job's own readers and policy. No Beam here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.corpus.plan import AUTO, CorpusSpec, format_of_file
+from pipeline.corpus.records import CorpusRange
+from pipeline.encode.audit import format_reader, parse_doc_id
+from pipeline.storage.paths import join
+
+MAX_LINES = 20  # problems of one kind named per shard; the rest are counted
+
+
+def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int) -> None:
+    shard_format = manifest["settings"]["shard_format"]
+    reader = format_reader(shard_format)
+    if reader is None:
+        audit.notes.append(
+            f"{shard_format} shards keep no document ids: each document once and --sample were not checked "
+            "(the files, the ranges and the counts were)"
+        )
+        return
+    total = sum(s["documents"] for s in receipts["shards"])
+    wanted = _draw(total, sample, seed)
+    owners = _range_owners(receipts)
+    entries = {s["name"]: s for s in manifest["shards"]}
+    picked: dict[int, tuple[str, str, int, np.ndarray]] = {}
+    number = 0
+    for shard in receipts["shards"]:
+        walk = _ShardWalk(audit, shard, owners)
+        try:
+            for doc_id, ids in reader(join(audit.out, shard["name"]), entries.get(shard["name"], shard)):
+                range_index = walk.step(doc_id)
+                if number in wanted:
+                    picked[number] = (shard["name"], doc_id, range_index, np.array(ids))
+                number += 1
+        except Exception as exc:  # noqa: BLE001 - a damaged shard is a finding, not a crash
+            audit.problems.append(f"{shard['name']}: cannot be read ({type(exc).__name__}: {exc})")
+            number += max(0, shard["documents"] - walk.seen)
+            continue
+        walk.finish()
+        audit.checked["documents"] += walk.seen
+    if sample:
+        from pipeline.encode.audit_sample import compare_sample
+
+        compare_sample(audit, manifest, receipts, list(picked.values()))
+
+
+def _draw(total: int, sample: int, seed: int) -> set[int]:
+    if sample <= 0 or total == 0:
+        return set()
+    rng = np.random.default_rng(seed)
+    return set(rng.choice(total, size=min(sample, total), replace=False).tolist())
+
+
+def _range_owners(receipts: dict) -> dict[str, list[tuple[dict, str]]]:
+    """``{source: [(range, shard name)]}``: which shard holds each range (to name the shard a stray document is of)."""
+    owners: dict[str, list[tuple[dict, str]]] = {}
+    for shard in receipts["shards"]:
+        for r in shard["ranges"]:
+            owners.setdefault(r["source"], []).append((r, shard["name"]))
+    return owners
+
+
+def holds(r: dict, position: int) -> bool:
+    """Whether range ``r`` (a receipt's) can hold a document at ``position`` (a line belongs to the range of its first
+    byte; a row group's rows follow ``first_row``; a whole file holds any position)."""
+    kind = r.get("kind")
+    if kind == "bytes":
+        return r["start"] <= position < r["end"]
+    if kind == "row_group" and "documents_read" in r:
+        return r.get("first_row", 0) <= position < r.get("first_row", 0) + r["documents_read"]
+    return True
+
+
+class _ShardWalk:
+    """One shard's documents, in order, against its ranges: each in a range of the shard, positions rising."""
+
+    def __init__(self, audit, shard: dict, owners: dict) -> None:
+        self.audit, self.shard, self.owners = audit, shard, owners
+        self.ranges = shard["ranges"]
+        self.kind = shard.get("position_kind", "offset")
+        self.at = 0  # the range the last document was in
+        self.last = -1  # its position
+        self.counts = [0] * len(self.ranges)
+        self.seen = 0
+        self.reported = 0
+
+    def step(self, doc_id: str) -> int:
+        self.seen += 1
+        parsed = parse_doc_id(doc_id, self.kind)
+        if parsed is None:
+            self._problem(f"document id {doc_id!r} is not PATH@OFFSET or PATH#ROW")
+            return -1
+        source, position = parsed
+        for k in range(self.at, len(self.ranges)):
+            r = self.ranges[k]
+            if r["source"] == source and holds(r, position) and (k > self.at or position > self.last):
+                if k > self.at:
+                    self.at, self.last = k, -1
+                self.last = position
+                self.counts[k] += 1
+                return r["index"]
+        self._stray(doc_id, source, position)
+        return -1
+
+    def _stray(self, doc_id: str, source: str, position: int) -> None:
+        mine = [r for r in self.ranges if r["source"] == source and holds(r, position)]
+        if mine:
+            self._problem(f"document {doc_id} is twice (or out of order) in this shard")
+            return
+        others = [name for r, name in self.owners.get(source, []) if holds(r, position) and name != self.shard["name"]]
+        if others:
+            self._problem(f"document {doc_id} is twice: it belongs to a range of {others[0]}")
+        else:
+            self._problem(f"document {doc_id} is in none of the input ranges of the output")
+
+    def finish(self) -> None:
+        if self.seen != self.shard["documents"]:
+            self._problem(f"holds {self.seen} documents, its receipt says {self.shard['documents']}")
+        for r, count in zip(self.ranges, self.counts, strict=True):
+            if "documents" in r and count != r["documents"] and self.seen == self.shard["documents"]:
+                self._problem(f"input range {r['index']} holds {count} documents, its receipt says {r['documents']}")
+        if self.reported > MAX_LINES:
+            self.audit.problems.append(f"{self.shard['name']}: and {self.reported - MAX_LINES} more such problems")
+
+    def _problem(self, text: str) -> None:
+        self.reported += 1
+        if self.reported <= MAX_LINES:
+            self.audit.problems.append(f"{self._file()}: {text}")
+
+    def _file(self) -> str:
+        files = sorted(self.shard["files"])
+        return files[0] if files else self.shard["name"]
+
+
+def corpus_spec_of(settings: dict) -> CorpusSpec:
+    """The job's ``CorpusSpec`` from the manifest's settings."""
+    keys = ("format", "text_field", "text_column", "text_unit", "batch_bytes", "max_document_bytes")
+    return CorpusSpec(**{k: settings[k] for k in keys if k in settings})
+
+
+def corpus_range(r: dict, root: str, spec: CorpusSpec) -> CorpusRange:
+    """The planned range a receipt names, with its source made absolute again from the manifest's ``root``."""
+    source = (
+        r["source"] if (not root or r["source"].startswith("/") or "://" in r["source"]) else join(root, r["source"])
+    )
+    fmt = format_of_file(source) if spec.format == AUTO else ""
+    return CorpusRange(r["index"], source, 0, r["kind"], r["start"], r["end"], r.get("first_row", 0), format=fmt)
