@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 import fsspec
 import numpy as np
 
-from pipeline.corpus.records import OFFSET
 from pipeline.encode.formats import FORMATS
 from pipeline.encode.layout import JOB_FILE, STATS_DIR
 from pipeline.encode.receipts import fingerprint_of, receipts_of, run_hash_of
@@ -223,10 +222,12 @@ def _range_text(r: dict) -> str:
     return f"{r['source']} {r.get('kind', '')} {r.get('start', '')}..{r.get('end', '')}".strip()
 
 
-def parse_doc_id(doc_id: str, position_kind: str) -> tuple[str, int] | None:
-    """``(source, position)`` of ``path@123`` / ``path#45``, or None where it is not such an id."""
-    source, found, position = doc_id.rpartition("@" if position_kind == OFFSET else "#")
-    return (source, int(position)) if found and position.isdigit() else None
+def parse_doc_id(doc_id: str) -> tuple[str, int] | None:
+    """``(source, position)`` of ``path@123`` / ``path#45``, or None where it is not such an id. The separator is
+    not taken from the shard: one shard may hold ranges of a JSONL file (offsets) and of a Parquet file (rows)."""
+    cut = max(doc_id.rfind("@"), doc_id.rfind("#"))
+    position = doc_id[cut + 1 :]
+    return (doc_id[:cut], int(position)) if cut > 0 and position.isdigit() else None
 
 
 def format_reader(shard_format: str):

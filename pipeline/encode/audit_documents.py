@@ -87,7 +87,6 @@ class _ShardWalk:
     def __init__(self, audit, shard: dict, owners: dict) -> None:
         self.audit, self.shard, self.owners = audit, shard, owners
         self.ranges = shard["ranges"]
-        self.kind = shard.get("position_kind", "offset")
         self.at = 0  # the range the last document was in
         self.last = -1  # its position
         self.counts = [0] * len(self.ranges)
@@ -96,7 +95,7 @@ class _ShardWalk:
 
     def step(self, doc_id: str) -> int:
         self.seen += 1
-        parsed = parse_doc_id(doc_id, self.kind)
+        parsed = parse_doc_id(doc_id)
         if parsed is None:
             self._problem(f"document id {doc_id!r} is not PATH@OFFSET or PATH#ROW")
             return -1

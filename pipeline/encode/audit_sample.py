@@ -3,13 +3,13 @@ planned range at a time, each range once) and encoded again with the job's token
 
 The tokenizer is the file the manifest names, taken only if its digest is the recorded one; an input is read only
 if its size is still the recorded one (a new version at the same size is noted and compared all the same).
-No Beam here.
+No pipeline runs (``encode_batch`` lives beside its DoFn, so Beam is imported).
 """
 
 from __future__ import annotations
 
 from pipeline.corpus.readers import read_range
-from pipeline.encode.audit import ids_differ
+from pipeline.encode.audit import ids_differ, parse_doc_id
 from pipeline.encode.audit_documents import corpus_range, corpus_spec_of
 from pipeline.encode.documents import encode_batch
 from pipeline.encode.policy import EncodePolicy
@@ -27,7 +27,7 @@ def compare_sample(audit, manifest: dict, receipts: dict, picked: list) -> None:
     by_range: dict[int, dict[str, tuple]] = {}
     for shard, doc_id, range_index, ids in picked:
         if range_index >= 0:
-            by_range.setdefault(range_index, {})[doc_id] = (shard, ids)
+            by_range.setdefault(range_index, {})[parse_doc_id(doc_id)[1]] = (shard, doc_id, ids)
     recorded = {i["path"]: i for i in manifest.get("inputs", [])}
     root = manifest.get("root", "")
     for index in sorted(by_range):
@@ -38,19 +38,18 @@ def compare_sample(audit, manifest: dict, receipts: dict, picked: list) -> None:
         found = set()
         for batch in read_range(rng, spec):
             encoded = encode_batch(tok, batch, policy, settings["dtype"])
-            prefix = ranges[index]["source"] + ("@" if encoded.position_kind == "offset" else "#")
             offsets = encoded.offsets
             for k, position in enumerate(encoded.positions.tolist()):
-                doc_id = f"{prefix}{position}"
-                if doc_id in wanted:
-                    found.add(doc_id)
-                    shard, ids = wanted[doc_id]
+                if position in wanted:
+                    found.add(position)
+                    shard, doc_id, ids = wanted[position]
                     why = ids_differ(ids, encoded.tokens[offsets[k] : offsets[k + 1]])
                     audit.checked["sampled"] += 1
                     if why:
                         audit.problems.append(f"{shard}: document {doc_id}: {why}")
-        for doc_id in sorted(set(wanted) - found):
-            audit.problems.append(f"{wanted[doc_id][0]}: document {doc_id} is not in its input when read again")
+        for position in sorted(set(wanted) - found):
+            shard, doc_id, _ = wanted[position]
+            audit.problems.append(f"{shard}: document {doc_id} is not in its input when read again")
 
 
 def _tokenizer(audit, manifest: dict):

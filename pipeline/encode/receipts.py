@@ -81,10 +81,11 @@ def fingerprint_of(manifest: dict) -> str:
 
 
 def run_hash_of(manifest: dict) -> str:
-    """``run_hash`` from the manifest's recorded fields (the module's notes say what it covers)."""
+    """``run_hash`` from the manifest's recorded fields (the module's notes say what it covers): the fingerprint is
+    recomputed, not read, so an edited setting changes both."""
     inputs = [{"path": i["path"], "bytes": i["bytes"], "version": i.get("version")} for i in manifest["inputs"]]
     return sha256_json(
-        {"fingerprint": manifest["fingerprint"], "inputs": inputs, "run_versions": manifest["run_versions"]}
+        {"fingerprint": fingerprint_of(manifest), "inputs": inputs, "run_versions": manifest["run_versions"]}
     )
 
 
