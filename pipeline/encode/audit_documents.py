@@ -9,11 +9,17 @@ at a time, by the job's own readers and policy. No Beam here.
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.corpus.plan import AUTO, CorpusSpec, format_of_file
 from pipeline.corpus.records import CorpusRange
-from pipeline.encode.audit import format_reader, parse_doc_id
+from pipeline.encode.audit import parse_doc_id
+from pipeline.encode.formats import FORMATS
 from pipeline.storage.paths import join
 
 MAX_LINES = 20  # problems of one kind named per shard; the rest are counted
@@ -21,27 +27,32 @@ MAX_LINES = 20  # problems of one kind named per shard; the rest are counted
 
 def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int) -> None:
     shard_format = manifest["settings"]["shard_format"]
-    reader = format_reader(shard_format)
-    if reader is None:
+    fmt = FORMATS.get(shard_format)
+    if fmt is None or fmt.reader is None:
         audit.notes.append(
             f"{shard_format} shards keep no document ids: each document once and --sample were not checked "
             "(the files, the ranges and the counts were)"
         )
         return
-    total = sum(s["documents"] for s in receipts["shards"])
-    wanted = _draw(total, sample, seed)
+    batches_of = fmt.doc_batches or functools.partial(_batches_from_reader, fmt.reader)
+    wanted = _draw(sum(s["documents"] for s in receipts["shards"]), sample, seed)
     owners = _range_owners(receipts)
     entries = {s["name"]: s for s in manifest["shards"]}
-    picked: dict[int, tuple[str, str, int, np.ndarray]] = {}
+    picked: list[tuple[str, str, int, np.ndarray]] = []
     number = 0
     for shard in receipts["shards"]:
         walk = _ShardWalk(audit, shard, owners)
         try:
-            for doc_id, ids in reader(join(audit.out, shard["name"]), entries.get(shard["name"], shard)):
-                range_index = walk.step(doc_id)
-                if number in wanted:
-                    picked[number] = (shard["name"], doc_id, range_index, np.array(ids))
-                number += 1
+            for doc_ids, load in batches_of(join(audit.out, shard["name"]), entries.get(shard["name"], shard)):
+                local = walk.batch(doc_ids)
+                hits = wanted[(wanted >= number) & (wanted < number + len(doc_ids))] - number
+                if hits.size:
+                    values, offsets = load()
+                    for k in hits.tolist():
+                        index = shard["ranges"][local[k]]["index"] if local[k] >= 0 else -1
+                        ids = np.array(values[offsets[k] : offsets[k + 1]])
+                        picked.append((shard["name"], doc_ids[k].as_py(), index, ids))
+                number += len(doc_ids)
         except Exception as exc:  # noqa: BLE001 - a damaged shard is a finding, not a crash
             audit.problems.append(f"{shard['name']}: cannot be read ({type(exc).__name__}: {exc})")
             number += max(0, shard["documents"] - walk.seen)
@@ -51,14 +62,29 @@ def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed:
     if sample:
         from pipeline.encode.audit_sample import compare_sample
 
-        compare_sample(audit, manifest, receipts, list(picked.values()))
+        compare_sample(audit, manifest, receipts, picked)
 
 
-def _draw(total: int, sample: int, seed: int) -> set[int]:
+def _batches_from_reader(reader, prefix: str, shard: dict, size: int = 8192):
+    """A format's ``(doc_id, ids)`` reader as verify's batches (for formats without ``doc_batches``)."""
+    doc_ids: list[str] = []
+    ids: list[np.ndarray] = []
+    for doc_id, one in itertools.chain(reader(prefix, shard), [(None, None)]):
+        if doc_id is not None:
+            doc_ids.append(doc_id)
+            ids.append(np.asarray(one))
+        if doc_ids and (len(doc_ids) == size or doc_id is None):
+            offsets = np.concatenate([[0], np.cumsum([len(a) for a in ids])]).astype(np.int64)
+            values = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+            yield pa.array(doc_ids, pa.string()), (lambda v=values, o=offsets: (v, o))
+            doc_ids, ids = [], []
+
+
+def _draw(total: int, sample: int, seed: int) -> np.ndarray:
+    """The sampled document numbers over the whole output, sorted."""
     if sample <= 0 or total == 0:
-        return set()
-    rng = np.random.default_rng(seed)
-    return set(rng.choice(total, size=min(sample, total), replace=False).tolist())
+        return np.zeros(0, np.int64)
+    return np.sort(np.random.default_rng(seed).choice(total, size=min(sample, total), replace=False))
 
 
 def _range_owners(receipts: dict) -> dict[str, list[tuple[dict, str]]]:
@@ -89,9 +115,39 @@ class _ShardWalk:
         self.ranges = shard["ranges"]
         self.at = 0  # the range the last document was in
         self.last = -1  # its position
-        self.counts = [0] * len(self.ranges)
+        self.counts = np.zeros(len(self.ranges), dtype=np.int64)
+        self.spans = _spans(self.ranges)
         self.seen = 0
         self.reported = 0
+
+    def batch(self, doc_ids: pa.Array) -> np.ndarray:
+        """The shard's range (its place in the shard's list) of each document of a batch, or -1; one pass of Arrow
+        and NumPy where every document is where it should be, the per-document :meth:`step` (to name the wrong
+        ones) where not."""
+        parsed = pc.extract_regex(doc_ids, r"^(?P<source>.*)[@#](?P<position>[0-9]+)$")
+        if parsed.null_count:
+            return np.array([self.step(d) for d in doc_ids.to_pylist()], dtype=np.int64)
+        sources = parsed.field("source")
+        positions = pc.cast(parsed.field("position"), pa.int64()).to_numpy()
+        local = np.full(len(doc_ids), -1, dtype=np.int64)
+        for source in pc.unique(sources).to_pylist():
+            if source not in self.spans:
+                continue
+            mask = pc.equal(sources, source).to_numpy(zero_copy_only=False)
+            starts, ends, ks = self.spans[source]
+            p = positions[mask]
+            slot = np.searchsorted(starts, p, side="right") - 1
+            inside = (slot >= 0) & (p < ends[np.maximum(slot, 0)])
+            local[mask] = np.where(inside, ks[np.maximum(slot, 0)], -1)
+        k = np.concatenate([[self.at], local])
+        q = np.concatenate([[self.last], positions])
+        rising = (k[1:] > k[:-1]) | ((k[1:] == k[:-1]) & (q[1:] > q[:-1]))
+        if not (local >= 0).all() or not rising.all():
+            return np.array([self.step(d) for d in doc_ids.to_pylist()], dtype=np.int64)
+        self.counts += np.bincount(local, minlength=len(self.ranges))
+        self.at, self.last = int(local[-1]), int(positions[-1])
+        self.seen += len(doc_ids)
+        return local
 
     def step(self, doc_id: str) -> int:
         self.seen += 1
@@ -103,11 +159,9 @@ class _ShardWalk:
         for k in range(self.at, len(self.ranges)):
             r = self.ranges[k]
             if r["source"] == source and holds(r, position) and (k > self.at or position > self.last):
-                if k > self.at:
-                    self.at, self.last = k, -1
-                self.last = position
+                self.at, self.last = k, position
                 self.counts[k] += 1
-                return r["index"]
+                return k
         self._stray(doc_id, source, position)
         return -1
 
@@ -139,6 +193,24 @@ class _ShardWalk:
     def _file(self) -> str:
         files = sorted(self.shard["files"])
         return files[0] if files else self.shard["name"]
+
+
+def _spans(ranges: list[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``{source: (starts, ends, places)}`` of a shard's ranges, sorted by start: the positions each can hold."""
+    by_source: dict[str, list[tuple[int, int, int]]] = {}
+    for k, r in enumerate(ranges):
+        if r.get("kind") == "bytes":
+            span = (r["start"], r["end"])
+        elif r.get("kind") == "row_group" and "documents_read" in r:
+            span = (r.get("first_row", 0), r.get("first_row", 0) + r["documents_read"])
+        else:
+            span = (-1, 1 << 62)
+        by_source.setdefault(r["source"], []).append((*span, k))
+    out = {}
+    for source, spans in by_source.items():
+        spans.sort()
+        out[source] = tuple(np.array(column, dtype=np.int64) for column in zip(*spans, strict=True))
+    return out
 
 
 def corpus_spec_of(settings: dict) -> CorpusSpec:
