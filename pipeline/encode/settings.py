@@ -69,7 +69,7 @@ class EncodeJob:
     shard_size: int | None = DEFAULT_SHARD_SIZE  # None: from the corpus size (resolve_shard_size)
     overwrite: bool = False
     recheck: bool = False  # on resume, also the sha256 of the shards taken as complete (not part of the identity)
-    fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
+    fail_at_shard: int | None = None  # test-only fault hook (see EncodeShardFn)
 
     def __post_init__(self) -> None:
         size = self.shard_size
