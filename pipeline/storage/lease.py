@@ -217,8 +217,10 @@ class Lease:
         below = [p for depth in ("*", "*/*") for p in self._glob(posixpath.join(base, depth, LEASE_DIR, LEASE_FILE))]
         for path in above + below:
             other = self.read(path)
-            if other is None or other.run_id in (self.record.group, self.record.run_id) or (
-                other.group and other.group in (self.record.run_id, self.record.group)
+            if (
+                other is None
+                or other.run_id in (self.record.group, self.record.run_id)
+                or (other.group and other.group in (self.record.run_id, self.record.group))
             ):
                 continue
             if is_stale(other, stale_seconds=self.stale_seconds) is None:
