@@ -14,6 +14,7 @@ that are complete and rewrites the rest; the result is byte-identical to an unin
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import time
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from pipeline.encode.resume import job_identity, sha256_json
 from pipeline.encode.run import build_encode_graph, encode_outputs, finish_encode, prepare_output, stopped
 from pipeline.encode.settings import EncodeJob, resolve_shard_size
 from pipeline.encode.tokenizer import open_tokenizer
+from pipeline.errors import UsageError
 from pipeline.launch.checks import check_launch
 from pipeline.launch.progress import Reporter
 from pipeline.storage.lease import Lease
@@ -54,7 +56,9 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     s = job.settings
     tok, ref = open_tokenizer(job.tokenizer, s.pretokenizer)  # a bad hash or version stops here, before any work
     policy = job_policy(tok, s)  # the flags and the separators the shard format implies
+    refuse_output_in_inputs(job.out, job.inputs)  # before the listing: the output must never be read as input
     corpus = plan_corpus(list(job.inputs), job.corpus, range_bytes=job.range_bytes)
+    refuse_output_in_inputs(job.out, job.inputs, [f.path for f in corpus.files])
     job = dataclasses.replace(job, shard_size=resolve_shard_size(job.shard_size, corpus.total_bytes))
     dtype = get_format(s.shard_format).dtype(tok.n_vocab)
     identity = job_identity(job, ref.digest, corpus, dataclasses.asdict(policy), dtype)
@@ -66,6 +70,37 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
         job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard, root=root
     )
     return EncodePlan(job, tok, ref, policy, corpus, identity, layout)
+
+
+def refuse_output_in_inputs(out: str, inputs, files: list[str] = ()) -> None:
+    """Refuse an ``--out`` at or under an input folder (an ``--input DIR``, a recursive pattern's folder), equal to
+    a pattern's folder, or holding a file the inputs match: a later run would read the output's own files as input
+    (and with ``--overwrite`` delete what it reads)."""
+    root = out.rstrip("/")
+    for spec in inputs:
+        pattern = spec.pattern.rstrip("/")
+        static = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+        folder, below = posixpath.dirname(static + "x"), "**" in pattern
+        if static == pattern:  # no wildcard: a folder is read whole, a file is only itself
+            folder, below = (pattern, True) if _is_dir(pattern) else ("", False)
+        if folder and (root == folder or (below and root.startswith(folder.rstrip("/") + "/"))):
+            raise UsageError(
+                f"--out {out} is {'at or under' if below else 'the folder of'} the input folder {folder} (--input "
+                f"{spec.pattern}): a later run would read the output's files as input; choose an --out outside it"
+            )
+    inside = [f for f in files if f.startswith(root + "/")]
+    if inside:
+        raise UsageError(f"--input matches {inside[0]}, inside --out {out}: choose an --out outside the inputs")
+
+
+def _is_dir(path: str) -> bool:
+    import fsspec
+
+    try:
+        fs, p = fsspec.core.url_to_fs(path)
+        return bool(fs.isdir(p))
+    except (OSError, ValueError):
+        return False
 
 
 def run_encode(job: EncodeJob, beam_args: list[str] | None = None, *, reporter: Reporter | None = None) -> dict:
