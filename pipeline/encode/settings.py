@@ -12,24 +12,13 @@ from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusSpec, InputSpec
 from pipeline.encode.formats import DEFAULT, get_format
 from pipeline.encode.policy import check_special_tokens
 from pipeline.errors import UsageError
+from pipeline.launch.sizes import parse_size  # noqa: F401 - --shard-size's reader, here since issue 12
 from pipeline.storage.paths import absolute
 
 MAX_AUTO_SHARD_SIZE = 1 << 30
 MIN_AUTO_SHARD_SIZE = 32 << 20
 AUTO_SHARDS = 16
 DEFAULT_SHARD_SIZE = None  # auto: resolve_shard_size
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-}
 
 
 @dataclass(frozen=True)
@@ -97,23 +86,3 @@ def resolve_shard_size(shard_size: int | None, corpus_bytes: int) -> int:
     if shard_size is not None:
         return shard_size
     return max(MIN_AUTO_SHARD_SIZE, min(MAX_AUTO_SHARD_SIZE, -(-corpus_bytes // AUTO_SHARDS)))
-
-
-def parse_size(text: str, flag: str = "--shard-size") -> int:
-    """``1GiB``, ``256MiB``, ``500MB`` or a number of bytes -> bytes; anything else raises UsageError.
-
-    >>> parse_size("256MiB"), parse_size("1000")
-    (268435456, 1000)
-    """
-    value = str(text).strip().lower().replace(" ", "")
-    number = value.rstrip("kmgtib")
-    unit = value[len(number) :]
-    try:
-        size = float(number) * _SIZE_UNITS[unit]
-    except (KeyError, ValueError):
-        raise UsageError(
-            f"{flag} must be a size such as 1GiB, 256MiB, 500MB or a number of bytes, got {text!r}"
-        ) from None
-    if size < 1 or size != int(size):
-        raise UsageError(f"{flag} must be a whole number of bytes of at least 1, got {text!r}")
-    return int(size)
