@@ -284,3 +284,114 @@ def test_shards_hold_the_same_ranges_for_every_tokenizer(tmp_path, docs):
     folder = _inputs(tmp_path, docs)
     plan = plan_corpus([InputSpec(str(folder / "*.jsonl"))], CorpusSpec("jsonl"), range_bytes=20_000)
     assert len(set(assign_shards(plan.ranges, 60_000))) > 2
+
+
+# ------------------------------------------------------------------ item 6: hostile vocabulary files bounded
+@pytest.fixture(scope="module")
+def superword_file(tmp_path_factory) -> Path:
+    import bpe_core
+    from bpe_core.train.trainer import train_superword
+
+    docs = corpus("en_bible_kjv", 40) + corpus("fortunes_multi", 200)
+    tok = train_superword(bpe_core.count_chunks(docs, "cl100k"), 700, 60, docs)
+    path = tmp_path_factory.mktemp("sw") / "tokenizer.bpe"
+    tok.save(str(path))
+    return path
+
+
+def _rehash(lines: list[str]) -> bytes:
+    import hashlib
+
+    body = "\n".join(lines[:-1]) + "\n"
+    return (body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n").encode()
+
+
+@pytest.mark.parametrize("damage", ["a duplicate supermerge", "a word-model size above n_vocab"])
+def test_a_hostile_superword_artifact_is_refused_naming_its_line(tmp_path, superword_file, damage, reliability):
+    from bpe_core import Tokenizer
+    from bpe_core.errors import TokenizerFileError
+
+    lines = superword_file.read_text().rstrip("\n").split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("supermerges "))
+    if damage == "a duplicate supermerge":
+        lines[at + 3] = lines[at + 1]  # the same pair twice (the count is unchanged, the hash recomputed)
+        want, line = "duplicate supermerge", at + 4
+    else:
+        rule, _ = lines[at - 1].rsplit(" ", 1)
+        lines[at - 1] = f"{rule} 10000000"
+        want, line = "word-model size 10000000", at
+    path = tmp_path / "tokenizer.bpe"
+    path.write_bytes(_rehash(lines))
+    with pytest.raises(TokenizerFileError, match=want) as error:
+        Tokenizer.from_file(str(path))
+    assert f"tokenizer.bpe:{line}: " in str(error.value)  # the file and the line of the bad entry
+    reliability.row(AREA, f"a superword tokenizer.bpe with {damage} (hash recomputed)", "refused at load, naming "
+                    "the line of the bad entry, as a duplicate merge is", line=line)  # fmt: skip
+
+
+def test_a_vocabulary_above_the_limit_is_refused_naming_its_size_and_the_limit(monkeypatch, reliability):
+    from bpe_core import Tokenizer
+    from bpe_core.errors import TokenizerFileError
+
+    path = str(data_path("tiktoken", "cl100k_base.tiktoken"))
+    with pytest.raises(TokenizerFileError, match="100,277 ids, above max_vocab of 50,000"):
+        Tokenizer.from_file(path, max_vocab=50_000)
+    monkeypatch.setenv("BEAM_BPE_MAX_VOCAB", "60000")
+    with pytest.raises(TokenizerFileError, match="above BEAM_BPE_MAX_VOCAB of 60,000"):
+        Tokenizer.from_file(path)
+    monkeypatch.delenv("BEAM_BPE_MAX_VOCAB")
+    assert Tokenizer.from_file(path).n_vocab == 100_277  # the default, 2**21, is above every real vocabulary
+    reliability.row(AREA, "a 100k vocabulary under max_vocab=50,000 and BEAM_BPE_MAX_VOCAB=60000", "refused at load "
+                    "with its size and the limit's name; the default limit (2**21) loads it")  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 16])
+@pytest.mark.parametrize("bad", ["99999999", "xx"])
+def test_decode_stream_writes_every_valid_id_before_an_invalid_one(monkeypatch, capsys, chunk, bad, reliability):
+    import io
+
+    from pipeline.cli import decode as decode_cli
+    from pipeline.cli import main
+
+    monkeypatch.setattr(decode_cli, "CHUNK", chunk)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(f"15339 1917 0 {bad} 11".encode())))
+    code = main(["decode", "--tokenizer", str(data_path("tiktoken", "cl100k_base.tiktoken")), "--stream"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "hello world!" and "the 3 id(s) before it were decoded and written" in err
+    reliability.row(AREA, f"decode --stream with {bad!r} after three valid ids, stdin read {chunk} byte(s) at a time",
+                    "every valid id before the invalid one is written, whatever the reads, and the error says "
+                    "how many were decoded")  # fmt: skip
+
+
+# ------------------------------------------------------------------ item 7: the smaller frictions
+def test_convert_to_tiktoken_writes_the_ranks_and_names_the_specials_left_out(tmp_path, capsys, r50k_artifact,
+                                                                              reliability):  # fmt: skip
+    from bpe_core import Tokenizer
+    from pipeline.cli import main
+
+    out = tmp_path / "x.tiktoken"
+    assert main(["convert", "--tokenizer", r50k_artifact, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "special tokens it leaves out: <|endoftext|>=50256" in err
+    ranks = Tokenizer.from_tiktoken(str(out), pretokenizer="r50k")
+    assert ranks.vocab == Tokenizer.from_file(r50k_artifact).vocab
+    reliability.row(AREA, "convert --out x.tiktoken of a tokenizer with a special token", "written (the ranks, as "
+                    "train's tokenizer.tiktoken), naming the special tokens it leaves out")  # fmt: skip
+
+
+def test_count_tokens_takes_no_progress_and_sizes_take_units(tmp_path, capsys, docs, reliability):
+    from pipeline.cli import main
+
+    folder = _inputs(tmp_path, docs)
+    tok = str(data_path("tiktoken", "r50k_base.tiktoken"))
+    args = ["count-tokens", "--tokenizer", tok, "--input", str(folder / "*.jsonl"), "--json", "--no-progress"]
+    assert main([*args, "--range-bytes", "16KiB", "--max-document-bytes", "1MB"]) == 0
+    one = json.loads(capsys.readouterr().out)["total"]
+    assert main([*args, "--range-bytes", "16384"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == one and one["documents"] == 1200
+    with pytest.raises(SystemExit):
+        main([*args, "--range-bytes", "1XB"])
+    assert "--range-bytes: must be a size such as 1GiB" in capsys.readouterr().err
+    reliability.row(AREA, "count-tokens --no-progress; --range-bytes 16KiB and --max-document-bytes 1MB", "accepted "
+                    "as --shard-size's sizes are (the same totals as --range-bytes 16384); a bad unit is refused "
+                    "naming the flag")  # fmt: skip
