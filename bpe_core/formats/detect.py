@@ -10,6 +10,7 @@ beside it), and ``.tiktoken`` rank files. A folder is searched for ``tokenizer.j
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,34 @@ HEAD_BYTES = 4096
 _BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")  # "format_version 1" (an artifact without its first line) is not one
 FOLDER_FILES = ("tokenizer.json", "tokenizer.bpe", "vocab.json")
 KINDS = ("artifact", "gguf", "json", "gpt2-merges", "tiktoken")
+MAX_VOCAB = 1 << 21  # above every published vocabulary (the largest, about 262k ids, is an eighth of it)
+MAX_VOCAB_ENV = "BEAM_BPE_MAX_VOCAB"
+
+
+def max_vocab_limit(max_vocab: int | None = None) -> tuple[int, str]:
+    """The vocabulary bound and the name to give it: ``max_vocab=`` if given, else ``$BEAM_BPE_MAX_VOCAB``, else
+    2**21."""
+    if max_vocab is not None:
+        return int(max_vocab), "max_vocab"
+    value = os.environ.get(MAX_VOCAB_ENV, "").strip()
+    if not value:
+        return MAX_VOCAB, f"the default limit (2**21; {MAX_VOCAB_ENV} changes it)"
+    try:
+        return int(value), MAX_VOCAB_ENV
+    except ValueError:
+        raise ValueError(f"{MAX_VOCAB_ENV} must be a whole number of tokens, got {value!r}") from None
+
+
+def check_vocab_size(data: TokenizerData, path: str, max_vocab: int | None = None) -> TokenizerData:
+    """Refuse a vocabulary of more ids than the bound (its tables would cost memory on every worker without
+    limit: a 475k-token ``tokenizer.json`` cost 443 MiB per worker), naming its size and the limit."""
+    limit, name = max_vocab_limit(max_vocab)
+    ids = [*data.vocab, *data.special_tokens.values(), *data.added_tokens.values()]
+    size = max(max(ids) + 1, len(ids)) if ids else 0
+    if size > limit:
+        raise TokenizerFileError(path, f"the vocabulary has {size:,} ids, above {name} of {limit:,}: pass "
+                                 f"max_vocab= (or set {MAX_VOCAB_ENV}) to load a vocabulary this large")  # fmt: skip
+    return data
 
 
 def sniff(data: bytes) -> str:
