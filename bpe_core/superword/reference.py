@@ -329,10 +329,9 @@ def train_supermerges(
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     ids, offsets, counts = run_counts if isinstance(run_counts, RunColumns) else run_columns(run_counts)
-    merges, new = native.train_supermerges(
+    return native.train_supermerges(
         ids, offsets, counts, list(token_bytes), n_tokens, max(1, min_frequency), tie_break, progress
     )
-    return merges, list(token_bytes) + new
 
 
 class RunColumns(NamedTuple):
