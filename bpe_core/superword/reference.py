@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 from bpe_core.constants import TIE_BREAKS
 from bpe_core.model.merge_loop import hf_rank, run_merge_loop
 from bpe_core.model.merges import MergeTable, merge_ids
+from bpe_core.model.truncate import word_model_arguments as word_model_arguments  # the first level, re-exported
 from bpe_core.pretokenize.text import Text
 from bpe_core.pretokenize.text import as_str as _as_str
 
@@ -490,53 +491,3 @@ class SuperwordBackend:
 
     def stream_state(self, errors: str, skip_special: bool) -> Any:
         return self._plain.stream_state(errors, skip_special)
-
-
-def word_model_arguments(tok: Tokenizer) -> dict:
-    """The word model of a superword tokenizer as Tokenizer arguments: its word tokens, its merges, the same
-    pre-tokenizer, special and added tokens (at their ids)."""
-    size = tok.superword.word_size
-    return dict(
-        vocab={i: b for i, b in tok._vocab.items() if i < size},
-        merges=tok._merge_ids,
-        pretokenizer=tok.pretokenizer,
-        special_tokens=tok.special_tokens,
-        added_tokens=tok.added_tokens,
-        token_flags=tok.token_flags,
-        ignore_merges=tok.ignore_merges,
-        backend=tok.backend,
-    )
-
-
-def truncated_superword(tok: Tokenizer, n_vocab: int) -> Tokenizer:
-    """The superword tokenizer of ``n_vocab`` ids that phase 2 with fewer supermerges gives: the supermerges up to
-    the one that made the last kept token (the loop stops right after its budget's last new token); at or below
-    the word model's size, the plain word model cut to ``n_vocab``. Special tokens follow, in their order."""
-    from bpe_core.model.vocab import as_token_id
-
-    n_vocab = as_token_id(n_vocab)
-    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
-    if not isinstance(n_vocab, int) or n_vocab < 256 + len(specials):
-        raise ValueError(
-            f"n_vocab must be an integer of at least 256 + {len(specials)} special tokens, got {n_vocab!r}"
-        )
-    if n_vocab >= tok.n_vocab:
-        return tok
-    if tok.added_tokens:
-        raise ValueError("a superword tokenizer with added tokens cannot be truncated: their ids sit among the cut")
-    sup = tok.superword
-    cut = n_vocab - len(specials)
-    arguments = word_model_arguments(tok)
-    cls = type(tok)
-    if cut <= sup.word_size:
-        word = cls(arguments.pop("vocab"), **arguments)
-        return word.truncated(n_vocab)
-    keep = next(r for r, result in enumerate(sup.results) if result == cut - 1) + 1
-    vocab = {i: b for i, b in tok._vocab.items() if i < cut}
-    arguments.update(
-        special_tokens={text: cut + i for i, (text, _) in enumerate(specials)},
-        superword=Supermerges(sup.merges[:keep], sup.results[:keep], sup.word_size, sup.rule),
-        name=tok.name,
-    )
-    del arguments["vocab"]
-    return cls(vocab, **arguments)
