@@ -128,7 +128,8 @@ class Tokenizer:
         plain = make_backend(self, self.backend)
         if self.superword is None:
             return plain
-        from bpe_core.superword.reference import SuperwordBackend, word_model_arguments
+        from bpe_core.model.truncate import word_model_arguments
+        from bpe_core.superword.reference import SuperwordBackend
 
         arguments = word_model_arguments(self)
         return SuperwordBackend(self, plain, Tokenizer(arguments.pop("vocab"), **arguments))
@@ -228,10 +229,6 @@ class Tokenizer:
         :mod:`bpe_core.model.truncate`."""
         from bpe_core.model.truncate import truncated_arguments
 
-        if self.superword is not None:
-            from bpe_core.superword.reference import truncated_superword
-
-            return truncated_superword(self, n_vocab)
         arguments = truncated_arguments(self, n_vocab)
         return self if arguments is None else Tokenizer(arguments.pop("vocab"), **arguments)
 
