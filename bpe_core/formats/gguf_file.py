@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 FAMILY = "llama.cpp GGUF (byte-level BPE)"
 _UNSUPPORTED_MODELS = {
-    "llama": "SentencePiece BPE",
     "bert": "WordPiece",
     "t5": "Unigram",
     "rwkv": "RWKV trie",
@@ -39,10 +38,16 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
     """What the vocabulary of a GGUF file holds; ``pretokenizer`` overrides ``tokenizer.ggml.pre``."""
     meta = read_gguf_metadata(path)
     model = meta.get("tokenizer.ggml.model")
+    if model in ("llama", "gemma4"):
+        from bpe_core.formats.gguf_spm import load_gguf_spm
+
+        if pretokenizer is not None:
+            raise ValueError(f"{path} is a SentencePiece-style GGUF ({model}); it takes no pretokenizer argument")
+        return load_gguf_spm(meta, path)
     if model != "gpt2":
         kind = _UNSUPPORTED_MODELS.get(model, "unknown") if isinstance(model, str) else "missing"
         raise TokenizerFileError(
-            path, f"tokenizer.ggml.model is {model!r} ({kind}); only 'gpt2' (byte-level BPE) vocabularies are supported"
+            path, f"tokenizer.ggml.model is {model!r} ({kind}); supported: 'gpt2' (byte-level BPE), 'llama' and 'gemma4' (SentencePiece-style BPE)"
         )
     tokens = _string_list(meta, "tokenizer.ggml.tokens", path)
     types = _token_types(meta.get("tokenizer.ggml.token_type"), len(tokens), path)
