@@ -1,14 +1,15 @@
 // SentencePiece-style BPE: see spm.h.
 #include "spm.h"
 
-#include <queue>
+#include <algorithm>
+#include <cstring>
 
 namespace bpe {
 
 namespace {
 constexpr uint32_t kMaxCodePoint = 0x110000;
 constexpr char kSpace[] = "\xe2\x96\x81";  // U+2581
-constexpr size_t kCacheLimit = size_t(1) << 20;
+constexpr size_t kCacheBytes = size_t(1) << 28;  // a word table's text (and its ids' bytes) before it restarts
 
 bool is_space_at(std::string_view s, size_t i) {
     return i + 3 <= s.size() && s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2];
@@ -62,8 +63,77 @@ SpmEncoder::SpmEncoder(SpmConfig config, const std::vector<std::pair<uint32_t, i
     : config_(config), char_ids_(kMaxCodePoint, -1), byte_ids_(byte_ids), whole_(whole) {
     for (const auto& [cp, id] : chars)
         if (cp < kMaxCodePoint) char_ids_[cp] = id;
-    pairs_.reserve(pair_keys.size() * 2);
-    for (size_t i = 0; i < pair_keys.size(); ++i) pairs_.emplace(pair_keys[i], pair_values[i]);
+    pairs_.build(pair_keys, pair_values);
+}
+
+void PairTable::build(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& values) {
+    size_t size = 16;
+    int bits = 4;
+    while (size < keys.size() * 2) size <<= 1, ++bits;
+    keys_.assign(size, kEmpty);
+    values_.assign(size, 0);
+    mask_ = size - 1;
+    shift_ = 64 - bits;
+    for (size_t n = 0; n < keys.size(); ++n) {
+        size_t i = (keys[n] * 0x9E3779B97F4A7C15ull) >> shift_;
+        while (keys_[i] != kEmpty && keys_[i] != keys[n]) i = (i + 1) & mask_;
+        keys_[i] = keys[n];
+        values_[i] = values[n];
+    }
+}
+
+uint64_t word_hash(std::string_view s) {
+    uint64_t h = 0x243F6A8885A308D3ull ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 32);
+}
+
+const int32_t* WordTable::find(std::string_view word, uint64_t hash, uint32_t* count) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        const Slot& s = slots_[i];
+        if (!s.used) return nullptr;
+        if (s.hash == hash && s.key_len == word.size() && std::memcmp(keys_.data() + s.key, word.data(), word.size()) == 0) {
+            *count = s.ids_len;
+            return ids_.data() + s.ids;
+        }
+    }
+}
+
+void WordTable::grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    const size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+        if (!s.used) continue;
+        size_t i = s.hash & mask;
+        while (slots_[i].used) i = (i + 1) & mask;
+        slots_[i] = s;
+    }
+}
+
+void WordTable::insert(std::string_view word, uint64_t hash, const int32_t* ids, uint32_t count) {
+    if (keys_.size() + word.size() > kCacheBytes || ids_.size() + count > kCacheBytes / 4) {
+        *this = WordTable();  // bounded: start again
+    }
+    if ((used_ + 1) * 2 > slots_.size()) grow();
+    const size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    while (slots_[i].used) i = (i + 1) & mask;
+    Slot& s = slots_[i];
+    s = {hash, uint32_t(keys_.size()), uint32_t(word.size()), uint32_t(ids_.size()), count, true};
+    keys_.append(word.data(), word.size());
+    ids_.insert(ids_.end(), ids, ids + count);
+    ++used_;
 }
 
 void SpmEncoder::normalize(std::string_view text, bool prefix, std::string& out) const {
@@ -117,8 +187,10 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
             return;
         }
     }
-    std::vector<Symbol> symbols;
-    symbols.reserve(word.size());
+    thread_local std::vector<Symbol> symbols;
+    thread_local std::vector<Candidate> queue;
+    symbols.clear();
+    queue.clear();
     const auto* data = reinterpret_cast<const unsigned char*>(word.data());
     for (size_t i = 0; i < word.size();) {
         uint32_t cp = 0;
@@ -132,20 +204,21 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
     }
     if (symbols.empty()) return;
     symbols.back().next = -1;
-    std::priority_queue<Candidate> queue;
     const auto consider = [&](int32_t left, int32_t right) {
         if (left < 0 || right < 0) return;
         const Symbol& a = symbols[left];
         const Symbol& b = symbols[right];
         if (a.id < 0 || b.id < 0) return;
-        auto it = pairs_.find((uint64_t(uint32_t(a.id)) << 32) | uint32_t(b.id));
-        if (it == pairs_.end()) return;
-        queue.push({uint32_t(it->second >> 32), left, right, a.length + b.length, int32_t(uint32_t(it->second))});
+        const uint64_t* v = pairs_.find((uint64_t(uint32_t(a.id)) << 32) | uint32_t(b.id));
+        if (!v) return;
+        queue.push_back({uint32_t(*v >> 32), left, right, a.length + b.length, int32_t(uint32_t(*v))});
+        std::push_heap(queue.begin(), queue.end());
     };
     for (size_t i = 1; i < symbols.size(); ++i) consider(int32_t(i - 1), int32_t(i));
     while (!queue.empty()) {
-        const Candidate top = queue.top();
-        queue.pop();
+        std::pop_heap(queue.begin(), queue.end());
+        const Candidate top = queue.back();
+        queue.pop_back();
         Symbol& a = symbols[top.left];
         Symbol& b = symbols[top.right];
         if (a.length == 0 || b.length == 0 || a.length + b.length != top.length || a.next != top.right) continue;
@@ -169,7 +242,7 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
 }
 
 void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix, std::vector<int32_t>& out,
-                        std::unordered_map<std::string, std::vector<int32_t>>& cache) const {
+                        Cache& cache) const {
     std::string normalized;
     std::string_view s = text;
     if (normalize_text) {
@@ -186,15 +259,17 @@ void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix,
             encode_word(w, out, prev_unk);
             return;
         }
-        std::string key(w);
-        auto it = cache.find(key);
-        if (it == cache.end()) {
-            ids.clear();
-            encode_word(w, ids, prev_unk);
-            if (cache.size() >= kCacheLimit) cache.clear();
-            it = cache.emplace(std::move(key), ids).first;
+        const uint64_t h = word_hash(w);
+        uint32_t count = 0;
+        const int32_t* found = cache.find(w, h, &count);
+        if (found) {
+            out.insert(out.end(), found, found + count);
+            return;
         }
-        out.insert(out.end(), it->second.begin(), it->second.end());
+        ids.clear();
+        encode_word(w, ids, prev_unk);
+        cache.insert(w, h, ids.data(), uint32_t(ids.size()));
+        out.insert(out.end(), ids.begin(), ids.end());
     };
     size_t start = 0;
     bool prev_is_space = false;

@@ -29,6 +29,51 @@ struct SpmConfig {
     bool newline_runs = false;    // GGUF gemma4: a run of "\n" that is a token is that token
 };
 
+// Open addressing, power-of-two slots, keys never 2**64 - 1 (the empty mark): the pairs of the merge.
+class PairTable {
+public:
+    void build(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& values);
+    const uint64_t* find(uint64_t key) const {
+        size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
+        while (true) {
+            const uint64_t k = keys_[i];
+            if (k == key) return &values_[i];
+            if (k == kEmpty) return nullptr;
+            i = (i + 1) & mask_;
+        }
+    }
+
+private:
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+    std::vector<uint64_t> keys_, values_;
+    size_t mask_ = 0;
+    int shift_ = 64;
+};
+
+// A thread's word table: word bytes -> ids, in two arenas and open-addressing slots (no allocation per word).
+class WordTable {
+public:
+    const int32_t* find(std::string_view word, uint64_t hash, uint32_t* count) const;
+    void insert(std::string_view word, uint64_t hash, const int32_t* ids, uint32_t count);
+    size_t size() const { return used_; }
+
+private:
+    struct Slot {
+        uint64_t hash = 0;
+        uint32_t key = 0, key_len = 0, ids = 0, ids_len = 0;
+        bool used = false;
+    };
+    void grow();
+    std::vector<Slot> slots_ = std::vector<Slot>(1024);
+    std::string keys_;
+    std::vector<int32_t> ids_;
+    size_t used_ = 0;
+};
+
+uint64_t word_hash(std::string_view s);
+
+using Cache = WordTable;
+
 class SpmEncoder {
 public:
     SpmEncoder(SpmConfig config, const std::vector<std::pair<uint32_t, int32_t>>& chars,
@@ -37,8 +82,7 @@ public:
 
     // One text (UTF-8): normalized here when `normalize` (identity rules: prefix, space escaping, extra spaces),
     // else taken as the model's normalized text.
-    void encode(std::string_view text, bool normalize, bool prefix, std::vector<int32_t>& out,
-                std::unordered_map<std::string, std::vector<int32_t>>& cache) const;
+    void encode(std::string_view text, bool normalize, bool prefix, std::vector<int32_t>& out, Cache& cache) const;
 
     const SpmConfig& config() const { return config_; }
 
@@ -49,7 +93,7 @@ private:
 
     SpmConfig config_;
     std::vector<int32_t> char_ids_;  // code point -> id (-1: none)
-    std::unordered_map<uint64_t, uint64_t> pairs_;  // (left << 32 | right) -> (priority << 32 | merged id)
+    PairTable pairs_;  // (left << 32 | right) -> (priority << 32 | merged id)
     std::vector<int32_t> byte_ids_;
     std::unordered_map<std::string, int32_t> whole_;  // GGUF gemma4: newline runs that are tokens
 };

@@ -23,7 +23,6 @@ void bind_spm(nb::module_& m);
 
 namespace {
 
-using Cache = std::unordered_map<std::string, std::vector<int32_t>>;
 
 struct PySpmEncoder {
     SpmEncoder enc;

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import weakref
+from functools import cached_property
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -121,12 +122,25 @@ class SentencePieceBackend:
     # ------------------------------------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Sequence) -> bytes | None:
         ids = list(ids)
+        table = self.decode_table
         try:
-            data = self._tok._decode_checked(ids)
-        except (ValueError, TypeError):
-            raise
+            if ids and min(ids) < 0:
+                raise IndexError
+            data = b"".join([table[i] for i in ids])  # type: ignore[misc]
+        except (IndexError, TypeError):
+            data = self._tok._decode_checked(ids)  # raises the reference's error for a bad id
         strip = self._leading_strip(ids)
         return data[strip:] if strip else data
+
+    @cached_property
+    def decode_table(self) -> list[bytes | None]:
+        """The tokenizer's bytes per id, with sentencepiece's surface for ``<unk>`` (`` ⁇ ``) in a ``.model``'s
+        rules (Hugging Face and llama.cpp show the piece)."""
+        table = list(self._tok._id_to_bytes)
+        model = self.model
+        if model.rules == "sentencepiece" and model.unk_id is not None:
+            table[model.unk_id] = model.unk_surface.encode("utf-8")
+        return table
 
     def _leading_strip(self, ids: Sequence[int]) -> int:
         """Bytes to drop at the start: the space of a first piece that begins with ``▁`` (sentencepiece's
@@ -177,10 +191,15 @@ class SpmStream:
     def feed(self, ids: list) -> str:
         if self._skip_special:
             ids = [i for i in ids if not self._tok.is_special(i)]
-        data = self._tok._decode_checked(ids)
-        if not self._started and ids:
-            strip = self._backend._leading_strip(ids)
-            data = data[strip:]
+        if not ids:
+            return ""
+        if self._started:
+            if _has_bad(ids, self._backend.decode_table):
+                self._tok._decode_checked(ids)  # raises the reference's error
+            table = self._backend.decode_table
+            data = b"".join([table[i] for i in ids])  # type: ignore[misc]
+        else:
+            data = self._backend.decode_bytes(ids)  # the prefix rule, decided on the first piece
             self._started = True
         return self._decoder.decode(data)
 
@@ -193,6 +212,12 @@ class SpmStream:
     @property
     def pending(self) -> bytes:
         return self._decoder.getstate()[0]
+
+
+def _has_bad(ids: list, table: list) -> bool:
+    """An id that is not an int in the table's range or has no bytes (the checked path then raises its error)."""
+    n = len(table)
+    return any(not isinstance(i, int) or not 0 <= i < n or table[i] is None for i in ids)
 
 
 __all__ = ["SentencePieceBackend", "SpmStream"]
