@@ -54,6 +54,7 @@ class Tokenizer:
         unreachable: Iterable[int] = (),
         superword: Supermerges | None = None,
         sentencepiece: SpmModel | None = None,
+        declared_tokens: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
         self.family = family  # where the vocabulary comes from, for `beam-bpe info` (e.g. "huggingface")
@@ -66,6 +67,9 @@ class Tokenizer:
         self._unreachable = frozenset(int(i) for i in unreachable)
         self.superword = superword  # a superword tokenizer's supermerges (bpe_core.superword), else None
         self.sentencepiece = sentencepiece  # a SentencePiece-style model (bpe_core.model.sentencepiece), else None
+        # "bos"/"eos" -> the id the file declares (a .model's ids, GGUF's bos_token_id/eos_token_id): the encode
+        # job's --bos/--eos without a value take these first.
+        self.declared_tokens: dict[str, int] = dict(declared_tokens or {})
         self._merge_ids = (
             None
             if merges is None
@@ -119,11 +123,12 @@ class Tokenizer:
             "_unreachable",
             "superword",
             "sentencepiece",
+            "declared_tokens",
         )
         return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"declared_tokens": {}, "sentencepiece": None, **state})
         self.backend = native.resolve_backend(None if state.get("backend") == "native" else state.get("backend"))
         self._build()
 
@@ -524,6 +529,7 @@ class Tokenizer:
                 unreachable=data.unreachable,
                 superword=data.superword,
                 sentencepiece=data.sentencepiece,
+                declared_tokens=data.declared_tokens,
             )
         except ValueError as exc:  # VocabularyError and the constructor's own checks
             if data.source is None or isinstance(exc, TokenizerFileError):

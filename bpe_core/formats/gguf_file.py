@@ -67,7 +67,19 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
         family=f"{FAMILY}, pre={pre_name}",
         unreachable=frozenset(textual),
         source=str(path),
+        declared_tokens=declared_tokens(meta, {**specials, **added}),
     )
+
+
+def declared_tokens(meta: dict, tokens: dict[str, int]) -> dict[str, int]:
+    """``tokenizer.ggml.bos_token_id`` / ``eos_token_id`` where they name a special or added token."""
+    ids = set(tokens.values())
+    out = {}
+    for kind in ("bos", "eos"):
+        value = meta.get(f"tokenizer.ggml.{kind}_token_id")
+        if isinstance(value, int) and value in ids:
+            out[kind] = value
+    return out
 
 
 def _string_list(meta: dict, key: str, path: str) -> list[str]:

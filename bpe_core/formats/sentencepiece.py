@@ -189,6 +189,8 @@ def spm_tokenizer_data(model: SpmModel, path: str | None, family: str, **extra) 
             repeated.add(i)
         else:
             owner[vocab[i]] = i
+    declared = {"bos": model.bos_id, "eos": model.eos_id}
+    declared = {k: v for k, v in declared.items() if v is not None and (v in specials.values() or v in added.values())}
     return TokenizerData(
         vocab,
         merges=None,
@@ -200,6 +202,7 @@ def spm_tokenizer_data(model: SpmModel, path: str | None, family: str, **extra) 
         unreachable=frozenset(repeated),
         source=None if path is None else str(path),
         sentencepiece=model,
+        declared_tokens=declared,
         **extra,
     )
 

@@ -46,6 +46,7 @@ class TokenizerData:
     context: str = ""
     superword: Supermerges | None = None  # a superword tokenizer's phase 2 (format version 3 of tokenizer.bpe)
     sentencepiece: SpmModel | None = None  # a SentencePiece-style vocabulary (bpe_core.model.sentencepiece)
+    declared_tokens: Mapping[str, int] = field(default_factory=dict)  # "bos"/"eos" -> the id the file declares
 
 
 class TokenizerLike(Protocol):
