@@ -94,6 +94,10 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="on resume, also compare the sha256 of the shards taken as complete with their records (their sizes "
         "are always checked); reads every shard",
     )
+    from pipeline.cli.pack import add_pack_arguments
+
+    add_pack_arguments(p.add_argument_group("packing (an index beside the shards: pipeline/encode/packing.py)"),
+                       length_flag="--pack-length")  # fmt: skip
     add_progress_argument(out)
     add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
@@ -134,10 +138,17 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
 
 
 def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipeline.cli.pack import pack_settings, run_pack
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
     from pipeline.encode.manifest import summary_line
 
     job = job_from_args(args, several=True)
+    pack = pack_settings(args.pack_length, args.pack, args.pack_rows, length_flag="--pack-length")
+    if pack is not None and pack.method == "concat" and args.eos is None:
+        raise UsageError(
+            "--pack concat joins the documents into one stream, and without an EOS after each document their "
+            "boundaries are lost in it: add --eos, or use --pack ffd"
+        )
     if len(args.tokenizer) > 1:  # one read, one folder per tokenizer
         from pipeline.encode.several import run_encode_several
         from pipeline.storage.paths import join
@@ -145,9 +156,13 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
         manifests = run_encode_several(job, args.tokenizer, beam_args, reporter=progress_reporter(args))
         for stem, manifest in manifests.items():
             print(f"{summary_line(manifest)} -> {join(job.out, stem)}")
+            if pack is not None and manifest["documents_written"]:
+                print(run_pack(join(job.out, stem), pack, overwrite=True))
         return max(_nothing_written(m, join(job.out, stem)) for stem, m in manifests.items())
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
+    if pack is not None and manifest["documents_written"]:
+        print(run_pack(job.out, pack, overwrite=True))  # the run's own pack: a rerun makes it again
     return _nothing_written(manifest, job.out)
 
 

@@ -6,6 +6,7 @@ No times and no runner in it: a rerun writes the same bytes (the run's times are
 from __future__ import annotations
 
 from pipeline.encode.integrity import recorded_versions
+from pipeline.encode.receipts import run_record
 from pipeline.encode.shards import read_stats
 from pipeline.encode.tokenizer import file_sha256
 from pipeline.storage.manifest import check_reconciled
@@ -49,6 +50,7 @@ def build_manifest(plan) -> dict:
         "verified": totals["verified"],
     }
     check_reconciled(manifest, "documents_written")
+    manifest.update(run_record(plan, manifest))  # run_hash, run_versions, receipts (pipeline/encode/receipts.py)
     return manifest
 
 

@@ -48,6 +48,9 @@ class ShardFormat:
     dtype: Callable[[int], str]  # the numpy dtype name of the ids for a vocabulary of n ids
     writer: type  # the writer class (the interface above)
     reader: Callable[[str, dict], Iterator[tuple[str, np.ndarray]]] | None = None  # (shard prefix, manifest entry)
+    # verify's fast path, where a format has one: (shard prefix, manifest entry) -> per batch, its document ids (an
+    # Arrow string array) and a loader of their ids ((values, offsets)), called only for a batch with a sampled one
+    doc_batches: Callable[[str, dict], Iterator[tuple[object, Callable[[], tuple]]]] | None = None
     separators: Callable[..., Separators] = keep_separators  # (special tokens, --bos, --eos) -> what it implies
     separator_help: str = ""  # what it implies, for --help: "an EOS after each document"
     merge: Callable[..., dict] | None = None  # --merge: (layout, manifest) -> the manifest's "merged" entry
