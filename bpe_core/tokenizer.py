@@ -15,15 +15,14 @@ from bpe_core.encode.engines import make_backend
 from bpe_core.errors import TokenizerFileError
 from bpe_core.model.added_tokens import AddedTokenFlags
 from bpe_core.model.data import TokenizerData
-from bpe_core.model.merges import ID_MASK, MergeTable, RankTable, merge_ids
+from bpe_core.model.level import Level, build_levels
+from bpe_core.model.merges import ID_MASK
 from bpe_core.model.special_tokens import SpecialSet, TokenFinder
 from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
 from bpe_core.pretokenize.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
     from bpe_core.superword.reference import Supermerges
-
-CHUNK_CACHE_LIMIT = 1 << 18
 
 
 class Tokenizer:
@@ -85,18 +84,16 @@ class Tokenizer:
 
     # ----------------------------------------------------------------- construction
     def _build(self) -> None:
-        from bpe_core.model.vocab import build_tables
-
-        tables = build_tables(self._vocab, self._merge_ids, self.special_tokens, self.added_tokens, self._unreachable)
-        self._bytes_to_id = tables.bytes_to_id
-        self._id_to_bytes = tables.id_to_bytes
-        self._byte_ids = tables.byte_ids
-        if self._merge_ids is None:
-            self._pairs: dict[int, int] = RankTable(self._id_to_bytes, self._bytes_to_id)
-        else:
-            self._pairs = MergeTable(tables.merge_values)
-        self._special_ids = frozenset(self.special_tokens.values())
-        self._chunk_cache: dict[str, list[int]] = {}
+        self._levels = build_levels(
+            self._vocab, self._merge_ids, self.special_tokens, self.added_tokens, self._unreachable,
+            ignore_merges=self.ignore_merges, superword=self.superword,
+        )  # fmt: skip
+        top = self._levels[-1]  # decodes every id
+        self._bytes_to_id = top.bytes_to_id
+        self._id_to_bytes = top.token_bytes
+        self._byte_ids = top.byte_ids
+        self._pairs = self._levels[0].pairs  # the word model's merges (supermerges are the second level's)
+        self._special_ids = top.special_ids
         self._finder = TokenFinder(self.special_tokens, self.added_tokens, self.token_flags, self.pretokenizer)
         self._derived_merges: list[tuple[int, int]] | None = None
         self._unreachable_ids: list[int] | None = None
@@ -124,15 +121,14 @@ class Tokenizer:
         self._build()
 
     def _make_backend(self):
-        """The engine; a superword tokenizer's wraps its word model's (superword.reference.SuperwordBackend)."""
-        plain = make_backend(self, self.backend)
+        """The engine of the levels: a superword tokenizer's wraps its word level's (superword.engine)."""
+        plain = make_backend(self.backend, self._levels[-1], self._finder, self.pretokenizer)
         if self.superword is None:
             return plain
-        from bpe_core.model.truncate import word_model_arguments
-        from bpe_core.superword.reference import SuperwordBackend
+        from bpe_core.superword.engine import SuperwordBackend
 
-        arguments = word_model_arguments(self)
-        return SuperwordBackend(self, plain, Tokenizer(arguments.pop("vocab"), **arguments))
+        word = make_backend(self.backend, self._levels[0], self._finder, self.pretokenizer)
+        return SuperwordBackend(word, plain, self._finder, self.superword)
 
     def use_backend(self, backend: str | None) -> Tokenizer:
         """Switch between the C++ core (``"native"``, or None: native where it loads) and the Python reference
@@ -150,16 +146,25 @@ class Tokenizer:
         """The hand-written pre-tokenizer's name the native encoder splits with (set with the encoder)."""
         return getattr(self._backend, "kind", None)
 
-    def _encodable_vocab(self) -> dict[int, bytes]:
-        """The tokens that own their bytes: all an encoder may output (the empty and unreachable ones are left out,
-        so that no encoder can look them up)."""
-        if len(self._bytes_to_id) == len(self._vocab):
-            return self._vocab
-        return {tid: data for data, tid in self._bytes_to_id.items()}
-
     def _decoder(self):
         """The native core's decoder (built on first use; the native backend only)."""
         return self._backend.decoder()
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        """The levels of BPE (:mod:`bpe_core.model.level`): one for a plain tokenizer, two (the word model's, then
+        the supermerges) for a superword tokenizer."""
+        return self._levels
+
+    @property
+    def engine(self):
+        """The engine that encodes and decodes (:mod:`bpe_core.encode.engines`), for the flat calls."""
+        return self._backend
+
+    @property
+    def token_finder(self) -> TokenFinder:
+        """The finder of special and added tokens in text, and the one place of the special-token policy."""
+        return self._finder
 
     # ----------------------------------------------------------------- properties
     @property
@@ -202,16 +207,7 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (special and added tokens give their UTF-8 text)."""
-        from bpe_core.model.vocab import as_token_id
-
-        token_id = as_token_id(token_id)
-        if not isinstance(token_id, int):
-            raise TypeError(f"token ids must be integers, got {token_id!r} ({type(token_id).__name__})")
-        if 0 <= token_id < len(self._id_to_bytes):
-            data = self._id_to_bytes[token_id]
-            if data is not None:
-                return data
-        raise ValueError(f"token id {token_id!r} is not in this vocabulary (ids run from 0 to {self.n_vocab - 1})")
+        return self._levels[-1].token(token_id)
 
     def token_id(self, token: bytes | str) -> int | None:
         """The id of a token given as bytes (BPE vocabulary) or str (special or added token), else None."""
@@ -380,61 +376,6 @@ class Tokenizer:
 
         return flat.decode_flat(self, ids, offsets, errors=errors)
 
-    def _encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
-        """The reference: segments, then the regex split and BPE of each (with the chunk cache)."""
-        out: list[int] = []
-        for segment in self._finder.segments(text, allowed):
-            if isinstance(segment, int):
-                out.append(segment)
-            else:
-                out += self._encode_segment(segment)
-        return out
-
-    def _pieces(self, text: str, allowed: frozenset[str]) -> list[str | int]:
-        """What the native encoder takes: the pre-tokenizer's pieces of each segment, token ids between them."""
-        items: list[str | int] = []
-        for segment in self._finder.segments(text, allowed):
-            if isinstance(segment, int):
-                items.append(segment)
-            else:
-                items += self._split(segment)
-        return items
-
-    def _split(self, text: str) -> list[str]:
-        if self.pretokenizer is None:
-            raise ValueError(
-                "this tokenizer has no pre-tokenizer: give the one its counts were made with, e.g. "
-                "train(counts, vocab_size, pretokenizer='cl100k'), or Tokenizer.from_tiktoken(path, pretokenizer=...)"
-            )
-        return self.pretokenizer.split(text)
-
-    def _encode_segment(self, text: str) -> list[int]:
-        """Ordinary text: normalize, pre-tokenize, then BPE each piece (with the chunk cache)."""
-        cache = self._chunk_cache
-        out: list[int] = []
-        for piece in self._split(text):
-            ids = cache.get(piece)
-            if ids is None:
-                ids = self._encode_piece(piece)
-                if len(cache) >= CHUNK_CACHE_LIMIT:
-                    cache.clear()
-                cache[piece] = ids
-            out += ids
-        return out
-
-    def _encode_piece(self, piece: str) -> list[int]:
-        data = piece.encode("utf-8", "surrogateescape")
-        if self.ignore_merges:
-            whole = self._bytes_to_id.get(data)
-            if whole is not None:
-                return [whole]
-        byte_ids = self._byte_ids
-        ids = [byte_ids[b] for b in data]
-        if min(ids) < 0:
-            missing = sorted({b for b in data if byte_ids[b] < 0})
-            raise ValueError(f"this vocabulary has no token for the byte(s) {[hex(b) for b in missing]}")
-        return merge_ids(ids, self._pairs.__getitem__)
-
     def encode_piece_bytes(self, data: bytes, *, stats: list[int] | None = None) -> list[int]:
         """BPE of one pre-token given as bytes, without the cache (for tests and the trainer's checks)."""
         return self._backend.merge_piece(data, stats)
@@ -445,38 +386,8 @@ class Tokenizer:
         ids = ids if isinstance(ids, (list, tuple)) else list(ids)
         data = self._backend.decode_bytes(ids)
         if data is not None:
-            return data  # else: the reference path (or a bad id, reported below with the reference's message)
-        table = self._id_to_bytes
-        try:
-            if ids and min(ids) < 0:
-                raise IndexError
-            return b"".join([table[i] for i in ids])  # type: ignore[misc]
-        except (IndexError, TypeError):
-            pass
-        return self._decode_checked(ids)
-
-    def _decode_checked(self, ids: Sequence) -> bytes:
-        """decode_bytes where the fast path failed: integers of any kind (numpy's: operator.index) are ids; a
-        non-integer is a TypeError, an id without a token a ValueError naming it (outside the range, or a hole in
-        it: cl100k has no token 100256)."""
-        from bpe_core.model.vocab import as_token_id
-
-        table = self._id_to_bytes
-        ids = [as_token_id(i) for i in ids]
-        for i in ids:
-            if not isinstance(i, int):
-                raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})")
-        bad = [i for i in ids if not (0 <= i < len(table) and table[i] is not None)]
-        if not bad:
-            return b"".join([table[i] for i in ids])  # type: ignore[misc]
-        holes = [i for i in bad if 0 <= i < len(table)]
-        detail = f"ids run from 0 to {len(table) - 1}"
-        if holes:
-            some = ", ".join(map(str, holes[:10])) + (" ..." if len(holes) > 10 else "")
-            detail = (
-                f"{'id' if len(holes) == 1 else 'ids'} {some} {'has' if len(holes) == 1 else 'have'} no token; {detail}"
-            )
-        raise ValueError(f"token ids not in this vocabulary: {bad[:10]}{' ...' if len(bad) > 10 else ''} ({detail})")
+            return data  # else: the reference path (or a bad id, reported with the reference's message)
+        return self._levels[-1].decode(ids)
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``)."""

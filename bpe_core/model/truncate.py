@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from bpe_core.model.data import text_spelled_ids
+
 if TYPE_CHECKING:
     from bpe_core.model.data import TokenizerLike as Tokenizer  # annotations only: no import of tokenizer
 
@@ -78,7 +80,7 @@ def _check_merge_order(tok: Tokenizer, vocab: dict[int, bytes]) -> list[tuple[in
         raise _refuse("its BPE ids are not contiguous from 0")
     if any(len(vocab[i]) != 1 for i in range(min(256, len(vocab)))) or len(vocab) < 256:
         raise _refuse("ids 0-255 are not the 256 single bytes")
-    unreachable = getattr(tok, "_unreachable", frozenset())
+    unreachable = text_spelled_ids(tok)  # the tokens a file spells as raw text: no merge makes them
     if unreachable:
         raise _refuse(f"{len(unreachable)} of its tokens are made by no merge (e.g. id {min(unreachable)})")
     if tok.kind == "ranks":
