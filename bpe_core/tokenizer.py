@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from bpe_core import native
 from bpe_core.encode.engines import make_backend
 from bpe_core.errors import TokenizerFileError
+from bpe_core.formats.methods import TokenizerFiles
 from bpe_core.model.added_tokens import AddedTokenFlags
 from bpe_core.model.data import TokenizerData
 from bpe_core.model.level import Level, build_levels
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from bpe_core.superword.reference import Supermerges
 
 
-class Tokenizer:
+class Tokenizer(TokenizerFiles):
     """A byte-level BPE tokenizer.
 
     Build one with :func:`bpe_core.train`, :meth:`load`, :meth:`from_tiktoken`, :meth:`from_huggingface`,
@@ -100,19 +101,8 @@ class Tokenizer:
         self._backend = self._make_backend()  # the engine: encode, batch, flat, decode, stream
 
     def __getstate__(self) -> dict:
-        keep = (
-            "name",
-            "pretokenizer",
-            "ignore_merges",
-            "_vocab",
-            "_merge_ids",
-            "special_tokens",
-            "added_tokens",
-            "token_flags",
-            "family",
-            "_unreachable",
-            "superword",
-        )
+        keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens",
+                "token_flags", "family", "_unreachable", "superword")  # fmt: skip
         return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
     def __setstate__(self, state: dict) -> None:
@@ -262,36 +252,9 @@ class Tokenizer:
         >>> len(tok.digest())  # doctest: +SKIP
         64
         """
-        import hashlib
-        import json
+        from bpe_core.formats.identity import tokenizer_digest
 
-        import numpy as np
-
-        digest = hashlib.sha256()
-        vocab = self._vocab
-        ids = sorted(vocab)
-        digest.update(np.asarray(ids, dtype="<i8").tobytes())
-        digest.update(np.asarray([len(vocab[i]) for i in ids], dtype="<i8").tobytes())
-        digest.update(b"".join(vocab[i] for i in ids))
-        if self.kind == "merges":
-            digest.update(np.asarray(self.merge_ids, dtype="<i8").tobytes())
-        pre = self.pretokenizer
-        meta = {
-            "kind": self.kind,
-            "ignore_merges": self.ignore_merges,
-            "special_tokens": self.special_tokens,
-            "added_tokens": self.added_tokens,
-            "token_flags": {t: f.as_dict() for t, f in self.token_flags.items()},
-            "pretokenizer": list(pre.patterns) if pre else None,
-            "normalizer": pre.normalizer if pre else None,
-        }
-        if self._unreachable:  # only where there are some, so that every earlier digest stays as it was
-            meta["unreachable"] = sorted(self._unreachable)
-        if self.superword is not None:  # likewise
-            sw = self.superword
-            meta["superword"] = {"rule": sw.rule, "word_size": sw.word_size, "merges": [list(m) for m in sw.merges]}
-        digest.update(json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        return digest.hexdigest()
+        return tokenizer_digest(self, unreachable=self._unreachable)
 
     # ----------------------------------------------------------------- encoding
     def encode(
@@ -422,117 +385,11 @@ class Tokenizer:
                 raise
             raise TokenizerFileError(data.source, data.context + str(exc)) from None
 
-    def save(self, path: str) -> None:
-        """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
-        from bpe_core.formats.artifact import save_artifact
-
-        save_artifact(self, path)
-
-    @classmethod
-    def load(cls, path: str, *, backend: str | None = None) -> Tokenizer:
-        """Read the project's own artifact; an unknown version or a wrong hash raises TokenizerFileError."""
-        from bpe_core.formats.artifact import load_artifact
-
-        return cls.from_data(load_artifact(path), backend=backend)
-
-    @classmethod
-    def from_tiktoken(
-        cls,
-        path: str,
-        *,
-        pretokenizer: PreTokenizerSpec | None = None,
-        special_tokens: Mapping[str, int] | None = None,
-        backend: str | None = None,
-    ) -> Tokenizer:
-        """An OpenAI ``.tiktoken`` rank file with the pre-tokenizer (and special tokens) it is used with.
-
-        OpenAI's published files (r50k_base, p50k_base, cl100k_base, o200k_base; recognised by sha256) default to
-        tiktoken's pre-tokenizer and special tokens; other files need ``pretokenizer``; ``special_tokens={}`` for none.
-        """
-        from bpe_core.formats.tiktoken_file import load_tiktoken
-
-        return cls.from_data(
-            load_tiktoken(path, pretokenizer=pretokenizer, special_tokens=special_tokens), backend=backend
-        )
-
-    def to_tiktoken(self, path: str) -> None:
-        """Write the BPE vocabulary as a ``.tiktoken`` rank file (pre-tokenizer and special tokens are not kept)."""
-        from bpe_core.formats.tiktoken_file import save_tiktoken
-
-        save_tiktoken(self, path)
-
-    @classmethod
-    def from_file(
-        cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None, backend: str | None = None
-    ) -> Tokenizer:
-        """Load any supported tokenizer file, recognised by its content."""
-        from bpe_core.formats.detect import load_any
-
-        return cls.from_data(load_any(path, pretokenizer=pretokenizer), backend=backend)
-
-    @classmethod
-    def from_huggingface(cls, path: str, *, backend: str | None = None) -> Tokenizer:
-        """A Hugging Face ``tokenizer.json`` of a byte-level BPE; any other model or component is refused."""
-        from bpe_core.formats.huggingface import load_huggingface
-
-        return cls.from_data(load_huggingface(path), backend=backend)
-
-    def to_huggingface(self, path: str) -> None:
-        """Write a ``tokenizer.json`` that Hugging Face ``tokenizers`` loads and that gives the same ids."""
-        from bpe_core.formats.huggingface import save_huggingface
-
-        save_huggingface(self, path)
-
-    @classmethod
-    def from_gguf(
-        cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None, backend: str | None = None
-    ) -> Tokenizer:
-        """The vocabulary of a llama.cpp GGUF file (``tokenizer.ggml.model == "gpt2"``); ``pretokenizer``
-        overrides the one named by ``tokenizer.ggml.pre``."""
-        from bpe_core.formats.gguf_file import load_gguf
-
-        return cls.from_data(load_gguf(path, pretokenizer=pretokenizer), backend=backend)
-
-    @classmethod
-    def from_gpt2_files(cls, vocab_path: str, merges_path: str | None = None, **options) -> Tokenizer:
-        """GPT-2 style ``vocab.json`` + ``merges.txt`` (``merges_path`` defaults to the one beside ``vocab_path``);
-        ``options``: ``pretokenizer``, ``normalizer``, ``special_tokens``, ``backend``."""
-        from bpe_core.formats.gpt2_files import load_gpt2_files
-
-        backend = options.pop("backend", None)
-        return cls.from_data(load_gpt2_files(vocab_path, merges_path, **options), backend=backend)
-
-    def to_gpt2_files(self, directory: str) -> tuple[str, str]:
-        """Write ``vocab.json`` and ``merges.txt`` into ``directory``; returns their paths."""
-        from bpe_core.formats.gpt2_files import save_gpt2_files
-
-        return save_gpt2_files(self, directory)
-
     def describe(self) -> dict:
         """What `beam-bpe info` prints."""
-        return {
-            "name": self.name,
-            "family": self.family,
-            "kind": self.kind,
-            "normalizer": self.pretokenizer.normalizer if self.pretokenizer else None,
-            "pretokenizer": self.pretokenizer.describe() if self.pretokenizer else None,
-            "patterns": list(self.pretokenizer.patterns) if self.pretokenizer else None,
-            "ignore_merges": self.ignore_merges,
-            "n_vocab": self.n_vocab,
-            "bpe_tokens": len(self._vocab),
-            "merges": len(self._merge_ids) if self._merge_ids is not None else None,
-            "special_tokens": dict(sorted(self.special_tokens.items(), key=lambda kv: kv[1])),
-            "added_tokens": dict(sorted(self.added_tokens.items(), key=lambda kv: kv[1])),
-            "token_flags": {t: f.as_dict() for t, f in sorted(self.token_flags.items())},
-            "unreachable_tokens": len(self.unreachable_tokens()),
-            "superword": None
-            if self.superword is None
-            else {
-                "rule": self.superword.rule,
-                "word_model": self.superword.word_size,
-                "supermerges": len(self.superword.merges),
-            },
-        }
+        from bpe_core.formats.identity import describe
+
+        return describe(self)
 
     def __repr__(self) -> str:
         pre = self.pretokenizer.describe() if self.pretokenizer else "no pre-tokenizer"

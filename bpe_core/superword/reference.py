@@ -34,8 +34,6 @@ Runs are keyed here as the pipeline stores them: the token ids as little-endian 
 
 from __future__ import annotations
 
-import array
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,9 +42,22 @@ from typing import Any, NamedTuple
 from bpe_core.constants import TIE_BREAKS
 from bpe_core.model.merge_loop import hf_rank, run_merge_loop
 from bpe_core.model.merges import MergeTable, merge_ids
-from bpe_core.model.truncate import word_model_arguments as word_model_arguments  # the first level, re-exported
+from bpe_core.model.truncate import word_model_arguments
 from bpe_core.pretokenize.text import Text
 from bpe_core.pretokenize.text import as_str as _as_str
+from bpe_core.superword.runs import (
+    DEFAULT_RULE,
+    RULES,
+    RunColumns,
+    check_rule,
+    eligible_table,
+    is_eligible_token,
+    letter_table,
+    run_columns,
+    run_columns_to_dict,
+    run_ids,
+    run_key,
+)
 
 # The word model is a bpe_core.Tokenizer, or the first level of a superword tokenizer as a WordModel (its engine
 # builds one); typed Any here so that this module imports nothing that imports the Tokenizer.
@@ -68,68 +79,6 @@ def word_model_of(word_model: Tokenizer | WordModel) -> WordModel:
     if isinstance(word_model, WordModel):
         return word_model
     return WordModel(word_model.levels[0], word_model.token_finder, word_model.pretokenizer, word_model.engine)
-
-
-# The eligibility rules (the artifact names its rule, so that a reader refuses one it does not know):
-# - "letter-run": a run is a maximal run of >= 2 consecutive pre-tokens that the word model encodes as one token each,
-#   and it counts (in training and in encoding) where one of its tokens holds a letter.
-# - "letter-token": fastboundlessbpe's rule: every pre-token of the run is one token holding a letter.
-# Measured on the shared corpora, cl100k, every 20th document held out (total tokens against the plain tokenizer of
-# the same size trained on the same documents; benchmarks/bench_superword.py): 16000/2000: letter-run 12.7% fewer,
-# letter-token 3.2%; 8000/2000: 8.1% and -0.2%; 8000/1000: 8.6% and 1.4%. Punctuation, digits and whitespace
-# pre-tokens (",", "\n   ") are single tokens without a letter: letter-token ends a run at each, so phrases like
-# "LORD, and" or "\n    return" never form.
-RULES = ("letter-run", "letter-token")
-DEFAULT_RULE = "letter-run"
-
-
-def run_key(ids: Sequence[int]) -> bytes:
-    """A run's key: its token ids as little-endian u32 (the ``chunk`` column of ``runs/``)."""
-    arr = array.array("I", ids)
-    if sys.byteorder != "little":  # pragma: no cover - no big-endian machine here
-        arr.byteswap()
-    return arr.tobytes()
-
-
-def run_ids(key: bytes) -> list[int]:
-    """The token ids of a run key (the inverse of :func:`run_key`)."""
-    if len(key) % 4:
-        raise ValueError(f"a run key is a whole number of little-endian u32 ids, got {len(key)} bytes")
-    arr = array.array("I")
-    arr.frombytes(key)
-    if sys.byteorder != "little":  # pragma: no cover
-        arr.byteswap()
-    return arr.tolist()
-
-
-def is_eligible_token(data: bytes | None) -> bool:
-    """True where a pre-token that is exactly this token may join a run: valid UTF-8 holding a letter (\\p{L})."""
-    if not data:
-        return False
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return any(ch.isalpha() for ch in text)
-
-
-def letter_table(token_bytes: Sequence[bytes | None]) -> bytearray:
-    """One flag per id: :func:`is_eligible_token` of its bytes (valid UTF-8 holding a letter)."""
-    return bytearray(is_eligible_token(b) for b in token_bytes)
-
-
-def eligible_table(token_bytes: Sequence[bytes | None], rule: str = DEFAULT_RULE) -> bytearray:
-    """One flag per id: may a whole pre-token that is this one token join a run under ``rule``."""
-    check_rule(rule)
-    if rule == "letter-token":
-        return letter_table(token_bytes)
-    return bytearray(1 if b else 0 for b in token_bytes)
-
-
-def check_rule(rule: str) -> str:
-    if rule not in RULES:
-        raise ValueError(f"superword eligibility rule must be one of {RULES}, got {rule!r}")
-    return rule
 
 
 def word_pieces(word_model: Tokenizer, text: Text, allowed: frozenset[str] = frozenset()) -> list[list[int] | int]:
@@ -293,41 +242,6 @@ def train_supermerges(
     )  # fmt: skip
 
 
-class RunColumns(NamedTuple):
-    """Runs as three columns: ``ids`` (uint32, the runs' word-model ids one after another), ``offsets`` (int64,
-    ``n + 1``: run ``i`` is ``ids[offsets[i]:offsets[i + 1]]``) and ``counts`` (int64)."""
-
-    ids: Any
-    offsets: Any
-    counts: Any
-
-    def __len__(self) -> int:  # runs, not fields
-        return len(self.counts)
-
-
-def run_columns_to_dict(columns: RunColumns) -> dict[bytes, int]:
-    """The columns as a dict keyed by :func:`run_key` (tests and the reference's backend)."""
-    import numpy as np
-
-    data, o = np.asarray(columns.ids, dtype="<u4").tobytes(), columns.offsets
-    return {data[4 * o[i] : 4 * o[i + 1]]: int(c) for i, c in enumerate(columns.counts)}
-
-
-def run_columns(run_counts: Mapping[bytes, int]) -> RunColumns:
-    """Runs as columns, sorted by key: (ids uint32, offsets int64, counts int64)."""
-    import numpy as np
-
-    keys = sorted(run_counts)
-    for key in keys:
-        if len(key) % 4:
-            raise ValueError(f"a run key is a whole number of little-endian u32 ids, got {len(key)} bytes: {key!r}")
-    ids = np.frombuffer(b"".join(keys), dtype="<u4").astype(np.uint32, copy=False)
-    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum([len(k) // 4 for k in keys], out=offsets[1:])
-    counts = np.array([run_counts[k] for k in keys], dtype=np.int64)
-    return RunColumns(ids, offsets, counts)
-
-
 class SuperwordPass:
     """The native superword pass over a word model's flat output (``_native/superword.cpp``), built once per
     tokenizer. ``native_pass`` is None where the core cannot align ids with pieces (no hand-written pre-tokenizer,
@@ -409,3 +323,11 @@ class SuperwordPass:
         if len(failed):
             out.update(count_runs([docs[i] for i in failed.tolist()], self.word, self.rule))
         return dict(out)
+
+
+__all__ = [
+    "DEFAULT_RULE", "RULES", "RunColumns", "Supermerges", "SuperwordPass", "WordModel", "check_rule", "count_runs",
+    "eligible_table", "encode_reference", "is_eligible_token", "letter_table", "run_columns", "run_columns_to_dict",
+    "run_ids", "run_key", "split_runs", "train_supermerges", "train_supermerges_reference", "word_model_arguments",
+    "word_model_of", "word_pieces",
+]  # fmt: skip
