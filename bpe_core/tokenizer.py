@@ -16,13 +16,14 @@ from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.methods import TokenizerFiles
 from bpe_core.model.added_tokens import AddedTokenFlags
 from bpe_core.model.data import TokenizerData
-from bpe_core.model.level import Level, build_levels
+from bpe_core.model.level import Level, build_levels, unreachable_ids
 from bpe_core.model.merges import ID_MASK
 from bpe_core.model.special_tokens import SpecialSet, TokenFinder
 from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
 from bpe_core.pretokenize.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
+    from bpe_core.model.sentencepiece import SpmModel
     from bpe_core.superword.reference import Supermerges
 
 
@@ -52,6 +53,8 @@ class Tokenizer(TokenizerFiles):
         family: str | None = None,
         unreachable: Iterable[int] = (),
         superword: Supermerges | None = None,
+        sentencepiece: SpmModel | None = None,
+        declared_tokens: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
         self.family = family  # where the vocabulary comes from, for `beam-bpe info` (e.g. "huggingface")
@@ -63,6 +66,10 @@ class Tokenizer(TokenizerFiles):
         # looked up by bytes; a merge with such a part can never fire and is dropped (the ids do not change).
         self._unreachable = frozenset(int(i) for i in unreachable)
         self.superword = superword  # a superword tokenizer's supermerges (bpe_core.superword), else None
+        self.sentencepiece = sentencepiece  # a SentencePiece-style model (bpe_core.model.sentencepiece), else None
+        # "bos"/"eos" -> the id the file declares (a .model's ids, GGUF's bos_token_id/eos_token_id): the encode
+        # job's --bos/--eos without a value take these first.
+        self.declared_tokens: dict[str, int] = dict(declared_tokens or {})
         self._merge_ids = (
             None
             if merges is None
@@ -83,7 +90,6 @@ class Tokenizer(TokenizerFiles):
             raise ValueError(f"token_flags names tokens that are neither special nor added: {sorted(unknown)}")
         self._build()
 
-    # ----------------------------------------------------------------- construction
     def _build(self) -> None:
         self._levels = build_levels(
             self._vocab, self._merge_ids, self.special_tokens, self.added_tokens, self._unreachable,
@@ -102,16 +108,20 @@ class Tokenizer(TokenizerFiles):
 
     def __getstate__(self) -> dict:
         keep = ("name", "pretokenizer", "ignore_merges", "_vocab", "_merge_ids", "special_tokens", "added_tokens",
-                "token_flags", "family", "_unreachable", "superword")  # fmt: skip
+                "token_flags", "family", "_unreachable", "superword", "sentencepiece", "declared_tokens")  # fmt: skip
         return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"declared_tokens": {}, "sentencepiece": None, **state})
         self.backend = native.resolve_backend(None if state.get("backend") == "native" else state.get("backend"))
         self._build()
 
     def _make_backend(self):
         """The engine of the levels: a superword tokenizer's wraps its word level's (superword.engine)."""
+        if self.sentencepiece is not None:
+            from bpe_core.encode.sentencepiece import SentencePieceBackend
+
+            return SentencePieceBackend(self, self.backend)
         plain = make_backend(self.backend, self._levels[-1], self._finder, self.pretokenizer)
         if self.superword is None:
             return plain
@@ -142,8 +152,7 @@ class Tokenizer(TokenizerFiles):
 
     @property
     def levels(self) -> tuple[Level, ...]:
-        """The levels of BPE (:mod:`bpe_core.model.level`): one for a plain tokenizer, two (the word model's, then
-        the supermerges) for a superword tokenizer."""
+        """The levels of BPE (:mod:`bpe_core.model.level`): one, or (word model, supermerges) for a superword one."""
         return self._levels
 
     @property
@@ -156,7 +165,6 @@ class Tokenizer(TokenizerFiles):
         """The finder of special and added tokens in text, and the one place of the special-token policy."""
         return self._finder
 
-    # ----------------------------------------------------------------- properties
     @property
     def kind(self) -> str:
         """``"merges"`` (an explicit merge list) or ``"ranks"`` (rank-only, as tiktoken files)."""
@@ -220,27 +228,15 @@ class Tokenizer(TokenizerFiles):
 
     def unreachable_tokens(self) -> list[int]:
         """Sorted ids of the BPE vocabulary (special and added tokens are not in it) that encoding never outputs,
-        whatever the text; they stay in the vocabulary and decode to their bytes.
-
-        These are the tokens a file spells as raw text rather than in byte-level form (1,403 of Command-R's:
-        llama.cpp and Hugging Face keep them, no merge makes them; they decode to the UTF-8 of their text), an
-        empty token (Whisper's rank 50256), and, for a merge list without whole-piece lookup
-        (``ignore_merges=False``), every multi-byte token that no merge of producible tokens makes. With
-        whole-piece lookup (rank files, ``ignore_merges``) any other token is the whole of some piece.
+        whatever the text; they stay in the vocabulary and decode to their bytes (``model.level.unreachable_ids``:
+        tokens a file spells as raw text, as 1,403 of Command-R's; an empty token; without whole-piece lookup, every
+        multi-byte token that no merge of producible tokens makes).
 
         >>> Tokenizer.from_gguf("ggml-vocab-command-r.gguf").unreachable_tokens()[:3]  # doctest: +SKIP
         [264, 265, 266]
         """
         if self._unreachable_ids is None:
-            from bpe_core.model.vocab import unmade_tokens
-
-            owned = set(self._bytes_to_id.values())
-            ids = {tid for tid in self._vocab if tid not in owned}
-            if self._merge_ids is not None and not self.ignore_merges:
-                ids |= unmade_tokens(self._vocab, self._merge_ids, self._bytes_to_id)
-            if self.superword is not None:  # supertokens: made by supermerges, not by the word model's merges
-                ids = {i for i in ids if i < self.superword.word_size}
-            self._unreachable_ids = sorted(ids)
+            self._unreachable_ids = unreachable_ids(self._levels, self._merge_ids)
         return list(self._unreachable_ids)
 
     def digest(self) -> str:
@@ -256,7 +252,6 @@ class Tokenizer(TokenizerFiles):
 
         return tokenizer_digest(self, unreachable=self._unreachable)
 
-    # ----------------------------------------------------------------- encoding
     def encode(
         self,
         text: Text,
@@ -343,7 +338,6 @@ class Tokenizer(TokenizerFiles):
         """BPE of one pre-token given as bytes, without the cache (for tests and the trainer's checks)."""
         return self._backend.merge_piece(data, stats)
 
-    # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenated token bytes; unknown ids raise a ValueError naming them."""
         ids = ids if isinstance(ids, (list, tuple)) else list(ids)
@@ -353,10 +347,14 @@ class Tokenizer(TokenizerFiles):
         return self._levels[-1].decode(ids)
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
-        """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``)."""
+        """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``; SentencePiece-style
+        vocabularies replace each invalid byte, as ``sentencepiece`` does)."""
+        if self.sentencepiece is not None:
+            from bpe_core.model.sentencepiece import spm_errors
+
+            errors = spm_errors(errors)
         return self.decode_bytes(ids).decode("utf-8", errors)
 
-    # ----------------------------------------------------------------- files
     @classmethod
     def from_data(cls, data: TokenizerData, *, backend: str | None = None) -> Tokenizer:
         """The Tokenizer of what a file holds (the readers of :mod:`bpe_core.formats` return that plain data); an
@@ -379,6 +377,8 @@ class Tokenizer(TokenizerFiles):
                 family=data.family,
                 unreachable=data.unreachable,
                 superword=data.superword,
+                sentencepiece=data.sentencepiece,
+                declared_tokens=data.declared_tokens,
             )
         except ValueError as exc:  # VocabularyError and the constructor's own checks
             if data.source is None or isinstance(exc, TokenizerFileError):

@@ -39,7 +39,9 @@ def tokenizer_digest(tok: Tokenizer, *, unreachable: Iterable[int] = ()) -> str:
     unreachable = sorted(unreachable)
     if unreachable:
         meta["unreachable"] = unreachable
-    if tok.superword is not None:
+    if getattr(tok, "sentencepiece", None) is not None:  # likewise
+        meta["sentencepiece"] = tok.sentencepiece.identity()
+    if tok.superword is not None:  # likewise
         sw = tok.superword
         meta["superword"] = {"rule": sw.rule, "word_size": sw.word_size, "merges": [list(m) for m in sw.merges]}
     digest.update(json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))

@@ -57,12 +57,19 @@ class TokenizerFiles:
 
     @classmethod
     def from_file(
-        cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None, backend: str | None = None
+        cls,
+        path: str,
+        *,
+        pretokenizer: PreTokenizerSpec | None = None,
+        backend: str | None = None,
+        max_vocab: int | None = None,
     ) -> Tokenizer:
-        """Load any supported tokenizer file, recognised by its content."""
-        from bpe_core.formats.detect import load_any
+        """Load any supported tokenizer file, recognised by its content; a vocabulary of more than ``max_vocab``
+        ids (default ``$BEAM_BPE_MAX_VOCAB``, else 2**21) is refused before its tables are built."""
+        from bpe_core.formats.detect import check_vocab_size, load_any
 
-        return cls.from_data(load_any(path, pretokenizer=pretokenizer), backend=backend)
+        data = check_vocab_size(load_any(path, pretokenizer=pretokenizer), str(path), max_vocab)
+        return cls.from_data(data, backend=backend)
 
     @classmethod
     def from_huggingface(cls, path: str, *, backend: str | None = None) -> Tokenizer:

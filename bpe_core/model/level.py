@@ -174,3 +174,20 @@ def build_levels(
     word = build_level(word_vocab, merges, special_tokens, added_tokens, word_unreachable, ignore_merges=ignore_merges)
     top.pairs, top.merges = superword.pairs(), list(superword.merges)
     return (word, top)
+
+
+def unreachable_ids(levels: Sequence[Level], merges: Sequence[tuple[int, int]] | None) -> list[int]:
+    """Sorted ids of the first level's BPE vocabulary that encoding never outputs: the tokens that own no bytes (a
+    file spells them as raw text; an empty token) and, for a merge list without whole-piece lookup, every multi-byte
+    token that no merge of producible tokens makes. With whole-piece lookup (rank files, ``ignore_merges``) any other
+    token is the whole of some piece. A superword tokenizer's supertokens are made by its second level."""
+    from bpe_core.model.vocab import unmade_tokens
+
+    word, top = levels[0], levels[-1]
+    owned = set(top.bytes_to_id.values())
+    ids = {tid for tid in top.vocab if tid not in owned}
+    if merges is not None and not top.ignore_merges:
+        ids |= unmade_tokens(top.vocab, merges, top.bytes_to_id)
+    if len(levels) > 1:  # supertokens: made by supermerges, not by the word model's merges
+        ids = {i for i in ids if i in word.vocab}
+    return sorted(ids)

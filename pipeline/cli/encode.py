@@ -52,10 +52,11 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out.add_argument(
         "--shard-size",
-        default="1GiB",
+        default=None,
         metavar="SIZE",
-        help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
-        "ranges in input order, so about ceil(input bytes / SIZE) shards",
+        help="input bytes (as stored) per output shard: 1GiB, 256MiB, 500MB or bytes; consecutive ranges in input "
+        "order, so about ceil(input bytes / SIZE) shards, each one unit of work, complete as soon as written. "
+        "Default: the input's size / 16, between 32MiB and 1GiB",
     )
     out.add_argument("--merge", action="store_true",
                      help="megatron: also merge the shards into one {prefix}.bin/.idx pair (streaming, bounded memory; "
@@ -126,7 +127,7 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
         corpus=corpus_spec(args),
         settings=settings,
         range_bytes=args.range_bytes,
-        shard_size=parse_size(args.shard_size),
+        shard_size=None if args.shard_size is None else parse_size(args.shard_size),
         overwrite=args.overwrite,
         recheck=args.recheck,
     )
