@@ -10,6 +10,7 @@ beside it), and ``.tiktoken`` rank files. A folder is searched for ``tokenizer.j
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,35 @@ if TYPE_CHECKING:
 HEAD_BYTES = 4096
 _BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")  # "format_version 1" (an artifact without its first line) is not one
 FOLDER_FILES = ("tokenizer.json", "tokenizer.bpe", "vocab.json")
-KINDS = ("artifact", "gguf", "json", "gpt2-merges", "tiktoken")
+KINDS = ("artifact", "gguf", "json", "gpt2-merges", "tiktoken", "sentencepiece")
+MAX_VOCAB = 1 << 21  # above every published vocabulary (the largest, about 262k ids, is an eighth of it)
+MAX_VOCAB_ENV = "BEAM_BPE_MAX_VOCAB"
+
+
+def max_vocab_limit(max_vocab: int | None = None) -> tuple[int, str]:
+    """The vocabulary bound and the name to give it: ``max_vocab=`` if given, else ``$BEAM_BPE_MAX_VOCAB``, else
+    2**21."""
+    if max_vocab is not None:
+        return int(max_vocab), "max_vocab"
+    value = os.environ.get(MAX_VOCAB_ENV, "").strip()
+    if not value:
+        return MAX_VOCAB, f"the default limit (2**21; {MAX_VOCAB_ENV} changes it)"
+    try:
+        return int(value), MAX_VOCAB_ENV
+    except ValueError:
+        raise ValueError(f"{MAX_VOCAB_ENV} must be a whole number of tokens, got {value!r}") from None
+
+
+def check_vocab_size(data: TokenizerData, path: str, max_vocab: int | None = None) -> TokenizerData:
+    """Refuse a vocabulary of more ids than the bound (its tables would cost memory on every worker without
+    limit: a 475k-token ``tokenizer.json`` cost 443 MiB per worker), naming its size and the limit."""
+    limit, name = max_vocab_limit(max_vocab)
+    ids = [*data.vocab, *data.special_tokens.values(), *data.added_tokens.values()]
+    size = max(max(ids) + 1, len(ids)) if ids else 0
+    if size > limit:
+        raise TokenizerFileError(path, f"the vocabulary has {size:,} ids, above {name} of {limit:,}: pass "
+                                 f"max_vocab= (or set {MAX_VOCAB_ENV}) to load a vocabulary this large")  # fmt: skip
+    return data
 
 
 def sniff(data: bytes) -> str:
@@ -42,6 +71,8 @@ def sniff(data: bytes) -> str:
         return "json"
     if head.startswith(b"#version"):
         return "gpt2-merges"
+    if _looks_like_model_proto(head):
+        return "sentencepiece"
     first = head.split(b"\n", 1)[0].split()
     if len(first) == 2 and first[1].isdigit() and _BASE64.fullmatch(first[0]):  # 'base64 rank'
         return "tiktoken"
@@ -63,6 +94,11 @@ def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Toke
         from bpe_core.formats.gpt2_files import load_gpt2_files, sibling
 
         return load_gpt2_files(sibling(path, "vocab.json"), path, pretokenizer=pretokenizer)
+    if kind == "sentencepiece":
+        from bpe_core.formats.sentencepiece import load_sentencepiece
+
+        _refuse_override(path, pretokenizer, "a SentencePiece model")
+        return load_sentencepiece(path)
     data = read_bytes(path)
     if kind == "artifact":
         from bpe_core.formats.artifact import loads_artifact
@@ -76,8 +112,14 @@ def load_any(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Toke
     raise TokenizerFileError(
         path,
         "not a tokenizer file this version recognises (beam-bpe artifact, tokenizer.json, Tekken .json, "
-        "vocab.json + merges.txt, GGUF or .tiktoken rank file)",
+        "vocab.json + merges.txt, GGUF, SentencePiece .model or .tiktoken rank file)",
     )
+
+
+def _looks_like_model_proto(head: bytes) -> bool:
+    from bpe_core.formats.sentencepiece import looks_like_model_proto
+
+    return looks_like_model_proto(head)
 
 
 def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
