@@ -267,6 +267,14 @@ def rate_text(runs: list[dict], mb: float, clock: str) -> str:
     return f"{hi:7.2f} {med:7.2f} [{lo:6.2f}-{hi:6.2f}] n={len(runs)}{load}"
 
 
+def faults_text(runs: list[dict]) -> str:
+    """Minor page faults of the first call and the median warm call (getrusage), the lowest and highest run."""
+    first = sorted(r["faults"] for r in runs if "faults" in r)
+    warm = sorted(r["warm_faults"] for r in runs if "warm_faults" in r)
+    text = f"first {first[0]:,}-{first[-1]:,}" if first else "first -"
+    return text + (f", warm {warm[0]:,.0f}-{warm[-1]:,.0f}" if warm else ", warm -")
+
+
 def print_encode(bench: Bench, preset: str, mb: float) -> bool:
     """The encoding tables of one preset; False when a run of ours gave other ids than the reference."""
     ref_key, ref_name = reference_of(preset)
@@ -289,6 +297,7 @@ def print_encode(bench: Bench, preset: str, mb: float) -> bool:
             if clock == "wall":
                 line += f"; {statistics.median(r['cpu'] / r['wall'] for r in runs):.1f} cores busy"
             line += f"\n  {'':49s} warm  {rate_text(runs, mb, 'warm_' + clock)}"
+            line += f"\n  {'':49s} page faults per call: {faults_text(runs)}"
             ours = bench.ok(preset, row.ours)
             if row.lib != "ours" and ours and verdict == f"ids = {ref_name}":
                 line += f"\n{'':51s}first {ratio_text(ours, runs, clock)}"
