@@ -88,6 +88,11 @@ def summary_line(manifest: dict) -> str:
         f"; {path} changed since its shards were written: {len(shards)} shard(s) redone"
         for path, shards in sorted(changed.items())
     )
+    redone = run.get("redone") or {}
+    if redone:
+        named = ", ".join(f"{name} ({why})" for name, why in list(redone.items())[:5])
+        more = f" and {len(redone) - 5} more" if len(redone) > 5 else ""
+        reread += f"; redid {len(redone)} shard(s): {named}{more}"
     return (
         f"{done}encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
         f"{manifest['tokens']} tokens in {len(manifest['shards'])} {manifest['settings']['shard_format']} shards"

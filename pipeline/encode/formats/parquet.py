@@ -19,9 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.encode.formats.base import FileShardWriter, ShardFormat, narrow_dtype
-from pipeline.encode.parts import tokens_array
 
 TOKENIZER_KEY = b"beam_bpe.tokenizer_digest"
+
+
+def tokens_array(offsets: np.ndarray, tokens: np.ndarray) -> pa.Array:
+    """One list of ids per document, built from the flat buffers in place (no per-document Python lists)."""
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(tokens))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(tokens))
 
 
 def parquet_schema(dtype: str, tokenizer_digest: str) -> pa.Schema:
