@@ -3,7 +3,7 @@
 // surrogates included); P = [^\r\n\p{L}\p{N}] (the optional one-character prefix of a letter run); U and W are
 // o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and [\p{Ll}\p{Lm}\p{Lo}\p{M}].
 //
-// Facts the transcription relies on (each checked by tests/test_native_pretok.py against `regex`):
+// Facts the transcription relies on (each checked by tests/native/test_native_pretok.py against `regex`):
 // - a run of S ends at a non-S character or at the end, so `\s++$` matches exactly when the run reaches the end
 //   (`$` also matches before a final "\n", but a possessive \s++ has taken that "\n" already);
 // - `\s+(?!\S)` over a run [i, j): all of it when j is the end, else [i, j-1) when that is not empty, else nothing;
