@@ -6,6 +6,8 @@
 // lone surrogate U+DC00+byte that surrogateescape gives it. Each character's classes are one u32 mask: a
 // 256-entry ASCII table, else two stages (code point >> 8 -> block of 256 equivalence ids -> mask).
 #include "pretok_rx.h"
+
+#include "encoder.h"  // stop_requested(): Ctrl-C while a long split runs
 #include "utf8.h"
 
 #include <array>
@@ -51,6 +53,7 @@ struct Program {
     std::vector<uint8_t> stage2;         // block * 256 + (cp & 255) -> equivalence id
     std::vector<uint32_t> eq_mask;       // equivalence id -> class mask
     std::vector<Pattern> patterns;
+    std::string label;  // the patterns, for messages
 };
 
 // Programs are never freed: a kind handed to a worker thread stays valid for the process.
@@ -136,11 +139,54 @@ std::vector<Seq> read_alts(Reader& r, uint32_t nclasses, int depth) {
 
 // ---- characters ----
 
+// The steps spent on the current text (one split at a time per thread), and when to look at them next.
+struct Budget {
+    const Program* program = nullptr;
+    const uint8_t* text = nullptr;
+    size_t n = 0;
+    uint64_t used = 0, limit = 0, next_check = 0;
+    size_t piece = 0;  // where the first-level piece being matched starts
+
+    void reset(const Program& p, const uint8_t* t, size_t size) {
+        program = &p, text = t, n = size;
+        used = 0, piece = 0;
+        limit = kRxStepsBase + kRxStepsPerByte * uint64_t(size);
+        next_check = kPollSteps;
+    }
+    bool fresh_for(const Program& p, const uint8_t* t, size_t size) const {
+        return program == &p && text == t && n == size;
+    }
+    static constexpr uint64_t kPollSteps = uint64_t(1) << 16;  // ~1 ms of matching between looks at Ctrl-C
+};
+thread_local Budget t_budget;
+
+struct RxStopped {};  // Ctrl-C: the split ends early, and its caller, which sees stopped(), throws the result away
+
+__attribute__((noinline, cold)) void budget_checkpoint(Budget& b) {
+    if (b.used > b.limit) {
+        const Program& p = *b.program;
+        throw RxBudgetExceeded("the compiled pre-tokenizer " + p.label + " took more than " +
+                                   std::to_string(b.limit) + " steps on a text of " + std::to_string(b.n) +
+                                   " bytes (the piece from byte " + std::to_string(b.piece) +
+                                   "): the pattern backtracks without bound (adjacent unbounded runs whose classes "
+                                   "overlap, as in a+a+b?)",
+                               b.piece);
+    }
+    if (stop_requested()) throw RxStopped{};
+    b.next_check = b.used + Budget::kPollSteps;
+}
+
 struct Matcher {
     const Program& p;
     const uint8_t* s;
     size_t n;
     std::vector<size_t>& stack;  // positions a greedy run may give back, shared by the nested runs
+    Budget& budget;
+
+    inline void spend(uint64_t steps) const {
+        budget.used += steps;
+        if (__builtin_expect(budget.used >= budget.next_check, 0)) budget_checkpoint(budget);
+    }
 
     __attribute__((noinline)) uint32_t eq_multi(size_t i, uint32_t& len) const {
         const uint32_t cp = utf8_decode(s, n, i, len);
@@ -171,6 +217,7 @@ struct Matcher {
     // Does seq.items[idx:] then the continuation k match at pos? The end of the match in *end.
     bool match(const Seq* seq, size_t idx, size_t pos, const Cont* k, size_t* end) const {
         for (;;) {
+            spend(1);
             if (idx == seq->items.size()) {
                 if (k == nullptr) {
                     *end = pos;
@@ -237,6 +284,7 @@ struct Matcher {
                     pos += len;
                     ++c;
                 }
+                spend(c);
                 if (c < item.min) return false;
                 ++idx;
                 continue;
@@ -251,6 +299,7 @@ struct Matcher {
                 ++c;
                 stack.push_back(pos);
             }
+            spend(c);
             for (uint32_t t = c + 1; t-- > item.min;) {
                 if (match(seq, idx + 1, stack[base + t], k, end)) {
                     stack.resize(base);
@@ -278,6 +327,7 @@ struct Matcher {
 
     // The next piece from pos (< n) under pat: a match, or the run of text before the next match.
     size_t next_piece(const Pattern& pat, size_t pos) const {
+        budget.piece = size_t(s - budget.text) + pos;
         const size_t end = match_at(pat, pos);
         if (end > pos) return end;
         size_t i = pos + char_len(pos);
@@ -286,6 +336,7 @@ struct Matcher {
             if (b < 0x80) {
                 if (!pat.cand_ascii[b]) {  // no alternative starts here: part of the gap
                     ++i;
+                    spend(1);
                     continue;
                 }
             }
@@ -301,7 +352,7 @@ thread_local std::vector<size_t> t_stack;
 // Every piece of s[0:n] under the patterns from `level` on, their ends (plus base) appended to out.
 void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, size_t base, std::vector<size_t>& out,
                  std::vector<size_t>& stack) {
-    Matcher m{p, s, n, stack};
+    Matcher m{p, s, n, stack, t_budget};
     if (n != 0 && m.char_len(0) == n) {  // one character: every pattern leaves it whole
         out.push_back(base + n);
         return;
@@ -331,10 +382,12 @@ thread_local Pending t_pending;
 
 }  // namespace
 
-Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes) {
+Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes,
+                   const std::string& label) {
     if (classes.empty() || classes.size() > 32)
         throw std::invalid_argument("a compiled pre-tokenizer needs 1-32 character classes");
     auto prog = std::make_unique<Program>();
+    prog->label = label.empty() ? "(unnamed)" : label;
     // Class masks of every code point, painted from the ranges, then folded into equivalence ids.
     std::vector<uint32_t> mask(0x110000, 0);
     for (size_t c = 0; c < classes.size(); ++c) {
@@ -406,13 +459,23 @@ Pretok rx_from_name(std::string_view name) {
 
 std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int>(kind) - kRxBase); }
 
+uint64_t rx_last_steps() { return t_budget.used; }
+
 void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
-    split_level(program_of(kind), 0, text, n, 0, ends, t_stack);
+    const Program& p = program_of(kind);
+    t_budget.reset(p, text, n);
+    t_stack.clear();
+    const size_t first = ends.size();
+    try {
+        split_level(p, 0, text, n, 0, ends, t_stack);
+    } catch (const RxStopped&) {  // a tiling all the same: the rest as one piece
+        if (ends.size() == first || ends.back() < n) ends.push_back(n);
+    }
 }
 
-size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
-    const Program& p = program_of(kind);
-    if (max == 0 || *pos >= n) return 0;
+namespace {
+
+size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     Pending& pend = t_pending;
     std::vector<size_t>& stack = t_stack;
     const bool resume = *pos != 0 && pend.program == &p && pend.text == text && pend.n == n &&
@@ -429,14 +492,13 @@ size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, si
             pend.text = text;
             pend.n = n;
             const size_t start = *pos;
+            Matcher m{p, text, n, stack, t_budget};
             if (p.patterns.size() == 1) {
-                Matcher m{p, text, n, stack};
                 const size_t end = m.next_piece(p.patterns[0], start);
                 ends[k++] = end;
                 *pos = end;
                 continue;
             }
-            Matcher m{p, text, n, stack};
             const size_t end = m.next_piece(p.patterns[0], start);
             split_level(p, 1, text + start, end - start, start, pend.ends, stack);
         }
@@ -444,6 +506,25 @@ size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, si
         *pos = ends[k - 1];
     }
     return k;
+}
+
+}  // namespace
+
+size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    const Program& p = program_of(kind);
+    if (max == 0 || *pos >= n) return 0;
+    if (*pos == 0 || !t_budget.fresh_for(p, text, n)) t_budget.reset(p, text, n);
+    try {
+        return split_some_budgeted(p, text, n, pos, ends, max);
+    } catch (...) {
+        t_pending.ends.clear(), t_pending.next = 0;
+        t_stack.clear();
+        t_budget.program = nullptr;
+        if (!stopped()) throw;  // RxBudgetExceeded, or an allocation failure
+        ends[0] = n;  // Ctrl-C: a tiling all the same, the rest as one piece
+        *pos = n;
+        return 1;
+    }
 }
 
 }  // namespace bpe
