@@ -540,6 +540,7 @@ class Tokenizer:
         """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
         from bpe_core.formats.artifact import save_artifact
 
+        self._refuse_sentencepiece("tokenizer.bpe")
         save_artifact(self, path)
 
     @classmethod
@@ -573,6 +574,7 @@ class Tokenizer:
         """Write the BPE vocabulary as a ``.tiktoken`` rank file (pre-tokenizer and special tokens are not kept)."""
         from bpe_core.formats.tiktoken_file import save_tiktoken
 
+        self._refuse_sentencepiece("a .tiktoken rank file")
         save_tiktoken(self, path)
 
     @classmethod
@@ -595,6 +597,11 @@ class Tokenizer:
         """Write a ``tokenizer.json`` that Hugging Face ``tokenizers`` loads and that gives the same ids."""
         from bpe_core.formats.huggingface import save_huggingface
 
+        if self.sentencepiece is not None:  # bpe_core.formats.sentencepiece_json
+            from bpe_core._io import write_bytes_atomic
+            from bpe_core.formats.sentencepiece_json import dumps_spm_huggingface
+
+            return write_bytes_atomic(path, dumps_spm_huggingface(self))
         save_huggingface(self, path)
 
     @classmethod
@@ -620,7 +627,16 @@ class Tokenizer:
         """Write ``vocab.json`` and ``merges.txt`` into ``directory``; returns their paths."""
         from bpe_core.formats.gpt2_files import save_gpt2_files
 
+        self._refuse_sentencepiece("vocab.json + merges.txt")
         return save_gpt2_files(self, directory)
+
+    def _refuse_sentencepiece(self, target: str) -> None:
+        if self.sentencepiece is not None:
+            raise ValueError(
+                f"this is a SentencePiece-style vocabulary: {target} holds byte-level BPE only (no piece scores, "
+                "no ▁ spaces and dummy prefix, no <0x..> byte fallback), so it would give other ids; write a "
+                "tokenizer.json (to_huggingface) or keep the .model / GGUF file"
+            )
 
     def describe(self) -> dict:
         """What `beam-bpe info` prints."""

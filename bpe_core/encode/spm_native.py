@@ -16,10 +16,13 @@ from bpe_core.model.sentencepiece import SPACE, UNUSED, USER_DEFINED, SpmModel
 
 
 def make_spm_encoder(model: SpmModel) -> Any:
-    if model.rules == "sentencepiece" and (
-        model.treat_whitespace_as_suffix or any(t in (USER_DEFINED, UNUSED) for t in model.types)
-    ):
+    if model.rules == "sentencepiece" and (model.treat_whitespace_as_suffix or UNUSED in model.types):
         return None
+    users = []
+    if model.user_matcher is not None:
+        users = [(p, i) for i, (p, t) in enumerate(zip(model.pieces, model.types, strict=True)) if t == USER_DEFINED]
+        if any(" " in p for p, _ in users):
+            return None  # the normalizer leaves a user piece's spaces alone: the reference does that
     n_vocab = len(model.pieces)
     table = model.mergeable
     ids: dict[str, int] = dict(table)
@@ -69,6 +72,7 @@ def make_spm_encoder(model: SpmModel) -> Any:
         values,
         byte_ids,
         whole,
+        users,
     )
 
 

@@ -103,6 +103,10 @@ def _load_json(data: bytes, path: str, pretokenizer: PreTokenizerSpec | None) ->
         return load_gpt2_files(path, pretokenizer=pretokenizer)
     if isinstance(spec, dict) and isinstance(spec.get("model"), dict):
         _refuse_override(path, pretokenizer, "a Hugging Face tokenizer.json")
+        from bpe_core.formats.sentencepiece_json import is_spm_json, spm_json_data
+
+        if is_spm_json(spec):  # SentencePiece-style BPE (byte_fallback, ▁ spaces)
+            return spm_json_data(spec, path)
         return loads_huggingface(data, path)
     if is_tekken(spec):
         _refuse_override(path, pretokenizer, "a Mistral Tekken file")

@@ -62,6 +62,7 @@ class SpmModel:
     prefix_after_special: bool = False  # llama.cpp: the prefix space also after each special/user token
     split_newlines: bool = False  # GGUF gemma4: BPE inside runs of "\n" and runs of other characters
     unk_surface: str = UNK_SURFACE
+    frozen_users: bool = False  # USER_DEFINED pieces frozen in the normalized text also outside sentencepiece's rules
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def identity(self) -> dict:
@@ -83,6 +84,7 @@ class SpmModel:
             "charsmap": hashlib.sha256(self.charsmap).hexdigest(),
             "prefix_after_special": self.prefix_after_special,
             "split_newlines": self.split_newlines,
+            "frozen_users": self.frozen_users,
         }
 
     # ------------------------------------------------------------------------------------------- tables
@@ -117,7 +119,7 @@ class SpmModel:
     @cached_property
     def user_matcher(self) -> re.Pattern | None:
         """sentencepiece: the USER_DEFINED pieces, longest first (its PrefixMatcher)."""
-        if self.rules != "sentencepiece":
+        if self.rules != "sentencepiece" and not self.frozen_users:
             return None
         users = sorted({p for p, t in zip(self.pieces, self.types, strict=True) if t == USER_DEFINED}, key=len)
         return re.compile("|".join(re.escape(u) for u in reversed(users))) if users else None
