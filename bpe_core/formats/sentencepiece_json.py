@@ -153,7 +153,7 @@ def spm_json_data(spec: dict, path: str) -> TokenizerData:
         raise TokenizerFileError(path, f"ids {holes[:5]} have no token")
     unk = model.get("unk_token")
     types = []
-    for i, p in enumerate(pieces):
+    for p in pieces:
         t = added.get(p)
         if p == unk:
             types.append(UNKNOWN)

@@ -203,6 +203,11 @@ class SpmModel:
 
         for i in range(1, n):
             add(i - 1, i)
+        self._run(heap, pieces, nxt, prv, add)
+        return self._finish(pieces, nxt, rev)
+
+    @staticmethod
+    def _run(heap: list, pieces: list[str], nxt: list[int], prv: list[int], add) -> None:
         while heap:
             _, left, right, size = heapq.heappop(heap)
             if not pieces[left] or not pieces[right] or len(pieces[left]) + len(pieces[right]) != size:
@@ -214,6 +219,8 @@ class SpmModel:
                 prv[nxt[right]] = left
             add(prv[left], left)
             add(left, nxt[left])
+
+    def _finish(self, pieces: list[str], nxt: list[int], rev: dict) -> list[int]:
         out: list[int] = []
         i = 0
         prev_unk = False
@@ -272,36 +279,19 @@ class SpmModel:
 
 def normalize_spm(model: SpmModel, text: str, prefix: bool) -> str:
     """sentencepiece's ``Normalizer::Normalize`` (normalizer.cc), character for character."""
-    trie = model.charsmap_trie
-    matcher = model.user_matcher
-    escape = model.escape_whitespaces
-    remove = model.remove_extra_whitespaces
-    pos = 0
-    n = len(text)
-    data = text.encode("utf-8", "surrogatepass") if trie is not None else None
-
-    def prefix_at(i: int) -> tuple[str, int]:
-        if matcher is not None:
-            m = matcher.match(text, i)
-            if m:
-                return m.group(), m.end() - i
-        if trie is not None:
-            return trie.normalize_prefix(text, i, data)
-        return text[i], 1
-
-    if remove:
-        while pos < n:
-            s, used = prefix_at(pos)
-            if s != " ":
-                break
-            pos += used
+    prefix_at = _prefix_reader(model, text)
+    escape, remove = model.escape_whitespaces, model.remove_extra_whitespaces
+    pos, n = 0, len(text)
+    while remove and pos < n:
+        s, used = prefix_at(pos)
+        if s != " ":
+            break
+        pos += used
     if pos >= n:
         return ""
-    out: list[str] = []
     space = SPACE if escape else " "
     dummy = prefix and model.add_dummy_prefix
-    if dummy and not model.treat_whitespace_as_suffix:
-        out.append(space)
+    out: list[str] = [space] if dummy and not model.treat_whitespace_as_suffix else []
     prev_space = remove
     while pos < n:
         s, used = prefix_at(pos)
@@ -311,15 +301,28 @@ def normalize_spm(model: SpmModel, text: str, prefix: bool) -> str:
             out.append(s.replace(" ", SPACE) if escape else s)
             prev_space = s.endswith(" ")
         pos += used
-        if not remove:
-            prev_space = False
+        prev_space = prev_space and remove
     result = "".join(out)
-    if remove:
-        while result.endswith(space):
-            result = result[: -len(space)]
-    if dummy and model.treat_whitespace_as_suffix:
-        result += space
-    return result
+    while remove and result.endswith(space):
+        result = result[: -len(space)]
+    return result + space if dummy and model.treat_whitespace_as_suffix else result
+
+
+def _prefix_reader(model: SpmModel, text: str):
+    """``NormalizePrefix``: (replacement, characters consumed) at a position: a USER_DEFINED piece as it is, else
+    the charsmap's longest match, else the character."""
+    trie, matcher = model.charsmap_trie, model.user_matcher
+
+    def prefix_at(i: int) -> tuple[str, int]:
+        if matcher is not None:
+            m = matcher.match(text, i)
+            if m:
+                return m.group(), m.end() - i
+        if trie is not None:
+            return trie.normalize_prefix(text, i)
+        return text[i], 1
+
+    return prefix_at
 
 
 class PrecompiledCharsmap:
