@@ -652,7 +652,7 @@ class Tokenizer:
         return {
             "name": self.name,
             "family": self.family,
-            "kind": self.kind,
+            "kind": "sentencepiece" if self.sentencepiece is not None else self.kind,
             "normalizer": self.pretokenizer.normalizer if self.pretokenizer else None,
             "pretokenizer": self.pretokenizer.describe() if self.pretokenizer else None,
             "patterns": list(self.pretokenizer.patterns) if self.pretokenizer else None,
@@ -664,6 +664,7 @@ class Tokenizer:
             "added_tokens": dict(sorted(self.added_tokens.items(), key=lambda kv: kv[1])),
             "token_flags": {t: f.as_dict() for t, f in sorted(self.token_flags.items())},
             "unreachable_tokens": len(self.unreachable_tokens()),
+            **({} if self.sentencepiece is None else {"sentencepiece": self.sentencepiece.describe()}),
             "superword": None
             if self.superword is None
             else {

@@ -87,6 +87,22 @@ class SpmModel:
             "frozen_users": self.frozen_users,
         }
 
+    def describe(self) -> dict:
+        """What ``beam-bpe info`` shows of the model."""
+        return {
+            "rules": self.rules,
+            "pieces": len(self.pieces),
+            "merges": len(self.merges) if self.rules == "merges" else None,
+            "byte_fallback": self.byte_fallback,
+            "unk_id": self.unk_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "add_dummy_prefix": self.add_dummy_prefix,
+            "remove_extra_whitespaces": self.remove_extra_whitespaces,
+            "precompiled_charsmap": bool(self.charsmap),
+            "treat_whitespace_as_suffix": self.treat_whitespace_as_suffix,
+        }
+
     # ------------------------------------------------------------------------------------------- tables
     @cached_property
     def mergeable(self) -> dict[str, int]:
