@@ -54,7 +54,7 @@ from pathlib import Path
 from benchlib import CORPORA, ROOT, load_records, run_json, spread, utf8_len
 from native_cases import GIGA_REFERENCE, LLAMACPP_VOCABS, PRESETS, run_case
 
-SECTIONS = ("split", "encode", "train", "vocabs")
+SECTIONS = ("split", "encode", "train", "vocabs", "sentencepiece")
 TRAINERS = ("ours", "rustbpe", "tokenizers", "gigatoken")
 
 
@@ -552,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
                 targets += print_targets(bench, preset, mb)
         if "vocabs" in args.only:
             good = print_vocabs(bench, args.vocab_mb) and good
+        if "sentencepiece" in args.only:  # benchmarks/bench_spm.py
+            from bench_spm import print_sentencepiece
+
+            good = print_sentencepiece(min(mb, 4.0)) and good
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     if targets:
         print(f"targets met: {sum(targets)} of {len(targets)}")

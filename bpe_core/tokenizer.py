@@ -180,6 +180,10 @@ class Tokenizer(TokenizerFiles):
         """Merged pairs as (left id, right id) in rank order (derived from ranks for rank-only vocabularies)."""
         if self._merge_ids is not None:
             return list(self._merge_ids)
+        if self.sentencepiece is not None:  # every split of a piece into two, best score first (or the file's list)
+            from bpe_core.formats.sentencepiece_json import merge_list
+
+            return merge_list(self.sentencepiece)
         if self._derived_merges is None:
             from bpe_core.model.vocab import merges_from_ranks
 
@@ -223,6 +227,11 @@ class Tokenizer(TokenizerFiles):
         :mod:`bpe_core.model.truncate`."""
         from bpe_core.model.truncate import truncated_arguments
 
+        if self.sentencepiece is not None:
+            raise ValueError(
+                "truncated() cuts byte-level merge lists; a SentencePiece-style vocabulary merges by piece score, "
+                "and its ids do not follow merge order (control and byte pieces first): it cannot be truncated"
+            )
         arguments = truncated_arguments(self, n_vocab)
         return self if arguments is None else Tokenizer(arguments.pop("vocab"), **arguments)
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import codecs
 import weakref
-from functools import cached_property
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Any
 
 from bpe_core import native
@@ -39,6 +39,8 @@ class SentencePieceBackend:
         self._native: Any = None
         self._native_tried = False
         self.kind = None
+        if name == "native":  # the core's tables with the tokenizer, as sentencepiece builds its own at load
+            self.native_encoder()
 
     # ------------------------------------------------------------------------------------------- encoding
     def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:

@@ -150,7 +150,10 @@ def _load_merges(src: Source, pretokenizer: PreTokenizerSpec | None) -> Tokenize
 
 def _load_huggingface(src: Source, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
     from bpe_core.formats.huggingface import loads_huggingface
+    from bpe_core.formats.sentencepiece_json import is_spm_json, spm_json_data
 
+    if is_spm_json(src.json):  # SentencePiece-style BPE (byte_fallback, ▁ spaces): bpe_core/formats/sentencepiece_json
+        return spm_json_data(src.json, src.path)
     return loads_huggingface(src.data, src.path)
 
 

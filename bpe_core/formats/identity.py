@@ -55,7 +55,7 @@ def describe(tok: Tokenizer) -> dict:
     return {
         "name": tok.name,
         "family": tok.family,
-        "kind": tok.kind,
+        "kind": "sentencepiece" if getattr(tok, "sentencepiece", None) is not None else tok.kind,
         "normalizer": pre.normalizer if pre else None,
         "pretokenizer": pre.describe() if pre else None,
         "patterns": list(pre.patterns) if pre else None,
@@ -67,6 +67,7 @@ def describe(tok: Tokenizer) -> dict:
         "added_tokens": dict(sorted(tok.added_tokens.items(), key=lambda kv: kv[1])),
         "token_flags": {t: f.as_dict() for t, f in sorted(tok.token_flags.items())},
         "unreachable_tokens": len(tok.unreachable_tokens()),
+        **({} if getattr(tok, "sentencepiece", None) is None else {"sentencepiece": tok.sentencepiece.describe()}),
         "superword": None
         if sw is None
         else {"rule": sw.rule, "word_model": sw.word_size, "supermerges": len(sw.merges)},

@@ -20,6 +20,7 @@ class TokenizerFiles:
         """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
         from bpe_core.formats.artifact import save_artifact
 
+        _refuse_sentencepiece(self, "tokenizer.bpe")
         save_artifact(self, path)
 
     @classmethod
@@ -53,6 +54,7 @@ class TokenizerFiles:
         """Write the BPE vocabulary as a ``.tiktoken`` rank file (pre-tokenizer and special tokens are not kept)."""
         from bpe_core.formats.tiktoken_file import save_tiktoken
 
+        _refuse_sentencepiece(self, "a .tiktoken rank file")
         save_tiktoken(self, path)
 
     @classmethod
@@ -82,6 +84,11 @@ class TokenizerFiles:
         """Write a ``tokenizer.json`` that Hugging Face ``tokenizers`` loads and that gives the same ids."""
         from bpe_core.formats.huggingface import save_huggingface
 
+        if getattr(self, "sentencepiece", None) is not None:  # bpe_core.formats.sentencepiece_json
+            from bpe_core._io import write_bytes_atomic
+            from bpe_core.formats.sentencepiece_json import dumps_spm_huggingface
+
+            return write_bytes_atomic(path, dumps_spm_huggingface(self))
         save_huggingface(self, path)
 
     @classmethod
@@ -107,4 +114,15 @@ class TokenizerFiles:
         """Write ``vocab.json`` and ``merges.txt`` into ``directory``; returns their paths."""
         from bpe_core.formats.gpt2_files import save_gpt2_files
 
+        _refuse_sentencepiece(self, "vocab.json + merges.txt")
         return save_gpt2_files(self, directory)
+
+
+def _refuse_sentencepiece(tok, target: str) -> None:
+    """A SentencePiece-style vocabulary (bpe_core.formats.sentencepiece) cannot be said in a byte-level format."""
+    if getattr(tok, "sentencepiece", None) is not None:
+        raise ValueError(
+            f"this is a SentencePiece-style vocabulary: {target} holds byte-level BPE only (no piece scores, no ▁ "
+            "spaces and dummy prefix, no <0x..> byte fallback), so it would give other ids; write a tokenizer.json "
+            "(to_huggingface) or keep the .model / GGUF file"
+        )
