@@ -19,8 +19,8 @@ from pipeline.corpus.batcher import Batcher
 from pipeline.corpus.formats.jsonl import jsonl_documents
 from pipeline.corpus.formats.parquet import parquet_documents
 from pipeline.corpus.formats.text import text_documents
-from pipeline.corpus.plan import CorpusSpec
-from pipeline.corpus.records import OFFSET, ROW, CorpusRange, DocumentBatch
+from pipeline.corpus.plan import CorpusSpec, compression_of
+from pipeline.corpus.records import OFFSET, PACKED, ROW, CorpusRange, DocumentBatch
 
 Reader = Callable[[CorpusRange, CorpusSpec, Batcher], Iterator[None]]
 # format -> (position kind, reader); its keys are pipeline.corpus.plan.FORMATS
@@ -32,10 +32,26 @@ READERS: dict[str, tuple[str, Reader]] = {
 
 
 def read_range(rng: CorpusRange, spec: CorpusSpec) -> Iterator[DocumentBatch]:
-    """The documents of one range, in file order, as batches; the final batch has ``last=True``."""
+    """The documents of one range, in file order, as batches; the final batch has ``last=True``.
+
+    A range of several small files (``kind == "files"``) reads them one after another into the same batches, so a
+    million one-line files make a few hundred batches, not a million.
+    """
     position_kind, reader = READERS[rng.format or spec.format]
     batcher = Batcher(rng, spec, position_kind)
-    for _ in reader(rng, spec, batcher):
-        if batcher.full():
-            yield batcher.take()
+    for piece in _pieces(rng):
+        batcher.begin_file(piece.source, piece.source_index)
+        for _ in reader(piece, spec, batcher):
+            if batcher.full():
+                yield batcher.take()
     yield batcher.take(last=True)
+
+
+def _pieces(rng: CorpusRange) -> Iterator[CorpusRange]:
+    """Each piece of a range as a one-file range (the range itself where it is one)."""
+    if rng.kind != PACKED:
+        yield rng
+        return
+    for path, source_index, start, end in rng.pieces:
+        kind = "file" if compression_of(path) or end == start else "bytes"
+        yield rng._replace(source=path, source_index=source_index, kind=kind, start=start, end=end, pieces=())

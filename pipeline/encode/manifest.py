@@ -5,7 +5,7 @@ No times and no runner in it: a rerun writes the same bytes (the run's times are
 
 from __future__ import annotations
 
-from pipeline.encode.integrity import recorded_versions
+from pipeline.encode.integrity import recorded_versions, versions_as_columns
 from pipeline.encode.shards import read_stats
 from pipeline.encode.tokenizer import file_sha256
 from pipeline.storage.manifest import check_reconciled
@@ -38,7 +38,8 @@ def build_manifest(plan) -> dict:
         "settings": identity["settings"],
         "given": [i.pattern for i in job.inputs],  # --input as given
         "root": layout.root,  # their common folder: document ids and sources below are relative to it
-        "inputs": recorded_versions(layout) or identity["inputs"],  # with each file's version, where recorded
+        # with each file's version, where recorded; as columns (paths, bytes, versions)
+        "inputs": versions_as_columns(recorded_versions(layout)) if recorded_versions(layout) else identity["inputs"],
         "shards": shards,
         "sources": _per_source(shards, policy.extra_tokens),
         "documents_read": totals["documents_read"],
@@ -63,7 +64,7 @@ def _tokenizer_info(tok, path: str, pretokenizer_option: str | None, identity: d
 
 def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     by_source: dict[str, dict] = {}
-    for s in (r for shard in shards for r in shard["ranges"]):
+    for s in (f for shard in shards for r in shard["ranges"] for f in range_files(r)):
         acc = by_source.setdefault(s["source"], {"path": s["source"], "documents": 0, "text_bytes": 0, "tokens": 0})
         acc["documents"] += s["documents"]
         acc["text_bytes"] += s["text_bytes"]
@@ -71,6 +72,16 @@ def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     for acc in by_source.values():
         acc["bytes_per_token"] = round(acc["text_bytes"] / acc["tokens"], 4) if acc["tokens"] else None
     return [by_source[k] for k in sorted(by_source)]
+
+
+def range_files(entry: dict) -> list[dict]:
+    """The files of a range's manifest entry with their ``documents``, ``tokens`` and ``text_bytes``: the range
+    itself, or each file of a range of several files (its ``sources`` columns)."""
+    files = entry.get("sources")
+    if not files:
+        return [entry]
+    keys = ("documents", "tokens", "text_bytes")
+    return [{"source": path, **{k: files[k][i] for k in keys}} for i, path in enumerate(files["paths"])]
 
 
 def summary_line(manifest: dict) -> str:

@@ -20,19 +20,21 @@ from pipeline.encode.streams import write_file
 from pipeline.storage.files import read_bytes
 
 
-def write_shard(layout: ShardLayout, index: int, parts: list[tuple[str, str, str]]) -> dict:
-    """Stream the part files ``(path, source, position_kind)``, in order, into shard ``index`` with its format's
-    writer; return ``{file: {bytes, sha256}}``."""
+def write_shard(layout: ShardLayout, index: int, parts: list[tuple[str, tuple, str]]) -> dict:
+    """Stream the part files ``(path, source runs, position_kind)``, in order, into shard ``index`` with its
+    format's writer; return ``{file: {bytes, sha256}}``. The runs are ``((source, source_index, documents, ...),
+    ...)``: one run for a part of one file."""
     writer_class = layout.format.writer
     with writer_class(layout.path(layout.name(index)), layout) as writer:
-        for path, source, kind in parts:
-            source = layout.relative(source)  # documents named relative to the inputs' root: a portable output
+        for path, runs, kind in parts:
+            # documents named relative to the inputs' root: a portable output
+            sources = [(layout.relative(run[0]), run[2]) for run in runs]
             table = read_part(path)
             tokens = table.column("tokens").combine_chunks()
             ids = tokens.values.to_numpy(zero_copy_only=False)
             offsets = tokens.offsets.to_numpy().astype(np.int64, copy=False)
             positions = table.column("position").combine_chunks()
-            writer.write(ids, offsets, **{name: _column(name, source, kind, positions) for name in writer.wants})
+            writer.write(ids, offsets, **{name: _column(name, sources, kind, positions) for name in writer.wants})
     return writer.close()  # already closed by the with block: the same stats
 
 
@@ -42,11 +44,16 @@ def document_ids(source: str, kind: str, positions) -> pa.Array:
     return pc.binary_join_element_wise(pa.scalar(prefix), pc.cast(positions, pa.string()), "")
 
 
-def _column(name: str, source: str, kind: str, positions: pa.Array):
+def _column(name: str, sources: list[tuple[str, int]], kind: str, positions: pa.Array):
     if name == "doc_ids":
-        return document_ids(source, kind, positions)
+        if len(sources) == 1:
+            return document_ids(sources[0][0], kind, positions)
+        cuts = np.cumsum([0] + [n for _, n in sources])
+        return pa.concat_arrays(
+            [document_ids(s, kind, positions[a:b]) for (s, _), a, b in zip(sources, cuts, cuts[1:], strict=True)]
+        )
     if name == "sources":
-        return [source] * len(positions)
+        return [s for s, n in sources for _ in range(n)]
     return positions.to_numpy()
 
 

@@ -45,6 +45,7 @@ class PartInfo(NamedTuple):
     verified: int
     dead_letters: list[DeadLetter]
     path: str  # "" when the batch holds no document to write
+    source_runs: tuple = ()  # EncodedBatch.source_runs: a batch of several files
 
 
 class ShardWritten(NamedTuple):
@@ -72,6 +73,7 @@ class WritePartFn(beam.DoFn):
         info = PartInfo(
             batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
             len(batch.positions), int(batch.offsets[-1]), batch.text_bytes, batch.verified, batch.dead_letters, path,
+            batch.source_runs,
         )  # fmt: skip
         yield self.layout.shard_of(batch.range_index), info
 
@@ -102,7 +104,7 @@ class FinalizeShardFn(beam.DoFn):
 
     def _write(self, index: int, parts: list[PartInfo]) -> dict:
         layout = self.layout
-        files = write_shard(layout, index, [(p.path, p.source, p.position_kind) for p in parts if p.path])
+        files = write_shard(layout, index, [(p.path, _runs(p), p.position_kind) for p in parts if p.path])
         dead = [d for p in parts for d in p.dead_letters]
         files.update(write_dead_letters(layout, index, dead))
         stats = {
@@ -113,7 +115,7 @@ class FinalizeShardFn(beam.DoFn):
             "files": files,
             "batches": len(parts),
             **_sums(parts),
-            "ranges": [dict(_sums(rp), index=r, source=layout.relative(rp[0].source)) for r, rp in _by_range(parts)],
+            "ranges": [_range_entry(layout, r, rp) for r, rp in _by_range(parts)],
         }
         write_stats(layout, index, stats)  # last: from here on the shard is complete
         remove(layout.path(TMP_DIR, layout.name(index)))
@@ -129,6 +131,29 @@ def _sums(parts: list[PartInfo]) -> dict:
     return dict(
         {key: sum(getattr(p, key) for p in parts) for key in SUMS}, dead_letters=sum(len(p.dead_letters) for p in parts)
     )
+
+
+def _runs(part: PartInfo) -> tuple:
+    return part.source_runs or ((part.source, -1, part.documents, part.tokens, part.text_bytes),)
+
+
+def _range_entry(layout: ShardLayout, index: int, parts: list[PartInfo]) -> dict:
+    """A range's line in the shard's stats; a range of several files also lists, as columns, its files with the
+    documents, tokens and text bytes of each (``sources``), so that document ids and per-file figures need no more."""
+    entry = dict(_sums(parts), index=index, source=layout.relative(parts[0].source))
+    if any(p.source_runs for p in parts):
+        paths: list[str] = []
+        columns: dict[str, list[int]] = {"documents": [], "tokens": [], "text_bytes": []}
+        for source, _, documents, tokens, size in (run for p in parts if p.documents for run in _runs(p)):
+            source = layout.relative(source)
+            if not paths or paths[-1] != source:
+                paths.append(source)
+                for values in columns.values():
+                    values.append(0)
+            for key, value in zip(columns, (documents, tokens, size), strict=True):
+                columns[key][-1] += value
+        entry["sources"] = {"paths": paths, **columns}
+    return entry
 
 
 def _by_range(parts: list[PartInfo]) -> list[tuple[int, list[PartInfo]]]:
