@@ -78,6 +78,13 @@ class Batcher:
         self.bytes += size
         self.pending += min(size, EXCERPT_CHARS * 4) + DOCUMENT_OVERHEAD
 
+    def add_dead(self, dead: DeadLetter) -> None:
+        """A dead letter found elsewhere (a joined block's, pipeline/corpus/packed.py), of the current file."""
+        self._count(0)
+        self.dead.append(dead)
+        self.read += 1
+        self.pending += len(dead.excerpt) * 4 + DOCUMENT_OVERHEAD
+
     def full(self) -> bool:
         return self.pending >= self.spec.batch_bytes
 

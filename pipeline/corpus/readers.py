@@ -19,6 +19,7 @@ from pipeline.corpus.batcher import Batcher
 from pipeline.corpus.formats.jsonl import jsonl_documents
 from pipeline.corpus.formats.parquet import parquet_documents
 from pipeline.corpus.formats.text import text_documents
+from pipeline.corpus.packed import joinable, read_joined
 from pipeline.corpus.plan import CorpusSpec, compression_of
 from pipeline.corpus.records import OFFSET, PACKED, ROW, CorpusRange, DocumentBatch
 
@@ -37,8 +38,16 @@ def read_range(rng: CorpusRange, spec: CorpusSpec) -> Iterator[DocumentBatch]:
     A range of several small files (``kind == "files"``) reads them one after another into the same batches, so a
     million one-line files make a few hundred batches, not a million.
     """
-    position_kind, reader = READERS[rng.format or spec.format]
+    fmt = rng.format or spec.format
+    position_kind, reader = READERS[fmt]
     batcher = Batcher(rng, spec, position_kind)
+    joined = read_joined(rng, spec, fmt, batcher) if rng.kind == PACKED and joinable(rng, spec, fmt) else None
+    if joined is not None:
+        for _ in joined:
+            if batcher.full():
+                yield batcher.take()
+        yield batcher.take(last=True)
+        return
     for piece in _pieces(rng):
         batcher.begin_file(piece.source, piece.source_index)
         for _ in reader(piece, spec, batcher):

@@ -48,10 +48,10 @@ def _column(name: str, sources: list[tuple[str, int]], kind: str, positions: pa.
     if name == "doc_ids":
         if len(sources) == 1:
             return document_ids(sources[0][0], kind, positions)
-        cuts = np.cumsum([0] + [n for _, n in sources])
-        return pa.concat_arrays(
-            [document_ids(s, kind, positions[a:b]) for (s, _), a, b in zip(sources, cuts, cuts[1:], strict=True)]
-        )
+        # a part of many small files: one prefix per file, repeated per document, joined in one Arrow call
+        prefixes = pa.array([document_id(s, kind, 0)[:-1] for s, _ in sources], pa.string())
+        owner = np.repeat(np.arange(len(sources)), [n for _, n in sources])
+        return pc.binary_join_element_wise(prefixes.take(pa.array(owner)), pc.cast(positions, pa.string()), "")
     if name == "sources":
         return [s for s, n in sources for _ in range(n)]
     return positions.to_numpy()
