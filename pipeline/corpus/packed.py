@@ -58,12 +58,12 @@ def _parse_joined(rng, spec, fmt, batcher: Batcher, contents: list[bytes]) -> It
     scratch = Batcher(rng, spec, batcher.kind)
     for offset, lines in few_lines(0, block):
         parse(lines, offset, spec.max_document_bytes, scratch)
-        _give_back(scratch.take(), rng, np.asarray(starts, np.int64), batcher)
-        yield
+        yield from _give_back(scratch.take(), rng, np.asarray(starts, np.int64), batcher)
 
 
-def _give_back(joined, rng: CorpusRange, starts: np.ndarray, batcher: Batcher) -> None:
-    """The documents and dead letters of the joined block, back in their files, in order."""
+def _give_back(joined, rng: CorpusRange, starts: np.ndarray, batcher: Batcher) -> Iterator[None]:
+    """The documents and dead letters of the joined block, back in their files, in order; yields after each file,
+    so that the caller cuts batches of about ``batch_bytes`` between files."""
     positions = np.asarray(joined.positions, np.int64)
     owner = np.searchsorted(starts, positions, side="right") - 1
     dead_owner = np.searchsorted(starts, [d.position for d in joined.dead_letters], side="right") - 1
@@ -79,6 +79,7 @@ def _give_back(joined, rng: CorpusRange, starts: np.ndarray, batcher: Batcher) -
         for d, o in zip(joined.dead_letters, dead_owner.tolist(), strict=True):
             if o == piece:
                 batcher.add_dead(d._replace(source=path, position=d.position - int(starts[piece])))
+        yield
 
 
 def _read(path: str, start: int, end: int) -> bytes:
