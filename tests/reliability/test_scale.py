@@ -368,7 +368,8 @@ def test_many_small_files_encode_with_each_document_named_by_its_file(tmp_path, 
     expected = _many_files(tmp_path / "in", 700)
     out = tmp_path / "out"
     code = main(["encode", "--tokenizer", r50k_artifact, "--input", str(tmp_path / "in"), "--out", str(out),
-                 "--shard-format", shard_format, "--shard-size", "6KB", "--range-bytes", "4096", "--no-progress"])  # fmt: skip
+                 "--shard-format", shard_format, "--shard-size", "6KB", "--range-bytes", "4096",
+                 "--no-progress"])  # fmt: skip
     m = json.loads((out / "manifest.json").read_text())
     assert code == 0 and m["documents_written"] == len(expected) and m["dead_letters"] == 1
     packed = [r for s in m["shards"] for r in s["ranges"] if r.get("sources")]
@@ -380,9 +381,11 @@ def test_many_small_files_encode_with_each_document_named_by_its_file(tmp_path, 
         by_source[path[len(root) :]] = by_source.get(path[len(root) :], 0) + 1
     assert {s["path"]: s["documents"] for s in m["sources"]} == by_source
     if shard_format == "parquet":
-        got = [(d, list(t)) for s in m["shards"] for d, t in zip(
-            *pq.read_table(out / next(f for f in s["files"] if f.endswith(".parquet")), columns=["doc_id", "tokens"]).to_pydict().values(),
-            strict=True)]  # fmt: skip
+        got = []
+        for s in m["shards"]:
+            name = next(f for f in s["files"] if f.endswith(".parquet"))
+            table = pq.read_table(out / name, columns=["doc_id", "tokens"]).to_pydict()
+            got += [(d, list(t)) for d, t in zip(table["doc_id"], table["tokens"], strict=True)]
         want = [(f"{p[len(root) :]}@{o}", tok.encode_ordinary(t)) for p, o, t in expected]
         assert got == want
     for path, offset, text in expected[::97]:  # read back through the manifest's ranges, by document id
@@ -415,5 +418,5 @@ def test_an_output_of_the_older_inputs_layout_is_refused_in_one_line_naming_over
     err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]  # the stage lines
     assert len(err) == 1 and "older beam-bpe" in err[0] and "--overwrite" in err[0], err
     assert main([*args, "--overwrite"]) == 0 and isinstance(json.loads(job.read_text())["inputs"], dict)
-    reliability.row(SCALE, "a resume of an output whose _shards/job.json lists its inputs one object per file (before "
-                    "issue 36)", "refused in one line that names --overwrite; --overwrite encodes it again")  # fmt: skip
+    reliability.row(SCALE, "a resume of an output whose _shards/job.json lists its inputs one object per file "
+                    "(before issue 36)", "refused in one line that names --overwrite; --overwrite encodes it again")  # fmt: skip
