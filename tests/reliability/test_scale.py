@@ -418,5 +418,8 @@ def test_an_output_of_the_older_inputs_layout_is_refused_in_one_line_naming_over
     err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]  # the stage lines
     assert len(err) == 1 and "older beam-bpe" in err[0] and "--overwrite" in err[0], err
     assert main([*args, "--overwrite"]) == 0 and isinstance(json.loads(job.read_text())["inputs"], dict)
-    reliability.row(SCALE, "a resume of an output whose _shards/job.json lists its inputs one object per file "
-                    "(before issue 36)", "refused in one line that names --overwrite; --overwrite encodes it again")  # fmt: skip
+    reliability.row(
+        SCALE,
+        "a resume of an output whose _shards/job.json lists its inputs one object per file (before issue 36)",
+        "refused in one line that names --overwrite; --overwrite encodes it again",
+    )
