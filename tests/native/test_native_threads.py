@@ -40,7 +40,7 @@ def mixed_docs() -> list[str]:
 
 
 def test_presets_take_the_fast_path():
-    # The tests of this file and test_native_encode / test_native_loaded must run through the native split.
+    # The tests of this file and test_native_encode / test_native_loaded_vocabularies must run through the native split.
     for preset, kind in (("r50k", "r50k"), ("p50k", "r50k"), ("cl100k", "cl100k"), ("o200k", "o200k")):
         tok = ours_openai(preset)
         tok.encode_ordinary("warm up")

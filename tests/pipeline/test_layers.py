@@ -1,6 +1,6 @@
 """The floors of pipeline/ hold (issue 23): a folder imports only folders below it, there is no circle between
 folders, and bpe_core imports no Apache Beam. Every import counts (module level, inside functions, under
-TYPE_CHECKING): the graph is read from the source with `ast` (tests/core/test_import_circles.py's walker).
+TYPE_CHECKING): the graph is read from the source with `ast` (tests/import_graph.py).
 
 The floors, from the ground up (ARCHITECTURE.md, "The rules")::
 
@@ -15,47 +15,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from import_graph import cycles, import_graph
+from import_graph import floor_violations, import_graph, room_of
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOORS = {"errors": 0, "storage": 1, "launch": 2, "corpus": 3, "encode": 4, "report": 4, "train": 5, "cli": 6}
+FLOORS = {"errors.py": 0, "storage/": 1, "launch/": 2, "corpus/": 3, "encode/": 4, "report/": 4, "train/": 5,
+          "cli/": 6}  # fmt: skip
 
 
-def folder_of(module: str) -> str | None:
-    """``pipeline.corpus.plan`` -> ``corpus``; ``pipeline.errors`` -> ``errors``; ``pipeline`` itself -> None."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else None
-
-
-def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """Folder -> the other folders its modules import."""
+def folder_graph(graph: dict[str, set[str]], root: Path = ROOT / "pipeline") -> dict[str, set[str]]:
+    """Room (``storage/``, ``errors.py``) -> the other rooms its modules import."""
+    room = room_of((root,))
     out: dict[str, set[str]] = {}
     for module, targets in graph.items():
-        here = folder_of(module)
-        if here is None:
-            continue
-        out.setdefault(here, set()).update(t for t in map(folder_of, targets) if t is not None and t != here)
+        here = room(module)
+        if here is not None:
+            out.setdefault(here, set()).update(t for t in map(room, targets) if t is not None and t != here)
     return out
 
 
 def layering_violations(root: Path) -> list[str]:
     """Every import of ``root`` (a ``pipeline`` package) that goes sideways or up a floor, or leaves the floors."""
-    graph = import_graph(root)
-    found = []
-    for module, targets in sorted(graph.items()):
-        here = folder_of(module)
-        for target in sorted(targets):
-            there = folder_of(target)
-            if here is None or there is None or there == here:
-                continue
-            if here not in FLOORS or there not in FLOORS:
-                found.append(f"{module} -> {target}: {here if here not in FLOORS else there}/ has no floor in FLOORS")
-            elif FLOORS[there] >= FLOORS[here]:
-                found.append(f"{module} -> {target}: {here}/ (floor {FLOORS[here]}) imports {there}/ (floor "
-                             f"{FLOORS[there]}); a folder imports only the floors below it")  # fmt: skip
-    for circle in cycles(folder_graph(graph)):
-        found.append(f"the folders {' <-> '.join(circle)} import each other")
-    return found
+    return floor_violations(import_graph(root), room_of((root,)), FLOORS)
 
 
 def beam_imports(root: Path) -> list[str]:
@@ -77,14 +57,14 @@ def beam_imports(root: Path) -> list[str]:
 def test_pipeline_folders_import_only_downward():
     graph = import_graph(ROOT / "pipeline")
     assert {"pipeline.storage.files", "pipeline.cli.app", "pipeline.errors"} <= set(graph)
-    assert sorted(f for f in folder_graph(graph) if f is not None) == sorted(FLOORS), "a folder without a floor"
+    assert sorted(folder_graph(graph)) == sorted(FLOORS), "a folder without a floor"
     assert layering_violations(ROOT / "pipeline") == []
 
 
 def test_launch_and_storage_import_no_stage_and_no_command():
     folders = folder_graph(import_graph(ROOT / "pipeline"))
-    for low in ("launch", "storage"):
-        assert not folders.get(low, set()) & {"corpus", "train", "encode", "report", "cli"}, low
+    for low in ("launch/", "storage/"):
+        assert not folders.get(low, set()) & {"corpus/", "train/", "encode/", "report/", "cli/"}, low
 
 
 def test_bpe_core_imports_no_beam():
@@ -121,9 +101,10 @@ def test_a_planted_upward_import_fails(tmp_path):
     planted = dict(CLEAN, **{"storage/files.py": "def f():\n    from pipeline.train import job\n"})
     found = layering_violations(_plant(tmp_path, planted))
     assert any(
-        v.startswith("pipeline.storage.files -> pipeline.train.job: storage/ (floor 1) imports train/") for v in found
+        v.startswith("pipeline.storage.files -> pipeline.train.job: storage/ (floor 1) imports train/ (floor 5)")
+        for v in found
     ), found
-    assert "the folders corpus <-> storage <-> train import each other" in found
+    assert "corpus/ <-> storage/ <-> train/ import each other" in found
 
 
 def test_a_sideways_import_and_a_folder_without_a_floor_fail(tmp_path):
@@ -140,4 +121,4 @@ def test_a_sideways_import_and_a_folder_without_a_floor_fail(tmp_path):
     assert any(
         v.startswith("pipeline.report.run -> pipeline.encode.job: report/ (floor 4) imports encode/") for v in found
     )
-    assert any(v.startswith("pipeline.corpus.read -> pipeline.extra.thing: extra/ has no floor") for v in found)
+    assert any(v == "pipeline.corpus.read -> pipeline.extra.thing: extra/ has no floor" for v in found)

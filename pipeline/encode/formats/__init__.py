@@ -1,7 +1,8 @@
 """The shard formats of ``encode --shard-format``: one module each, one registry, :data:`FORMATS`.
 
     parquet.py     doc_id, tokens, num_tokens (the default)
-    megatron.py    Megatron-LM .bin/.idx (+ .positions.npy), megatron_data_path.txt; --merge in megatron_merge.py
+    megatron.py    Megatron-LM .bin/.idx (+ .positions.npy), megatron_data_path.txt; the index format in
+                   megatron_index.py, --merge in megatron_merge.py
     datatrove.py   datatrove / nanotron .ds, .ds.index, .ds.metadata; an EOS after each document
     dolma.py       dolma / OLMo .npy memmap and .csv.gz; an EOS after each document (``npy``)
     llmc.py        llm.c .bin; an EOT before each document

@@ -23,12 +23,12 @@ import struct
 import fsspec
 import numpy as np
 
-from pipeline.encode.formats import megatron
+from pipeline.encode.formats.megatron_index import CODE_DTYPES, DTYPE_CODES, HEADER, VERSION
 from pipeline.encode.streams import ShardFiles
 
-SUFFIXES = megatron.MERGED_SUFFIXES
+SUFFIXES = (".bin", ".idx")  # {prefix}.bin and {prefix}.idx
 CHUNK = 1 << 20  # index entries (and 4 MiB of .bin ids per read) held at once
-_FIXED = len(megatron.HEADER) + struct.calcsize("<QBQQ")
+_FIXED = len(HEADER) + struct.calcsize("<QBQQ")
 
 
 class MergeError(RuntimeError):
@@ -76,10 +76,10 @@ def _header(prefix: str, dtype: np.dtype) -> tuple[int, int, int]:
     name = prefix + ".idx"
     with fsspec.open(name, "rb") as f:
         head = f.read(_FIXED)
-        if len(head) < _FIXED or not head.startswith(megatron.HEADER):
+        if len(head) < _FIXED or not head.startswith(HEADER):
             raise MergeError(f"{name}: not a Megatron index")
-        version, code, sequences, documents = struct.unpack_from("<QBQQ", head, len(megatron.HEADER))
-        if version != megatron.VERSION or megatron.CODE_DTYPES.get(code) is not dtype.type:
+        version, code, sequences, documents = struct.unpack_from("<QBQQ", head, len(HEADER))
+        if version != VERSION or CODE_DTYPES.get(code) is not dtype.type:
             raise MergeError(f"{name}: version {version}, dtype code {code}; the merge expects version 1, {dtype.name}")
         tokens = 0
         for lengths in _section(f, _FIXED, sequences, "<i4"):
@@ -124,9 +124,7 @@ def _write_bin(out, prefixes: list[str], heads: list[tuple[int, int, int]], dtyp
 
 def _write_idx(out, prefixes: list[str], heads: list[tuple[int, int, int]], dtype: np.dtype, sequences: int) -> None:
     documents = 1 + sum(d - 1 for _, d, _ in heads)  # each shard's list opens with its own 0
-    out.write(
-        megatron.HEADER + struct.pack("<QBQQ", megatron.VERSION, megatron.DTYPE_CODES[dtype.type], sequences, documents)
-    )
+    out.write(HEADER + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dtype.type], sequences, documents))
     for prefix, (n, _, _) in zip(prefixes, heads, strict=True):  # lengths
         with fsspec.open(prefix + ".idx", "rb") as f:
             for lengths in _section(f, _FIXED, n, "<i4"):

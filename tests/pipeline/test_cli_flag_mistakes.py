@@ -1,5 +1,6 @@
-"""Edges a new user met: --format against the input names, --from-counts given the counts folder itself, the
-train summary with held-out documents."""
+"""Flag mistakes a new user made, each warned about or refused naming the fix: --format against the input names,
+--from-counts given the counts folder itself, llm.c's EOS, a second job in the same --out, a format that needs an
+EOS the tokenizer lacks."""
 
 from __future__ import annotations
 

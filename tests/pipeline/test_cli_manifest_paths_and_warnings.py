@@ -1,4 +1,4 @@
-"""Issue 14 item 6: shard names from a manifest stay inside the output; Beam's apitools warning is not shown."""
+"""Shard names from a manifest stay inside the output; Beam's apitools warning is not shown (issue 14 item 6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The doors of issue 25: ``--workers N``, decode's byte-exact and streaming output, ``decode --shards`` without
-``--tokenizer``, ``convert`` by suffix, one flag per concept, a clean stop and portable outputs."""
+"""The CLI's ways in and out (issue 25): ``--workers N``, decode's byte-exact and streaming output, ``decode --shards``
+without ``--tokenizer``, ``convert`` by suffix, one flag per concept, a clean stop and portable outputs."""
 
 from __future__ import annotations
 
