@@ -121,10 +121,8 @@ def _runs(values: list[int]) -> list[list[int]]:
 
 def compression_of(path: str) -> str | None:
     """The compression implied by the file name (``.gz``, ``.bz2``, ``.zst``), else None."""
-    for ext, name in COMPRESSIONS.items():
-        if path.endswith(ext):
-            return name
-    return None
+    dot = path.rfind(".")
+    return COMPRESSIONS.get(path[dot:]) if dot >= 0 else None
 
 
 def plan_corpus(inputs: list[InputSpec], spec: CorpusSpec, *, range_bytes: int = DEFAULT_RANGE_BYTES) -> CorpusPlan:
@@ -223,14 +221,15 @@ def cut_ranges(files: list[SourceFile], spec: CorpusSpec, range_bytes: int) -> l
     pack: list[int] = []
     pack_cost = 0
     for i, (source, fmt) in enumerate(zip(files, formats, strict=True)):
-        small = fmt != "parquet" and _cost(source) <= range_bytes // 2
+        cost = _cost(source)
+        small = fmt != "parquet" and cost <= range_bytes // 2
         if pack and not (small and _same_pack(files, formats, pack[0], i) and len(pack) < MAX_PIECES
-                         and pack_cost + _cost(source) <= range_bytes):  # fmt: skip
+                         and pack_cost + cost <= range_bytes):  # fmt: skip
             ranges += _packed(files, formats, pack, spec, len(ranges))
             pack, pack_cost = [], 0
         if small:
             pack.append(i)
-            pack_cost += _cost(source)
+            pack_cost += cost
             continue
         common = _common(source, i, fmt, spec)
         if fmt == "parquet":
