@@ -33,6 +33,9 @@ DEFAULT_MAX_DOCUMENT_BYTES = 32 << 20
 # Packing small files: at most this many files in one range (a range's pickle stays under ~0.5 MB of paths), a
 # compressed file counted as this many times its size (text and JSONL compress 3-5x with gzip or zstd).
 MAX_PIECES = 4096
+# Files are packed only in a corpus of more than this many: below it, a file per range costs little (~3 ms each) and
+# keeps a corpus of a few small files spread over workers.
+PACK_ABOVE_FILES = 256
 COMPRESSED_RATIO = 4
 # The plan opens at most this many files to check that they read (a spread sample beyond), on this many threads.
 CHECK_OPENS = 1024
@@ -220,9 +223,10 @@ def cut_ranges(files: list[SourceFile], spec: CorpusSpec, range_bytes: int) -> l
     ranges: list[CorpusRange] = []
     pack: list[int] = []
     pack_cost = 0
+    packing = len(files) > PACK_ABOVE_FILES
     for i, (source, fmt) in enumerate(zip(files, formats, strict=True)):
         cost = _cost(source)
-        small = fmt != "parquet" and cost <= range_bytes // 2
+        small = packing and fmt != "parquet" and cost <= range_bytes // 2
         if pack and not (small and _same_pack(files, formats, pack[0], i) and len(pack) < MAX_PIECES
                          and pack_cost + cost <= range_bytes):  # fmt: skip
             ranges += _packed(files, formats, pack, spec, len(ranges))

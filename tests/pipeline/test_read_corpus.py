@@ -432,7 +432,10 @@ def _per_file(folder, spec):
 
 @pytest.mark.parametrize("fmt,files", [("text", SMALL_TEXT_FILES), ("jsonl", SMALL_JSONL_FILES)])
 @pytest.mark.parametrize("bom_later", [False, True])
-def test_small_files_packed_into_one_range_read_as_each_file_alone(tmp_path, fmt, files, bom_later):
+def test_small_files_packed_into_one_range_read_as_each_file_alone(tmp_path, fmt, files, bom_later, monkeypatch):
+    import pipeline.corpus.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "PACK_ABOVE_FILES", 0)
     files = dict(files)
     if not bom_later:
         files = {k: v for k, v in files.items() if not (v or b"").startswith(b"\xef\xbb\xbf")}
@@ -474,6 +477,7 @@ def test_packing_keeps_weights_formats_and_limits_apart(tmp_path, monkeypatch):
         (folder / f"b{i:02d}.jsonl").write_text('{"text": "y"}\n')
     (folder / "c-big.txt").write_text("z" * 5000 + "\n")
     monkeypatch.setattr(plan_module, "MAX_PIECES", 20)
+    monkeypatch.setattr(plan_module, "PACK_ABOVE_FILES", 0)
     spec = CorpusSpec("auto")
     plan = plan_corpus([InputSpec(str(folder / "a*")), InputSpec(str(folder / "b*"), weight=3),
                         InputSpec(str(folder / "c*"))], spec, range_bytes=4096)  # fmt: skip
@@ -484,6 +488,16 @@ def test_packing_keeps_weights_formats_and_limits_apart(tmp_path, monkeypatch):
     assert [r.index for r in plan.ranges] == list(range(len(plan.ranges)))
     seen = [p[0] for r in plan.ranges for p in (r.pieces or [(r.source,)])]
     assert sorted(set(seen)) == [f.path for f in plan.files]
+
+
+def test_a_few_small_files_stay_a_range_each(tmp_path):
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for i in range(256):
+        (folder / f"f{i:03d}.txt").write_text("x\n")
+    assert [r.kind for r in plan_corpus([InputSpec(str(folder))], CorpusSpec("text")).ranges] == ["bytes"] * 256
+    (folder / "f256.txt").write_text("x\n")
+    assert [r.kind for r in plan_corpus([InputSpec(str(folder))], CorpusSpec("text")).ranges] == ["files"]
 
 
 def test_plan_describes_its_files_as_columns(tmp_path):
