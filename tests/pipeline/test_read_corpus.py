@@ -523,3 +523,19 @@ def test_an_unreadable_file_among_many_fails_the_plan_naming_it(tmp_path):
     (folder / "f2999.txt").symlink_to(tmp_path / "gone.txt")
     with pytest.raises(CorpusError, match="cannot read input file .*f2999.txt"):
         plan_corpus([InputSpec(str(folder))], CorpusSpec("text"))
+
+
+def test_the_read_stage_has_the_same_transforms_for_one_range_and_for_many(tmp_path):
+    def leaves(n_files: int) -> int:
+        folder = tmp_path / f"n{n_files}"
+        folder.mkdir()
+        for i in range(n_files):
+            (folder / f"f{i:04d}.txt").write_text(f"line {i}\n")
+        plan = plan_corpus([InputSpec(str(folder))], CorpusSpec("text"), range_bytes=64)
+        pipeline = beam.Pipeline()
+        _ = pipeline | ReadCorpus(plan, CorpusSpec("text"))
+        proto = pipeline.to_runner_api()
+        return len(plan.ranges), sum(1 for t in proto.components.transforms.values() if not t.subtransforms)
+
+    (one, one_leaves), (many, many_leaves) = leaves(1), leaves(2000)
+    assert (one, many > 30) == (1, True) and one_leaves == many_leaves
