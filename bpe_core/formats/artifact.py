@@ -49,6 +49,7 @@ import base64
 import binascii
 import hashlib
 import json
+import warnings
 from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
@@ -146,8 +147,10 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
     patterns = reader.field("pretokenizer", json.loads)
     pre_name = reader.field("pretokenizer_name", json.loads)
     ignore_merges = reader.field("ignore_merges", json.loads)
-    for key in ("beam_bpe_version", "regex_version", "regex_unicode_version"):
-        reader.field(key, json.loads)
+    made_with = {
+        key: reader.field(key, json.loads) for key in ("beam_bpe_version", "regex_version", "regex_unicode_version")
+    }
+    _warn_other_unicode(path, made_with["regex_unicode_version"])
     vocab = dict(reader.section("vocab", _parse_vocab_line))
     if len(vocab) != reader.last_count:
         raise TokenizerFileError(path, "duplicate token id in the vocab section", line=reader.pos)
@@ -171,6 +174,20 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
     )
 
 
+def _warn_other_unicode(path, recorded) -> None:
+    """A file trained where the pre-tokenizer's Unicode tables were of another version: the characters assigned in
+    between are letters or numbers to one and unassigned to the other, so they split (and encode) differently."""
+    current = regex_unicode_version()
+    if isinstance(recorded, str) and recorded != current:
+        warnings.warn(
+            f"beam-bpe: {path} was written where the pre-tokenizer's Unicode tables were Unicode {recorded}; this "
+            f"beam-bpe splits with Unicode {current} (the regex module's): text with characters assigned between the "
+            "two may split, and so encode, differently from where the file was made",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
 def _superword(reader: _Reader, vocab: dict[int, bytes]):
     """The ``superword`` line and the ``supermerges`` section (format version 3)."""
     from bpe_core.superword.reference import RULES, Supermerges
@@ -184,11 +201,23 @@ def _superword(reader: _Reader, vocab: dict[int, bytes]):
             "the file was written by a newer version",
             line=line,
         )
+    if not 0 < word_size <= len(vocab):
+        raise TokenizerFileError(reader.path, f"superword word-model size {word_size} is not between 1 and the "
+                                 f"vocabulary's {len(vocab)} ids", line=line)  # fmt: skip
     merges = reader.section("supermerges", _parse_merge_line)
+    first = reader.pos - len(merges) + 1  # the line of supermerge 0
+    seen: dict[tuple[int, int], int] = {}
+    for rank, pair in enumerate(merges):  # as strict as the merges: a pair merged twice is a damaged file
+        if pair in seen:
+            raise TokenizerFileError(reader.path, f"duplicate supermerge {pair[0]} {pair[1]} (rank {rank}, first at "
+                                     f"rank {seen[pair]})", line=first + rank)  # fmt: skip
+        seen[pair] = rank
     try:
         return Supermerges.from_vocab(merges, vocab, word_size, rule)
     except ValueError as exc:
-        raise TokenizerFileError(reader.path, str(exc), line=reader.pos) from None
+        bad = next((r for r, (a, b) in enumerate(merges) if a not in vocab or b not in vocab
+                    or vocab[a] + vocab[b] not in set(vocab.values())), None)  # fmt: skip
+        raise TokenizerFileError(reader.path, str(exc), line=reader.pos if bad is None else first + bad) from None
 
 
 def _parse_superword_line(value: str) -> tuple[str, int]:

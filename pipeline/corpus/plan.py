@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 import fsspec
 import pyarrow.parquet as pq
 
+from pipeline.corpus.formats import FORMATS as CORPUS_FORMATS
 from pipeline.corpus.listing import list_pattern
 from pipeline.corpus.names import AUTO, format_of_file
-from pipeline.corpus.records import PACKED, CorpusRange
+from pipeline.corpus.records import PACKED, ROW, CorpusRange
 from pipeline.errors import CorpusError, NothingWrittenError
 from pipeline.storage.paths import is_url
 
-FORMATS = ("text", "jsonl", "parquet")
+FORMATS = tuple(CORPUS_FORMATS)  # the registry (pipeline/corpus/formats/__init__.py): --format's choices
 TEXT_UNITS = ("line", "file")
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 # 4 MiB ranges: a 50 MB file spreads over 12 workers, and a range (plus its Python strings) stays small in memory.
@@ -62,7 +63,7 @@ class CorpusSpec:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS and self.format != AUTO:
+        if self.format not in CORPUS_FORMATS and self.format != AUTO:
             raise CorpusError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.text_unit not in TEXT_UNITS:
             raise CorpusError(f"--text-unit must be one of {', '.join(TEXT_UNITS)}, got {self.text_unit!r}")
@@ -218,7 +219,7 @@ def cut_ranges(files: list[SourceFile], spec: CorpusSpec, range_bytes: int) -> l
     large files, and runs of small whole files packed into one range each."""
     formats = [format_of_file(f.path) if spec.format == AUTO else spec.format for f in files]
     with ThreadPoolExecutor(CHECK_THREADS) as pool:
-        parquet = [f.path for f, fmt in zip(files, formats, strict=True) if fmt == "parquet"]
+        parquet = [f.path for f, fmt in zip(files, formats, strict=True) if _by_rows(fmt)]
         footers = dict(pool.map(_row_groups, parquet))
     ranges: list[CorpusRange] = []
     pack: list[int] = []
@@ -226,7 +227,7 @@ def cut_ranges(files: list[SourceFile], spec: CorpusSpec, range_bytes: int) -> l
     packing = len(files) > PACK_ABOVE_FILES
     for i, (source, fmt) in enumerate(zip(files, formats, strict=True)):
         cost = _cost(source)
-        small = packing and fmt != "parquet" and cost <= range_bytes // 2
+        small = packing and not _by_rows(fmt) and cost <= range_bytes // 2
         if pack and not (small and _same_pack(files, formats, pack[0], i) and len(pack) < MAX_PIECES
                          and pack_cost + cost <= range_bytes):  # fmt: skip
             ranges += _packed(files, formats, pack, spec, len(ranges))
@@ -236,13 +237,17 @@ def cut_ranges(files: list[SourceFile], spec: CorpusSpec, range_bytes: int) -> l
             pack_cost += cost
             continue
         common = _common(source, i, fmt, spec)
-        if fmt == "parquet":
+        if _by_rows(fmt):  # rows: ranges are row groups
             ranges += _row_group_ranges(footers[source.path], len(ranges), common)
         else:
             ranges += _byte_ranges(source, spec, range_bytes, len(ranges), common)
     if pack:
         ranges += _packed(files, formats, pack, spec, len(ranges))
     return ranges
+
+
+def _by_rows(fmt: str) -> bool:
+    return CORPUS_FORMATS[fmt].position_kind == ROW
 
 
 def _same_pack(files, formats, first: int, i: int) -> bool:

@@ -5,7 +5,8 @@ No times and no runner in it: a rerun writes the same bytes (the run's times are
 
 from __future__ import annotations
 
-from pipeline.encode.integrity import recorded_versions, versions_as_columns
+from pipeline.encode.integrity import recorded_versions
+from pipeline.encode.receipts import run_record
 from pipeline.encode.shards import read_stats
 from pipeline.encode.tokenizer import file_sha256
 from pipeline.storage.manifest import check_reconciled
@@ -39,7 +40,8 @@ def build_manifest(plan) -> dict:
         "given": [i.pattern for i in job.inputs],  # --input as given
         "root": layout.root,  # their common folder: document ids and sources below are relative to it
         # with each file's version, where recorded; as columns (paths, bytes, versions)
-        "inputs": versions_as_columns(recorded_versions(layout)) if recorded_versions(layout) else identity["inputs"],
+        # one object per file, as pipeline/encode/receipts.py reads them (job.json and inputs.json hold columns)
+        "inputs": recorded_versions(layout) or _inputs_of(identity),
         "shards": shards,
         "sources": _per_source(shards, policy.extra_tokens),
         "documents_read": totals["documents_read"],
@@ -50,6 +52,7 @@ def build_manifest(plan) -> dict:
         "verified": totals["verified"],
     }
     check_reconciled(manifest, "documents_written")
+    manifest.update(run_record(plan, manifest))  # run_hash, run_versions, receipts (pipeline/encode/receipts.py)
     return manifest
 
 
@@ -72,6 +75,11 @@ def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     for acc in by_source.values():
         acc["bytes_per_token"] = round(acc["text_bytes"] / acc["tokens"], 4) if acc["tokens"] else None
     return [by_source[k] for k in sorted(by_source)]
+
+
+def _inputs_of(identity: dict) -> list[dict]:
+    inputs = identity["inputs"]
+    return [{"path": p, "bytes": b} for p, b in zip(inputs["paths"], inputs["bytes"], strict=True)]
 
 
 def range_files(entry: dict) -> list[dict]:
@@ -97,6 +105,11 @@ def summary_line(manifest: dict) -> str:
         f"; {path} changed since its shards were written: {len(shards)} shard(s) redone"
         for path, shards in sorted(changed.items())
     )
+    redone = run.get("redone") or {}
+    if redone:
+        named = ", ".join(f"{name} ({why})" for name, why in list(redone.items())[:5])
+        more = f" and {len(redone) - 5} more" if len(redone) > 5 else ""
+        reread += f"; redid {len(redone)} shard(s): {named}{more}"
     return (
         f"{done}encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
         f"{manifest['tokens']} tokens in {len(manifest['shards'])} {manifest['settings']['shard_format']} shards"

@@ -33,7 +33,7 @@ def test_a_second_lease_on_a_live_output_is_refused_naming_the_owner(tmp_path):
     on_disk = json.loads(open(_lease_file(tmp_path)).read())
     assert on_disk["run_id"] == first.record.run_id
     assert on_disk["pid"] == os.getpid() and on_disk["host"] == socket.gethostname()
-    assert set(on_disk) == {"run_id", "host", "pid", "command", "started", "renewed"}
+    assert set(on_disk) == {"run_id", "host", "pid", "command", "started", "renewed", "pid_started", "group"}
     with pytest.raises(LeaseHeldError) as err:
         Lease(str(tmp_path), command="train").acquire()
     message = str(err.value)

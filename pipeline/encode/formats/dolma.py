@@ -22,22 +22,23 @@ empty after ``str.strip()``; here every document the encode job keeps is written
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import io
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
 
 from pipeline.encode.formats.base import (
+    FileShardWriter,
     ShardFormat,
-    TokenShardWriter,
     check_batch,
     check_token_id,
     eos_after_each,
     id_dtype,
     layout_n_vocab,
 )
-from pipeline.encode.streams import ShardFiles
 from pipeline.errors import ShardFileError
 
 SUFFIXES = (".npy", ".csv.gz")
@@ -53,7 +54,7 @@ def memmap_dtype(n_vocab: int) -> np.dtype:
     return np.dtype(np.min_scalar_type(n_vocab - 1)).newbyteorder("<")
 
 
-class DolmaWriter(TokenShardWriter):
+class DolmaWriter(FileShardWriter):
     """Stream document batches into ``{prefix}.npy`` and ``{prefix}.csv.gz``.
 
     Each batch brings the documents' ``doc_ids``, ``sources`` and ``positions`` (dolma's ``id``, ``src`` and
@@ -66,13 +67,9 @@ class DolmaWriter(TokenShardWriter):
         self.dtype = memmap_dtype(n_vocab)
         self.tokens = 0
         self.documents = 0
-        self._files = ShardFiles()
-        try:
-            self._npy = self._files.open(prefix + ".npy")
-            self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self._files.open(prefix + ".csv.gz"), mtime=0)
-        except BaseException as exc:
-            self._files.abort(exc)
-            raise
+        super().__init__(prefix + ".npy", prefix + ".csv.gz")
+        self._npy = self.streams[0]
+        self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self.streams[1], mtime=0)
 
     def write(self, ids, offsets, doc_ids=None, sources=None, positions=None) -> None:
         """Append a batch; ``doc_ids``, ``sources`` and ``positions`` (dolma's ``id``, ``src``, ``loc``) are lists or
@@ -100,14 +97,8 @@ class DolmaWriter(TokenShardWriter):
         self.tokens += int(values.size)
         self.documents += int(lengths.size)
 
-    def close(self) -> dict[str, dict]:
-        if self.files is None:
-            self._gzip.close()  # writes the gzip trailer; the file itself is closed (renamed) below
-            self.files = self._files.close()
-        return self.files
-
-    def abort(self, exc: BaseException | None = None) -> None:
-        self._files.abort(exc)
+    def _finish(self) -> None:
+        self._gzip.close()  # writes the gzip trailer; the file itself is closed (renamed) by the base
 
 
 class DolmaShardWriter(DolmaWriter):
@@ -161,6 +152,33 @@ def read_dolma_shard(prefix: str, shard: dict) -> Iterator[tuple[str, np.ndarray
         yield doc_id, ids[start:end]
 
 
+def dolma_doc_batches(prefix: str, shard: dict, size: int = 65536):
+    """Per ``size`` documents: their ids, streamed from the ``.csv.gz``, and a loader of their ids read from the
+    ``.npy`` by offset (``beam-bpe verify``: the memory of one batch, not of the shard)."""
+    import fsspec
+    import pyarrow as pa
+
+    with fsspec.open(prefix + ".csv.gz", "rb") as raw, gzip.open(raw, "rt", encoding="utf-8", newline="") as text:
+        rows = csv.reader(text)
+        while batch := [(int(r[0]), int(r[1]), r[2]) for r in itertools.islice(rows, size)]:
+            yield pa.array([r[2] for r in batch], pa.string()), functools.partial(_npy_slice, prefix, shard, batch)
+
+
+def _npy_slice(prefix: str, shard: dict, batch: list) -> tuple[np.ndarray, np.ndarray]:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(prefix + ".npy")
+    width = fs.size(path) // shard["tokens"] if shard.get("tokens") else 2
+    first, last = batch[0][0], max(r[1] for r in batch)
+    with fs.open(path, "rb") as f:
+        f.seek(first * width)
+        ids = np.frombuffer(f.read((last - first) * width), f"<u{width}")
+    if all(a[1] == b[0] for a, b in zip(batch, batch[1:], strict=False)):  # back to back, as the writer puts them
+        return ids, np.array([r[0] for r in batch] + [batch[-1][1]], dtype=np.int64) - first
+    parts = [ids[start - first : end - first] for start, end, _ in batch]
+    return np.concatenate(parts), np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+
+
 FORMAT = ShardFormat(
     name="npy",
     label="npy (dolma/OLMo memmap)",
@@ -168,6 +186,7 @@ FORMAT = ShardFormat(
     dtype=lambda n_vocab: memmap_dtype(n_vocab).name,  # uint8 for 256 ids, as dolma chooses
     writer=DolmaShardWriter,
     reader=read_dolma_shard,
+    doc_batches=dolma_doc_batches,
     separators=eos_after_each,
     separator_help="an EOS after each document",
 )
