@@ -39,8 +39,8 @@ def build_manifest(plan) -> dict:
         "settings": identity["settings"],
         "given": [i.pattern for i in job.inputs],  # --input as given
         "root": layout.root,  # their common folder: document ids and sources below are relative to it
-        # with each file's version, where recorded; as columns (paths, bytes, versions)
-        # one object per file, as pipeline/encode/receipts.py reads them (job.json and inputs.json hold columns)
+        # with each file's version, where recorded; one object per file, as pipeline/encode/receipts.py reads
+        # them (job.json and inputs.json hold columns)
         "inputs": recorded_versions(layout) or _inputs_of(identity),
         "shards": shards,
         "sources": _per_source(shards, policy.extra_tokens),
