@@ -57,19 +57,21 @@ def count_tokens(tok: Tokenizer, args: argparse.Namespace) -> dict:
     """``{"files": [{"file", "documents", "bytes", "tokens", "dead_letters"}, ...], "total": {...}}``; bytes are
     the UTF-8 bytes of the documents' text."""
     from pipeline.corpus.readers import read_range  # pyarrow: only for this command
+    from pipeline.corpus.records import split_by_source
 
     spec = corpus_spec(args)
     plan = plan_corpus([InputSpec(p) for p in args.input], spec, range_bytes=args.range_bytes)
     rows = {f.path: dict.fromkeys(COLUMNS, 0) for f in plan.files}
     for rng in plan.ranges:
-        row = rows[rng.source]
         for batch in read_range(rng, spec):
-            row["documents"] += len(batch.texts)
-            row["dead_letters"] += len(batch.dead_letters)
-            if batch.texts:
-                ids, offsets = tok.encode_ordinary_flat(batch.texts, num_threads=args.threads)
-                row["tokens"] += int(offsets[-1])
-                row["bytes"] += sum(len(t.encode("utf-8", "surrogatepass")) for t in batch.texts)
+            offsets = tok.encode_ordinary_flat(batch.texts, num_threads=args.threads)[1] if batch.texts else None
+            for source, _, lo, hi, dead in split_by_source(batch):  # a range of small files: each file its row
+                row = rows[source]
+                row["documents"] += hi - lo
+                row["dead_letters"] += dead
+                if hi > lo:
+                    row["tokens"] += int(offsets[hi] - offsets[lo])
+                    row["bytes"] += sum(len(t.encode("utf-8", "surrogatepass")) for t in batch.texts[lo:hi])
     files = [{"file": path, **row} for path, row in rows.items()]
     total = {key: sum(row[key] for row in rows.values()) for key in COLUMNS}
     return {"tokenizer": args.tokenizer, "files": files, "total": total}

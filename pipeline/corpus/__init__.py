@@ -1,6 +1,8 @@
 """The corpus: planning inputs into ranges, the readers of each format, the records they yield, the read stage.
 
 plan.py          CorpusSpec, InputSpec, plan_corpus: inputs expanded, checked, sorted and cut into ranges
+listing.py       inputs listed and sized in bulk: one listing per folder or prefix, versions from the listing
+packed.py        a range of many small files read as one block, documents given back to their files
 names.py         the format a file's name says (--format auto)
 formats/         one reader module per input format and the registry FORMATS
 readers.py       read_range: one range into document batches (no Beam)

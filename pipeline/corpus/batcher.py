@@ -25,6 +25,8 @@ class Batcher:
 
     def __init__(self, rng: CorpusRange, spec: CorpusSpec, position_kind: str) -> None:
         self.rng, self.spec, self.kind = rng, spec, position_kind
+        self.source, self.source_index = rng.source, rng.source_index
+        self.runs: list[list] = []  # [source, source_index, documents] of the batch's documents, by file
         self.columns: list[pa.Array] = []
         self.column_positions: list[np.ndarray] = []
         self.positions: list[int] = []
@@ -33,7 +35,18 @@ class Batcher:
         self.read = self.bytes = self.batch_index = 0
         self.pending = 0
 
+    def begin_file(self, source: str, source_index: int) -> None:
+        """The documents and dead letters from here on are of this file (a range of several files)."""
+        self.source, self.source_index = source, source_index
+
+    def _count(self, documents: int) -> None:
+        if self.runs and self.runs[-1][1] == self.source_index:
+            self.runs[-1][2] += documents
+        else:
+            self.runs.append([self.source, self.source_index, documents])
+
     def add(self, position: int, text: str, size: int) -> None:
+        self._count(1)
         self.positions.append(position)
         self.texts.append(text)
         self.read += 1
@@ -45,6 +58,7 @@ class Batcher:
         if not len(texts):
             return
         self._close_strings()
+        self._count(len(texts))
         self.column_positions.append(positions.astype(np.int64, copy=False))
         self.columns.append(texts if texts.type == pa.large_string() else texts.cast(pa.large_string()))
         self.read += len(texts)
@@ -58,10 +72,18 @@ class Batcher:
             self.positions, self.texts = [], []
 
     def reject(self, position: int, reason: str, raw: bytes | str = b"", size: int = 0) -> None:
-        self.dead.append(DeadLetter(self.rng.source, position, self.kind, reason, _excerpt(raw)))
+        self._count(0)  # a file with dead letters only still has its run
+        self.dead.append(DeadLetter(self.source, position, self.kind, reason, _excerpt(raw)))
         self.read += 1
         self.bytes += size
         self.pending += min(size, EXCERPT_CHARS * 4) + DOCUMENT_OVERHEAD
+
+    def add_dead(self, dead: DeadLetter) -> None:
+        """A dead letter found elsewhere (a joined block's, pipeline/corpus/packed.py), of the current file."""
+        self._count(0)
+        self.dead.append(dead)
+        self.read += 1
+        self.pending += len(dead.excerpt) * 4 + DOCUMENT_OVERHEAD
 
     def full(self) -> bool:
         return self.pending >= self.spec.batch_bytes
@@ -71,11 +93,13 @@ class Batcher:
         self._close_strings()
         texts = pa.concat_arrays(self.columns) if self.columns else pa.array([], pa.large_string())
         positions = np.concatenate(self.column_positions) if self.column_positions else np.zeros(0, np.int64)
+        source, source_index = (self.runs[0][0], self.runs[0][1]) if self.runs else (self.source, self.source_index)
         batch = DocumentBatch(
-            r.index, self.batch_index, last, r.source, r.source_index, r.weight, self.kind,
+            r.index, self.batch_index, last, source, source_index, r.weight, self.kind,
             positions, TextColumn(texts), self.dead, self.read, self.bytes,
+            tuple(map(tuple, self.runs)) if len(self.runs) > 1 else (),
         )  # fmt: skip
-        self.columns, self.column_positions, self.dead = [], [], []
+        self.columns, self.column_positions, self.dead, self.runs = [], [], [], []
         self.read = self.bytes = self.pending = 0
         self.batch_index += 1
         return batch

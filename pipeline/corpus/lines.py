@@ -55,7 +55,7 @@ def line_documents(
                     offset += block.size + 1
                     yield
                     continue
-                for offset, lines in _few_lines(offset, block):  # noqa: B020 - offset: where the next read starts
+                for offset, lines in few_lines(offset, block):  # noqa: B020 - offset: where the next read starts
                     parse(lines, offset, limit, batcher)
                     offset += len(lines)
                     yield
@@ -79,7 +79,7 @@ def _open_source(source: str):
         yield DecompressedFile(raw, compression) if compression else raw
 
 
-def _few_lines(offset: int, block: bytes) -> Iterator[tuple[int, bytes]]:
+def few_lines(offset: int, block: bytes) -> Iterator[tuple[int, bytes]]:
     """The block in pieces of at most BLOCK_LINES lines, so that batches are cut by count too: a 1 MiB block of
     empty lines is a million documents (a gzip bomb of newlines held them all in one batch)."""
     if block.count(b"\n") <= BLOCK_LINES:

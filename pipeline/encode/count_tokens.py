@@ -20,11 +20,13 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import fsspec
+import numpy as np
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from pipeline.corpus.plan import CorpusPlan, CorpusSpec
-from pipeline.corpus.records import DocumentBatch
+from pipeline.corpus.records import DocumentBatch, split_by_source
+from pipeline.corpus.texts import text_bytes as batch_text_bytes
 from pipeline.encode.tokenizer import TokenizerRef
 from pipeline.storage.files import glob, read_bytes, remove
 from pipeline.storage.paths import join
@@ -56,15 +58,18 @@ class CountBatchTokensFn(beam.DoFn):
     def process(self, batch: DocumentBatch) -> Iterator[tuple[int, tuple[int, int, int, int]]]:
         if self.tok is None:
             self.setup()
-        tokens = size = 0
+        offsets = sizes = None
         if len(batch.texts):
             texts = getattr(batch.texts, "arrow", batch.texts)
             # one thread: the runner already runs one bundle per core
             _, offsets = self.tok.encode_ordinary_flat(texts, num_threads=1)
-            tokens, size = int(offsets[-1]), text_bytes(batch.texts)
+            sizes = np.concatenate([[0], np.cumsum(batch_text_bytes(texts))])
         self.batches.inc()
-        self.tokens.inc(tokens)
-        yield batch.source_index, (len(batch.texts), size, tokens, len(batch.dead_letters))
+        for _, source_index, lo, hi, dead in split_by_source(batch):  # a batch of several small files: one row each
+            tokens = int(offsets[hi] - offsets[lo]) if hi > lo else 0
+            size = int(sizes[hi] - sizes[lo]) if hi > lo else 0
+            self.tokens.inc(tokens)
+            yield source_index, (hi - lo, size, tokens, dead)
 
 
 class SumColumnsFn(beam.CombineFn):

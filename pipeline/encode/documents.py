@@ -24,7 +24,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from bpe_core import InvalidTextError, StreamingDecoder, Tokenizer
-from pipeline.corpus.records import DeadLetter, DocumentBatch
+from pipeline.corpus.records import DeadLetter, DocumentBatch, per_document
 from pipeline.corpus.texts import TextColumn, text_bytes
 from pipeline.encode.policy import EncodePolicy
 from pipeline.encode.tokenizer import TokenizerRef
@@ -55,6 +55,9 @@ class EncodedBatch(NamedTuple):
     documents_read: int
     text_bytes: int  # UTF-8 bytes of the written documents
     verified: int  # documents whose round trip was checked (and passed)
+    # where the documents come from several files: (source, source_index, documents, tokens, text_bytes) of the
+    # written documents, by file (DocumentBatch.source_runs with their counts)
+    source_runs: tuple = ()
 
     @property
     def lengths(self) -> np.ndarray:
@@ -76,19 +79,38 @@ def encode_batch(
         reasons.update(failed)
     positions = np.asarray(batch.positions, dtype=np.int64)
     dead = list(batch.dead_letters)
+    sources = per_document(batch.source_runs) if batch.source_runs else None
     for i, reason in reasons.items():
-        dead.append(DeadLetter(batch.source, int(positions[i]), batch.position_kind, reason, _excerpt(texts, i)))
+        source = sources[i] if sources else batch.source
+        dead.append(DeadLetter(source, int(positions[i]), batch.position_kind, reason, _excerpt(texts, i)))
     keep = np.ones(len(texts), dtype=bool)
     keep[list(reasons)] = False
     if reasons:
         ids, offsets = _select(ids, offsets, keep)
     ids, offsets = _with_bos_eos(ids, offsets, policy)
-    dead.sort(key=lambda d: d.position)
+    kept_bytes = text_bytes(texts)[keep]
+    dead.sort(key=lambda d: (d.source, d.position) if batch.source_runs else d.position)
     return EncodedBatch(
         batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind,
         positions[keep], offsets, ids.astype(dtype, copy=False), dead, batch.documents_read,
-        int(text_bytes(texts)[keep].sum()), verified,
+        int(kept_bytes.sum()), verified, _kept_runs(batch.source_runs, keep, offsets, kept_bytes),
     )  # fmt: skip
+
+
+def _kept_runs(runs: tuple, keep: np.ndarray, offsets: np.ndarray, kept_bytes: np.ndarray) -> tuple:
+    """A batch's source runs after its rejected documents are dropped (runs left empty go), with the tokens and
+    text bytes of each."""
+    if not runs:
+        return ()
+    out, start, at = [], 0, 0
+    for source, source_index, n in runs:
+        kept = int(keep[start : start + n].sum())
+        start += n
+        if kept:
+            tokens = int(offsets[at + kept] - offsets[at])
+            out.append((source, source_index, kept, tokens, int(kept_bytes[at : at + kept].sum())))
+            at += kept
+    return tuple(out)
 
 
 def _excerpt(texts, i: int) -> str:

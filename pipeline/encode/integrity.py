@@ -20,12 +20,14 @@ import json
 
 import fsspec
 
+from pipeline.corpus.listing import relist
+from pipeline.corpus.records import range_pieces
 from pipeline.encode.layout import STATS_DIR, ShardLayout
 from pipeline.encode.shards import read_stats
 from pipeline.encode.streams import write_file
 from pipeline.errors import ShardFileError
 from pipeline.storage.files import exists, read_bytes, remove
-from pipeline.storage.identity import changed_inputs, input_identity
+from pipeline.storage.identity import changed_inputs
 
 INPUTS_FILE = "inputs.json"
 NOT_WRITTEN = "no stats file of this job"
@@ -63,9 +65,18 @@ def damaged_shards(layout: ShardLayout, *, recheck: bool = False) -> dict[int, s
     return {i: why for i, why in found.items() if why is not None}
 
 
-def input_versions(files) -> list[dict]:
-    """``[{path, bytes, version}]`` of the plan's files (``SourceFile``), as fsspec reports them now."""
-    return [dict(input_identity(f.path), path=f.path) for f in files]
+def input_versions(files, *, fresh: bool = False) -> list[dict]:
+    """``[{path, bytes, version}]`` of the plan's files (``SourceFile``): as listed when planned, or with ``fresh``
+    as listed now (one listing per folder or prefix, pipeline/corpus/listing.py; a file gone has no version)."""
+    if not fresh:
+        return [{"path": f.path, "bytes": f.size, "version": f.version} for f in files]
+    now = relist(f.path for f in files)
+    return [
+        {"path": f.path, "bytes": now[f.path].size, "version": now[f.path].version}
+        if f.path in now
+        else {"path": f.path, "bytes": None, "version": None}
+        for f in files
+    ]
 
 
 def reconcile_inputs(layout: ShardLayout, corpus) -> dict[str, list[int]]:
@@ -73,23 +84,49 @@ def reconcile_inputs(layout: ShardLayout, corpus) -> dict[str, list[int]]:
     record the current versions. Returns ``{changed path: [shard indices redone]}``."""
     path = layout.path(STATS_DIR, INPUTS_FILE)
     current = input_versions(corpus.files)
-    previous = json.loads(read_bytes(path))["inputs"] if exists(path) else []
+    previous = recorded_versions(layout)
     changed = changed_inputs(previous, current)
     redo: dict[str, list[int]] = {}
+    wanted = set(changed)
+    shards_of: dict[str, set[int]] = {}
+    for r in corpus.ranges:
+        for piece in range_pieces(r):
+            if piece[0] in wanted:
+                shards_of.setdefault(piece[0], set()).add(layout.shard_of(r.index))
     for source in changed:
-        shards = sorted({layout.shard_of(r.index) for r in corpus.ranges if r.source == source})
+        shards = sorted(shards_of.get(source, ()))
         redo[source] = shards
         for index in shards:
             remove(layout.stats_path(index))  # first: a run killed after this still redoes the shard
     if current != previous:
-        write_file(path, (json.dumps({"inputs": current}, indent=1, sort_keys=True) + "\n").encode())
+        write_file(path, (json.dumps(versions_as_columns(current), separators=(",", ":")) + "\n").encode())
     return redo
 
 
+def versions_as_columns(versions: list[dict]) -> dict:
+    """``_shards/inputs.json`` and the manifest's ``inputs``: one list per field (``paths``, ``bytes``,
+    ``versions``), not one object per file (a million files as objects took ~120 MB of indented JSON)."""
+    return {
+        "paths": [v["path"] for v in versions],
+        "bytes": [v["bytes"] for v in versions],
+        "versions": [v["version"] for v in versions],
+    }
+
+
+def versions_from_columns(record: dict) -> list[dict]:
+    """The versions of an ``inputs.json`` record: the columns, or the older list of objects (read as they are)."""
+    if "inputs" in record:  # written before issue 36: one object per file
+        return record["inputs"]
+    return [
+        {"path": p, "bytes": b, "version": v}
+        for p, b, v in zip(record["paths"], record["bytes"], record["versions"], strict=True)
+    ]
+
+
 def recorded_versions(layout: ShardLayout) -> list[dict]:
-    """The versions recorded in ``_shards/inputs.json`` (for the manifest), or [] if there is none."""
+    """The versions recorded in ``_shards/inputs.json``, or [] if there is none."""
     path = layout.path(STATS_DIR, INPUTS_FILE)
-    return json.loads(read_bytes(path))["inputs"] if exists(path) else []
+    return versions_from_columns(json.loads(read_bytes(path))) if exists(path) else []
 
 
 def verify_before_completed(layout: ShardLayout, lease) -> None:
@@ -110,7 +147,7 @@ def changed_since_recorded(layout: ShardLayout, corpus) -> list[str]:
     """The inputs changed at the same size since their versions were recorded (read-only; [] without a corpus)."""
     if corpus is None:
         return []
-    return changed_inputs(recorded_versions(layout), input_versions(corpus.files))
+    return changed_inputs(recorded_versions(layout), input_versions(corpus.files, fresh=True))
 
 
 def moved_inputs(layout: ShardLayout, corpus) -> None:
@@ -121,17 +158,18 @@ def moved_inputs(layout: ShardLayout, corpus) -> None:
         return
     recorded = {i["path"]: i for i in recorded_versions(layout)}
     moved = []
-    for now in input_versions(corpus.files):
+    for now in input_versions(corpus.files, fresh=True):
         before = recorded.get(now["path"])
         if before is not None and (before.get("bytes"), before.get("version")) != (now["bytes"], now["version"]):
             moved.append((now["path"], before, now))
     if not moved:
         return
-    shards = sorted({layout.shard_of(r.index) for r in corpus.ranges for path, _, _ in moved if r.source == path})
+    paths = {path for path, _, _ in moved}
+    shards = sorted({layout.shard_of(r.index) for r in corpus.ranges if any(p[0] in paths for p in range_pieces(r))})
     for index in shards:
         remove(layout.stats_path(index))
     path, before, now = moved[0]
-    what = (f"{before.get('bytes'):,} -> {now['bytes']:,} bytes" if before.get("bytes") != now["bytes"]
+    what = (f"{before.get('bytes'):,} -> {now['bytes'] or 0:,} bytes" if before.get("bytes") != now["bytes"]
             else "same size, new version")  # fmt: skip
     more = f" (and {len(moved) - 1} more input(s))" if len(moved) > 1 else ""
     same_size = all(b.get("bytes") == n["bytes"] for _, b, n in moved)

@@ -39,7 +39,9 @@ def build_manifest(plan) -> dict:
         "settings": identity["settings"],
         "given": [i.pattern for i in job.inputs],  # --input as given
         "root": layout.root,  # their common folder: document ids and sources below are relative to it
-        "inputs": recorded_versions(layout) or identity["inputs"],  # with each file's version, where recorded
+        # with each file's version, where recorded; one object per file, as pipeline/encode/receipts.py reads
+        # them (job.json and inputs.json hold columns)
+        "inputs": recorded_versions(layout) or _inputs_of(identity),
         "shards": shards,
         "sources": _per_source(shards, policy.extra_tokens),
         "documents_read": totals["documents_read"],
@@ -65,7 +67,7 @@ def _tokenizer_info(tok, path: str, pretokenizer_option: str | None, identity: d
 
 def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     by_source: dict[str, dict] = {}
-    for s in (r for shard in shards for r in shard["ranges"]):
+    for s in (f for shard in shards for r in shard["ranges"] for f in range_files(r)):
         acc = by_source.setdefault(s["source"], {"path": s["source"], "documents": 0, "text_bytes": 0, "tokens": 0})
         acc["documents"] += s["documents"]
         acc["text_bytes"] += s["text_bytes"]
@@ -73,6 +75,21 @@ def _per_source(shards: list[dict], extra_tokens: int) -> list[dict]:
     for acc in by_source.values():
         acc["bytes_per_token"] = round(acc["text_bytes"] / acc["tokens"], 4) if acc["tokens"] else None
     return [by_source[k] for k in sorted(by_source)]
+
+
+def _inputs_of(identity: dict) -> list[dict]:
+    inputs = identity["inputs"]
+    return [{"path": p, "bytes": b} for p, b in zip(inputs["paths"], inputs["bytes"], strict=True)]
+
+
+def range_files(entry: dict) -> list[dict]:
+    """The files of a range's manifest entry with their ``documents``, ``tokens`` and ``text_bytes``: the range
+    itself, or each file of a range of several files (its ``sources`` columns)."""
+    files = entry.get("sources")
+    if not files:
+        return [entry]
+    keys = ("documents", "tokens", "text_bytes")
+    return [{"source": path, **{k: files[k][i] for k in keys}} for i, path in enumerate(files["paths"])]
 
 
 def summary_line(manifest: dict) -> str:

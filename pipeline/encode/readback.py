@@ -118,6 +118,12 @@ def _shards_that_may_hold(shards: list[dict], doc: str) -> list[dict]:
             continue
         p = int(position)
         # a line belongs to the range of its first byte
-        if any(r["source"] == source and (r["kind"] != "bytes" or r["start"] <= p < r["end"]) for r in shard["ranges"]):
+        if any(_holds(r, source, p) for r in shard["ranges"]):
             out.append(shard)
     return out or [s for s in shards if any(doc.startswith(r["source"]) for r in s["ranges"])]
+
+
+def _holds(entry: dict, source: str, position: int) -> bool:
+    if entry.get("sources"):  # a range of several whole files
+        return source in entry["sources"]["paths"]
+    return entry["source"] == source and (entry["kind"] != "bytes" or entry["start"] <= position < entry["end"])

@@ -51,7 +51,8 @@ def job_identity(job, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dty
     )
     return {
         "tokenizer": {"digest": tokenizer_digest},
-        "inputs": [{"path": f.path, "bytes": f.size} for f in plan.files],
+        # as columns: one object per file made job.json ~100 bytes a file (and the launcher's identity ~300)
+        "inputs": {"paths": [f.path for f in plan.files], "bytes": [f.size for f in plan.files]},
         "settings": settings,
         "beam_bpe_version": bpe_core.__version__,
     }
@@ -87,6 +88,12 @@ def prepare_encode_output(
     damaged: dict[int, str] = {}
     if overwrite:
         _remove_outputs(layout, everything=True)
+    elif previous is not None and isinstance(previous.get("inputs"), list):
+        raise OutputError(
+            f"{layout.out_dir} was written by an older beam-bpe (its {STATS_DIR}/{JOB_FILE} lists the inputs one "
+            "object per file, before issue 36's columns), which this version does not resume: pass --overwrite to "
+            "encode it again"
+        )
     elif previous is not None and sha256_json(previous) == layout.fingerprint:
         damaged = damaged_shards(layout, recheck=recheck)
         if completed and not damaged and not changed_since_recorded(layout, corpus):
@@ -157,13 +164,14 @@ def _differences(previous: dict, identity: dict) -> str:
     keys += [_flag_of(k) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     named = ", ".join(dict.fromkeys(keys)) or "settings"
     if previous.get("inputs") != identity["inputs"]:
-        return f"{named} differ: {_input_differences(previous.get('inputs') or [], identity['inputs'])}"
+        return f"{named} differ: {_input_differences(previous.get('inputs') or {}, identity['inputs'])}"
     return f"{named} differ"
 
 
-def _input_differences(old: list[dict], new: list[dict]) -> str:
+def _input_differences(old: dict, new: dict) -> str:
     """The input files that differ, named: ``a.jsonl: 1,000 -> 1,022 bytes; b.jsonl: new``."""
-    before, after = {i["path"]: i.get("bytes") for i in old}, {i["path"]: i.get("bytes") for i in new}
+    before = dict(zip(old.get("paths", []), old.get("bytes", []), strict=True))
+    after = dict(zip(new["paths"], new["bytes"], strict=True))
     notes = [f"{p}: {before[p]:,} -> {after[p]:,} bytes" for p in sorted(before.keys() & after.keys())
              if before[p] != after[p]]  # fmt: skip
     notes += [f"{p}: new" for p in sorted(after.keys() - before.keys())]

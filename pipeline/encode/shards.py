@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import posixpath
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +32,8 @@ class ShardSink:
         self.layout, self.index = layout, index
         self.writer = layout.format.writer(layout.path(layout.name(index)), layout)
         self.ranges: list[tuple[int, str, dict]] = []  # (range, source, sums), in order
+        # of a range of several small files: range -> [path, documents, tokens, text_bytes] per file, in order
+        self.files_of: dict[int, list[list]] = {}
         self.dead: list = []
         self.batches = 0
         self.position_kind = ""
@@ -51,11 +54,20 @@ class ShardSink:
         if not self.ranges or self.ranges[-1][0] != batch.range_index:
             self.ranges.append((batch.range_index, batch.source, dict.fromkeys((*SUMS, "dead_letters"), 0)))
         sums = self.ranges[-1][2]
+        runs = batch.source_runs or ((batch.source, -1, len(batch.positions), 0, 0),)
         if len(batch.positions):
-            source = self.layout.relative(batch.source)  # documents named relative to the inputs' root: portable
+            # documents named relative to the inputs' root: portable
+            sources = [(self.layout.relative(run[0]), run[2]) for run in runs]
             positions = pa.array(batch.positions)
-            columns = {name: _column(name, source, batch.position_kind, positions) for name in self.writer.wants}
+            columns = {name: _column(name, sources, batch.position_kind, positions) for name in self.writer.wants}
             self.writer.write(batch.tokens, batch.offsets, **columns)
+        if batch.source_runs:  # a batch of several small files: each file's figures, for the manifest
+            files = self.files_of.setdefault(batch.range_index, [])
+            for source, _, documents, tokens, size in batch.source_runs:
+                source = self.layout.relative(source)
+                if not files or files[-1][0] != source:
+                    files.append([source, 0, 0, 0])
+                files[-1][1:] = [files[-1][1] + documents, files[-1][2] + tokens, files[-1][3] + size]
         for key, value in (("documents_read", batch.documents_read), ("documents", len(batch.positions)),
                            ("tokens", int(batch.offsets[-1])), ("text_bytes", batch.text_bytes),
                            ("verified", batch.verified), ("dead_letters", len(batch.dead_letters))):  # fmt: skip
@@ -63,6 +75,16 @@ class ShardSink:
         self.dead += batch.dead_letters
         self.batches += 1
         self.position_kind = self.position_kind or batch.position_kind
+
+    def _range_entry(self, index: int, source: str, sums: dict) -> dict:
+        """A range's line in the stats; a range of several files also lists its files as columns (``sources``:
+        ``paths``, ``documents``, ``tokens``, ``text_bytes``), for document ids and per-file figures."""
+        entry = dict(sums, index=index, source=self.layout.relative(source))
+        files = self.files_of.get(index)
+        if files:
+            paths, documents, tokens, sizes = (list(c) for c in zip(*files, strict=True))
+            entry["sources"] = {"paths": paths, "documents": documents, "tokens": tokens, "text_bytes": sizes}
+        return entry
 
     def close(self) -> dict:
         """The data files renamed, the dead letters and the stats file written; the stats."""
@@ -85,7 +107,7 @@ class ShardSink:
             "files": files,
             "batches": self.batches,
             **totals,
-            "ranges": [dict(sums, index=r, source=layout.relative(source)) for r, source, sums in self.ranges],
+            "ranges": [self._range_entry(r, source, sums) for r, source, sums in self.ranges],
         }
         write_stats(layout, index, self.stats)  # last: from here on the shard is complete
         return self.stats
@@ -100,11 +122,17 @@ def document_ids(source: str, kind: str, positions) -> pa.Array:
     return pc.binary_join_element_wise(pa.scalar(prefix), pc.cast(positions, pa.string()), "")
 
 
-def _column(name: str, source: str, kind: str, positions: pa.Array):
+def _column(name: str, sources: list[tuple[str, int]], kind: str, positions: pa.Array):
+    """A writer's column; ``sources`` is ``[(source, documents), ...]`` (several for a batch of small files)."""
     if name == "doc_ids":
-        return document_ids(source, kind, positions)
+        if len(sources) == 1:
+            return document_ids(sources[0][0], kind, positions)
+        # a batch of many small files: one prefix per file, repeated per document, joined in one Arrow call
+        prefixes = pa.array([document_id(s, kind, 0)[:-1] for s, _ in sources], pa.string())
+        owner = np.repeat(np.arange(len(sources)), [n for _, n in sources])
+        return pc.binary_join_element_wise(prefixes.take(pa.array(owner)), pc.cast(positions, pa.string()), "")
     if name == "sources":
-        return [source] * len(positions)
+        return [s for s, n in sources for _ in range(n)]
     return positions.to_numpy()
 
 

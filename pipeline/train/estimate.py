@@ -94,7 +94,7 @@ def sample_ranges(plan: CorpusPlan, budget: int, *, units: int = SAMPLE_UNITS) -
     window of ``budget / units`` (uncompressed text/JSONL) or the whole range holding it (a compressed file, a
     Parquet row group: of these, an evenly spaced selection within the budget, at least one), each once, in corpus
     order. A budget of the corpus's size or more is every range, whole."""
-    sized = [(rng, _range_file_bytes(plan, rng)) for rng in plan.ranges]
+    sized = list(zip(plan.ranges, range_file_bytes(plan), strict=True))
     total = sum(size for _, size in sized)
     if budget >= total:
         return sized
@@ -127,12 +127,19 @@ def sample_window(budget: int, units: int = SAMPLE_UNITS) -> int:
     return max(1 << 12, budget // units)
 
 
-def _range_file_bytes(plan: CorpusPlan, rng: CorpusRange) -> int:
-    if rng.kind in ("bytes", "file"):
-        return max(0, rng.end - rng.start)
-    size = next(f.size for f in plan.files if f.path == rng.source)  # a row group: its share of the file
-    groups = sum(1 for r in plan.ranges if r.source == rng.source)
-    return size // max(1, groups)
+def range_file_bytes(plan: CorpusPlan) -> list[int]:
+    """The stored bytes of each range: its byte span (a byte range, a whole file, a range of several small files),
+    or a row group's share of its file. One pass over the plan (was a scan of every file and range per row group:
+    quadratic in the file count)."""
+    groups: dict[str, int] = {}
+    for r in plan.ranges:
+        if r.kind == "row_group":
+            groups[r.source] = groups.get(r.source, 0) + 1
+    file_size = {f.path: f.size for f in plan.files if f.path in groups}
+    return [
+        file_size[r.source] // groups[r.source] if r.kind == "row_group" else max(0, r.end - r.start)
+        for r in plan.ranges
+    ]
 
 
 def count_sample(
@@ -195,7 +202,7 @@ def estimate_corpus(
 
 
 def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]:
-    total = sum(_range_file_bytes(plan, r) for r in plan.ranges)
+    total = sum(range_file_bytes(plan))
     budget = sample_budget(total) if sample_bytes is None else sample_bytes
     sample = sample_ranges(plan, budget)
     tables, sizes, sample_file_bytes = count_sample(sample, spec, settings, piece=sample_window(budget))

@@ -389,3 +389,153 @@ def test_blank_and_indented_jsonl_lines_match_a_per_line_parse(tmp_path, indente
     assert not dead
     assert docs == expected
     assert len(docs) == 2000 + indented
+
+
+# ------------------------------------------------------------------ many small files (issue 36 item 1)
+SMALL_TEXT_FILES = {
+    "a.txt": b"one\ntwo\n",
+    "b.txt": b"no final newline",
+    "c.txt": b"",
+    "d.txt": b"\xef\xbb\xbfbom first\nsecond\n",  # a BOM opening a later file: read piece by piece
+    "e.txt": b"bad \xff byte\ngood\n",
+    "f.txt": b"\n\n",
+    "g.txt.gz": None,  # compressed, among the others
+}
+SMALL_JSONL_FILES = {
+    "a.jsonl": b'{"text": "one"}\n{"text": "two"}\n',
+    "b.jsonl": b'{"text": "no newline"}',
+    "c.jsonl": b"",
+    "d.jsonl": b'{"text": "ok"}\nnot json\n{"text": 5}\n',
+    "e.jsonl": b'{"text": "bad \xff"}\n{"text": "fine"}\n',
+    "f.jsonl": b"\n   \n" + b'{"text": "after blanks"}\n',
+}
+
+
+def _write_small(folder, files: dict) -> None:
+    import gzip
+
+    folder.mkdir()
+    for name, data in files.items():
+        if data is None:
+            data = gzip.compress(b"zipped one\nzipped two\n")
+        (folder / name).write_bytes(data)
+
+
+def _per_file(folder, spec):
+    """Documents and dead letters of each file planned alone (its own range): the reference for packed ranges."""
+    docs, dead = [], []
+    for path in sorted(folder.iterdir()):
+        d, x = _docs_and_dead(plan_corpus([InputSpec(str(path))], spec), spec) if path.stat().st_size else ([], [])
+        docs, dead = docs + d, dead + x
+    return docs, dead
+
+
+@pytest.mark.parametrize("fmt,files", [("text", SMALL_TEXT_FILES), ("jsonl", SMALL_JSONL_FILES)])
+@pytest.mark.parametrize("bom_later", [False, True])
+def test_small_files_packed_into_one_range_read_as_each_file_alone(tmp_path, fmt, files, bom_later, monkeypatch):
+    import pipeline.corpus.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "PACK_ABOVE_FILES", 0)
+    files = dict(files)
+    if not bom_later:
+        files = {k: v for k, v in files.items() if not (v or b"").startswith(b"\xef\xbb\xbf")}
+    folder = tmp_path / "many"
+    _write_small(folder, files)
+    spec = CorpusSpec(fmt)
+    plan = plan_corpus([InputSpec(str(folder))], spec)
+    assert len(plan.ranges) == 1 and plan.ranges[0].kind == "files"
+    assert [p[0] for p in plan.ranges[0].pieces] == [f.path for f in plan.files]
+    packed = _docs_and_dead(plan, spec)
+    assert packed == _per_file(folder, spec)
+    assert packed[0] and packed[1]  # documents and dead letters, both compared
+
+
+def test_packed_batches_name_each_document_by_its_own_file(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(300):
+        (folder / f"f{i:03d}.txt").write_text(f"line {i}\nsecond {i}\n")
+    spec = CorpusSpec("text", batch_bytes=1000)  # several batches per range, each of several files
+    plan = plan_corpus([InputSpec(str(folder))], spec)
+    assert len(plan.ranges) == 1
+    batches = list(read_range(plan.ranges[0], spec))
+    assert len(batches) > 3 and [b.batch_index for b in batches] == list(range(len(batches)))
+    assert [b.last for b in batches] == [False] * (len(batches) - 1) + [True]
+    ids = [i for b in batches for i in b.document_ids()]
+    want = [f"{folder}/f{i:03d}.txt@{p}" for i in range(300) for p in (0, len(f"line {i}\n"))]
+    assert ids == want
+    assert any(len(b.source_runs) > 1 for b in batches)
+
+
+def test_packing_keeps_weights_formats_and_limits_apart(tmp_path, monkeypatch):
+    import pipeline.corpus.plan as plan_module
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(50):
+        (folder / f"a{i:02d}.txt").write_text("x\n")
+        (folder / f"b{i:02d}.jsonl").write_text('{"text": "y"}\n')
+    (folder / "c-big.txt").write_text("z" * 5000 + "\n")
+    monkeypatch.setattr(plan_module, "MAX_PIECES", 20)
+    monkeypatch.setattr(plan_module, "PACK_ABOVE_FILES", 0)
+    spec = CorpusSpec("auto")
+    plan = plan_corpus([InputSpec(str(folder / "a*")), InputSpec(str(folder / "b*"), weight=3),
+                        InputSpec(str(folder / "c*"))], spec, range_bytes=4096)  # fmt: skip
+    kinds = [(r.kind, r.format, r.weight, len(r.pieces)) for r in plan.ranges]
+    assert kinds == [("files", "text", 1, 20), ("files", "text", 1, 20), ("files", "text", 1, 10),
+                     ("files", "jsonl", 3, 20), ("files", "jsonl", 3, 20), ("files", "jsonl", 3, 10),
+                     ("bytes", "text", 1, 0), ("bytes", "text", 1, 0)]  # fmt: skip
+    assert [r.index for r in plan.ranges] == list(range(len(plan.ranges)))
+    seen = [p[0] for r in plan.ranges for p in (r.pieces or [(r.source,)])]
+    assert sorted(set(seen)) == [f.path for f in plan.files]
+
+
+def test_a_few_small_files_stay_a_range_each(tmp_path):
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for i in range(256):
+        (folder / f"f{i:03d}.txt").write_text("x\n")
+    assert [r.kind for r in plan_corpus([InputSpec(str(folder))], CorpusSpec("text")).ranges] == ["bytes"] * 256
+    (folder / "f256.txt").write_text("x\n")
+    assert [r.kind for r in plan_corpus([InputSpec(str(folder))], CorpusSpec("text")).ranges] == ["files"]
+
+
+def test_plan_describes_its_files_as_columns(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"f{i}.txt").write_text("x" * i + "\n")
+    plan = plan_corpus([InputSpec(str(folder))], CorpusSpec("text"))
+    files = plan.describe()["files"]
+    assert files == {"count": 5, "paths": [str(folder / f"f{i}.txt") for i in range(5)],
+                     "bytes": [i + 1 for i in range(5)], "weights": [[1, 5]]}  # fmt: skip
+    assert all(f.version and f.version.startswith("mtime_ns:") for f in plan.files)
+
+
+def test_an_unreadable_file_among_many_fails_the_plan_naming_it(tmp_path):
+    # beyond CHECK_OPENS files only a sample is opened, but every file's access is checked: a dangling link (the
+    # tests run as root, who may read any file with its permission bits cleared) is named
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(3000):
+        (folder / f"f{i:04d}.txt").write_text("x\n")
+    (folder / "f2999.txt").unlink()
+    (folder / "f2999.txt").symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(CorpusError, match="cannot read input file .*f2999.txt"):
+        plan_corpus([InputSpec(str(folder))], CorpusSpec("text"))
+
+
+def test_the_read_stage_has_the_same_transforms_for_one_range_and_for_many(tmp_path):
+    def leaves(n_files: int) -> int:
+        folder = tmp_path / f"n{n_files}"
+        folder.mkdir()
+        for i in range(n_files):
+            (folder / f"f{i:04d}.txt").write_text(f"line {i}\n")
+        plan = plan_corpus([InputSpec(str(folder))], CorpusSpec("text"), range_bytes=64)
+        pipeline = beam.Pipeline()
+        _ = pipeline | ReadCorpus(plan, CorpusSpec("text"))
+        proto = pipeline.to_runner_api()
+        return len(plan.ranges), sum(1 for t in proto.components.transforms.values() if not t.subtransforms)
+
+    (one, one_leaves), (many, many_leaves) = leaves(1), leaves(2000)
+    assert (one, many > 30) == (1, True) and one_leaves == many_leaves

@@ -333,3 +333,93 @@ def test_a_run_without_whitespace_costs_n_log_n(backend, reliability):
         pushes_per_byte_largest=round(max(v for (n, _), v in per_byte.items() if n == sizes[-1]), 2),
         inputs=3 * len(sizes),
     )
+
+
+# ------------------------------------------------------------------ many small input files (issue 36 item 1)
+def _many_files(folder: Path, n: int) -> list[tuple[str, int, str]]:
+    """``n`` small text files in 7 sub-folders (one with an undecodable line, one empty); (doc id, offset, text)
+    of every good line, in plan order."""
+    expected = []
+    for i in range(n):
+        path = folder / f"d{i % 7}" / f"f{i:04d}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [f"file {i} line {j} " + "word " * (i % 5) for j in range(1 + i % 3)]
+        data = "".join(line + "\n" for line in lines).encode()
+        if i == 11:
+            data += b"bad \xff\n"
+        if i == 12:
+            data = b""
+        path.write_bytes(data)
+        offset = 0
+        for line in lines if i != 12 else []:
+            expected.append((str(path), offset, line))
+            offset += len(line.encode()) + 1
+    return sorted(expected)
+
+
+@pytest.mark.parametrize("shard_format", ["parquet", "megatron"])
+def test_many_small_files_encode_with_each_document_named_by_its_file(tmp_path, r50k_artifact, shard_format,
+                                                                     reliability):  # fmt: skip
+    import pyarrow.parquet as pq
+
+    from bpe_core import Tokenizer
+    from pipeline.encode.readback import find_document
+
+    expected = _many_files(tmp_path / "in", 700)
+    out = tmp_path / "out"
+    code = main(["encode", "--tokenizer", r50k_artifact, "--input", str(tmp_path / "in"), "--out", str(out),
+                 "--shard-format", shard_format, "--shard-size", "6KB", "--range-bytes", "4096",
+                 "--no-progress"])  # fmt: skip
+    m = json.loads((out / "manifest.json").read_text())
+    assert code == 0 and m["documents_written"] == len(expected) and m["dead_letters"] == 1
+    packed = [r for s in m["shards"] for r in s["ranges"] if r.get("sources")]
+    assert len(packed) > 3 and len(m["shards"]) > 1 and sum(len(r["sources"]["paths"]) for r in packed) > 600
+    tok = Tokenizer.load(r50k_artifact)
+    root = str(tmp_path / "in") + "/"
+    by_source = {}
+    for path, _, _ in expected:
+        by_source[path[len(root) :]] = by_source.get(path[len(root) :], 0) + 1
+    assert {s["path"]: s["documents"] for s in m["sources"]} == by_source
+    if shard_format == "parquet":
+        got = []
+        for s in m["shards"]:
+            name = next(f for f in s["files"] if f.endswith(".parquet"))
+            table = pq.read_table(out / name, columns=["doc_id", "tokens"]).to_pydict()
+            got += [(d, list(t)) for d, t in zip(table["doc_id"], table["tokens"], strict=True)]
+        want = [(f"{p[len(root) :]}@{o}", tok.encode_ordinary(t)) for p, o, t in expected]
+        assert got == want
+    for path, offset, text in expected[::97]:  # read back through the manifest's ranges, by document id
+        _, ids = find_document(str(out), f"{path[len(root) :]}@{offset}")
+        assert list(ids) == tok.encode_ordinary(text)
+    dead = [json.loads(line) for f in (out / "dead_letters").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [(Path(d["source"]).name, d["offset"]) for d in dead] == [("f0011.txt", len(b"".join(
+        (f"file 11 line {j} " + "word ").encode() + b"\n" for j in range(3))))]  # fmt: skip
+    reliability.row(SCALE, f"{len(expected)} documents in 700 small files, encoded as {shard_format}",
+                    "small files packed into ranges of many files; every document named by its own file and offset, "
+                    "per-file figures and read-back by id as for one file per range", ranges=m["corpus"]["ranges"]
+                    if "corpus" in m else len(packed))  # fmt: skip
+
+
+def test_an_output_of_the_older_inputs_layout_is_refused_in_one_line_naming_overwrite(
+    tmp_path, r50k_artifact, capsys, reliability
+):
+    _many_files(tmp_path / "in", 20)
+    out = tmp_path / "out"
+    args = ["encode", "--tokenizer", r50k_artifact, "--input", str(tmp_path / "in"), "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    job = out / "_shards" / "job.json"
+    identity = json.loads(job.read_text())
+    inputs = identity["inputs"]
+    identity["inputs"] = [{"path": p, "bytes": b} for p, b in zip(inputs["paths"], inputs["bytes"], strict=True)]
+    job.write_text(json.dumps(identity))
+    (out / "COMPLETED").unlink()
+    capsys.readouterr()
+    assert main(args) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("{")]  # the stage lines
+    assert len(err) == 1 and "older beam-bpe" in err[0] and "--overwrite" in err[0], err
+    assert main([*args, "--overwrite"]) == 0 and isinstance(json.loads(job.read_text())["inputs"], dict)
+    reliability.row(
+        SCALE,
+        "a resume of an output whose _shards/job.json lists its inputs one object per file (before issue 36)",
+        "refused in one line that names --overwrite; --overwrite encodes it again",
+    )

@@ -66,9 +66,17 @@ def read_megatron_shard(prefix: str, shard: dict) -> Iterator[tuple[str, np.ndar
     reader = MegatronReader(prefix)
     with fsspec.open(prefix + ".positions.npy", "rb") as f:
         positions = np.load(io.BytesIO(f.read()), allow_pickle=False).tolist()
-    sources = [r["source"] for r in shard["ranges"] for _ in range(r["documents"])]  # the ranges, in order
+    sources = [f["source"] for r in shard["ranges"] for f in _range_files(r) for _ in range(f["documents"])]
     for position, source, ids in zip(positions, sources, reader, strict=True):
         yield document_id(source, shard["position_kind"], position), ids
+
+
+def _range_files(entry: dict) -> list[dict]:
+    """The files of a range's manifest entry, with their documents (several for a range of small files)."""
+    files = entry.get("sources")
+    if not files:
+        return [entry]
+    return [{"source": p, "documents": d} for p, d in zip(files["paths"], files["documents"], strict=True)]
 
 
 def write_data_path(layout, manifest: dict) -> None:
