@@ -512,7 +512,7 @@ class Tokenizer:
         3
         """
         try:
-            return cls(
+            tok = cls(
                 data.vocab,
                 merges=data.merges,
                 pretokenizer=data.pretokenizer,
@@ -532,6 +532,10 @@ class Tokenizer:
             if data.source is None or isinstance(exc, TokenizerFileError):
                 raise
             raise TokenizerFileError(data.source, data.context + str(exc)) from None
+        ready = getattr(tok._backend, "ready", None)  # the native encoder built at load (issue 37 item 1)
+        if ready is not None:
+            ready()
+        return tok
 
     def save(self, path: str) -> None:
         """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
