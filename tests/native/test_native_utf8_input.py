@@ -31,9 +31,7 @@ def test_transcoded_str_equals_tiktoken():
     docs = texts()
     assert [ours.encode_ordinary(t) for t in docs] == [tt.encode_ordinary(t) for t in docs]
     ids, offsets = ours.encode_ordinary_flat(docs)
-    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == tt.encode_ordinary_batch(
-        docs
-    )
+    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == tt.encode_ordinary_batch(docs)
 
 
 def test_cached_utf8_is_read_and_equals_tiktoken():
