@@ -486,7 +486,7 @@ def run_callgrind(bench: Bench) -> None:
     text, as differences of whole processes under valgrind (load + 0, 1 or 2 encodes of all the documents): the
     first call (one-time builds included) = 1 - 0, a warm call = 2 - 1. Valgrind has no AVX-512: gigatoken runs its
     AVX2 tier there. Mispredicts are valgrind's model (--branch-sim), not the CPU's; its last-level cache is set to
-    2 MiB, 16-way (an L2 proxy, as in the design note)."""
+    2 MiB, 16-way (a proxy for the L2)."""
     import shutil
     import subprocess
 

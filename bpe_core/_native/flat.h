@@ -29,48 +29,11 @@
 #include "batch.h"
 #include "encoder.h"
 #include "out_buffer.h"
+#include "utf8.h"
 
 namespace bpe {
 
 // ------------------------------------------------------------------------------------------ arrow validation
-
-// Strict UTF-8 as CPython decodes it (no overlong forms, no surrogates, nothing above U+10FFFF): the offset of the
-// first byte that is not part of a valid sequence, or n. Eight ASCII bytes at a time (text is mostly ASCII).
-inline size_t first_invalid_utf8(const uint8_t* s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t w;
-            std::memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        const uint8_t b0 = s[i];
-        if (b0 < 0x80) {
-            ++i;
-            continue;
-        }
-        const size_t rem = n - i;
-        if (b0 >= 0xC2 && b0 <= 0xDF) {
-            if (rem < 2 || (s[i + 1] & 0xC0) != 0x80) return i;
-            i += 2;
-        } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-            const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-            if (rem < 3 || s[i + 1] < lo || s[i + 1] > hi || (s[i + 2] & 0xC0) != 0x80) return i;
-            i += 3;
-        } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-            const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-            if (rem < 4 || s[i + 1] < lo || s[i + 1] > hi || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
-                return i;
-            i += 4;
-        } else {
-            return i;
-        }
-    }
-    return n;
-}
 
 // The offsets of an Arrow string array (int32 or int64, `n + 1` of them) as int64.
 inline int64_t arrow_offset(const void* offsets, int width, size_t i) {
@@ -97,7 +60,7 @@ inline int64_t validate_utf8_offsets(const void* offsets, int width, const uint8
             return static_cast<int64_t>(i);
         }
         size_t len = static_cast<size_t>(b - a);
-        size_t bad = first_invalid_utf8(data + a, len);
+        size_t bad = utf8_first_invalid(data + a, len);
         if (bad != len) {
             *problem = "utf8";
             *at = static_cast<int64_t>(bad);

@@ -2,10 +2,11 @@
 // alternation, greedy quantifiers give back one character at a time, possessive ones never), over a program that
 // bpe_core/pretokenize/compiler.py builds and checks against the `regex` module.
 //
-// Characters: strict UTF-8 as CPython decodes; a byte that starts no valid sequence is one character, the lone
-// surrogate U+DC00+byte that surrogateescape gives it (as pretok.cpp). Each character's classes are one u32 mask: a
+// Characters: strict UTF-8 as CPython decodes (utf8.h); a byte that starts no valid sequence is one character, the
+// lone surrogate U+DC00+byte that surrogateescape gives it. Each character's classes are one u32 mask: a
 // 256-entry ASCII table, else two stages (code point >> 8 -> block of 256 equivalence ids -> mask).
 #include "pretok_rx.h"
+#include "utf8.h"
 
 #include <array>
 #include <deque>
@@ -135,32 +136,6 @@ std::vector<Seq> read_alts(Reader& r, uint32_t nclasses, int depth) {
 
 // ---- characters ----
 
-inline uint32_t decode(const uint8_t* s, size_t n, size_t i, uint32_t& len) {
-    const uint8_t b0 = s[i];
-    const size_t rem = n - i;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        if (rem >= 2 && (s[i + 1] & 0xC0) == 0x80) {
-            len = 2;
-            return (uint32_t(b0 & 0x1F) << 6) | (s[i + 1] & 0x3F);
-        }
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-        if (rem >= 3 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80) {
-            len = 3;
-            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-        }
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-        if (rem >= 4 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80 && (s[i + 3] & 0xC0) == 0x80) {
-            len = 4;
-            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[i + 1] & 0x3F) << 12) | (uint32_t(s[i + 2] & 0x3F) << 6) |
-                   (s[i + 3] & 0x3F);
-        }
-    }
-    len = 1;
-    return 0xDC00u + b0;
-}
-
 struct Matcher {
     const Program& p;
     const uint8_t* s;
@@ -168,7 +143,7 @@ struct Matcher {
     std::vector<size_t>& stack;  // positions a greedy run may give back, shared by the nested runs
 
     __attribute__((noinline)) uint32_t eq_multi(size_t i, uint32_t& len) const {
-        const uint32_t cp = decode(s, n, i, len);
+        const uint32_t cp = utf8_decode(s, n, i, len);
         return p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)];
     }
     // The class mask of the character at i (< n), its length in len.
@@ -299,12 +274,7 @@ struct Matcher {
         return pos;
     }
 
-    size_t char_len(size_t i) const {
-        if (s[i] < 0x80) return 1;
-        uint32_t len;
-        decode(s, n, i, len);
-        return len;
-    }
+    size_t char_len(size_t i) const { return utf8_char_len(s, n, i); }
 
     // The next piece from pos (< n) under pat: a match, or the run of text before the next match.
     size_t next_piece(const Pattern& pat, size_t pos) const {

@@ -84,7 +84,23 @@ def audit_output(out: str, *, sample: int = 0, seed: int = 0) -> Audit:
     from pipeline.encode.audit_documents import check_documents
 
     check_documents(audit, manifest, receipts, sample=sample, seed=seed)
+    _check_packs(audit, manifest)
     return audit
+
+
+def _check_packs(audit: Audit, manifest: dict) -> None:
+    """The pack indexes beside the shards (``packs/<L>/``): each file against ``pack.json``, its totals against the
+    output's."""
+    from pipeline.encode.packing import pack_receipts
+
+    try:
+        files, problems = pack_receipts(audit.out, manifest)
+    except (OSError, ValueError, KeyError) as exc:
+        audit.problems.append(f"packs/: unreadable pack record ({exc!r})")
+        return
+    audit.problems.extend(problems)
+    for name, record in sorted(files.items()):
+        _check_file(audit, name, record)
 
 
 def _manifest(audit: Audit) -> dict | None:

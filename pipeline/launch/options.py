@@ -82,9 +82,13 @@ def _drop_value_of(args: list[str], flag: str) -> list[str]:
 
 
 def run_to_end(pipeline) -> None:
-    """Run ``pipeline`` and wait for it; close the Dask client the Dask runner opens and never closes."""
-    result = pipeline.run()
-    result.wait_until_finish()
+    """Run ``pipeline`` and wait for it; close the Dask client the Dask runner opens and never closes. Local worker
+    processes ignore Ctrl-C and are stopped by the launcher (pipeline/launch/workers.py)."""
+    from pipeline.launch.workers import workers_ignore_ctrl_c
+
+    with workers_ignore_ctrl_c():
+        result = pipeline.run()
+        result.wait_until_finish()
     client = getattr(result, "client", None)
     if client is not None:
         client.close()

@@ -395,3 +395,81 @@ def test_count_tokens_takes_no_progress_and_sizes_take_units(tmp_path, capsys, d
     reliability.row(AREA, "count-tokens --no-progress; --range-bytes 16KiB and --max-document-bytes 1MB", "accepted "
                     "as --shard-size's sizes are (the same totals as --range-bytes 16384); a bad unit is refused "
                     "naming the flag")  # fmt: skip
+
+
+# ------------------------------------------------------------------ item 2: quiet workers, one line on Ctrl-C
+def _under_a_pty(args: list[str], *, interrupt_after: bytes | None, timeout: float = 400) -> tuple[int, str]:
+    """Run ``args`` on a pseudo-terminal (its own session, as a shell runs a command); with ``interrupt_after``,
+    send SIGINT to its process group (what a terminal's Ctrl-C does) 3 s after that text appears."""
+    import pty
+    import select
+    import signal
+    import sys
+
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "pipeline.cli", *args])
+    out, seen_at, deadline = b"", None, time.time() + timeout
+    while time.time() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+        if interrupt_after and seen_at is None and interrupt_after in out:
+            seen_at = time.time()
+        if seen_at is not None and time.time() - seen_at > 3:
+            os.killpg(os.getpgid(pid), signal.SIGINT)
+            seen_at, interrupt_after = None, None
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def _terminal_lines(text: str) -> list[str]:
+    """The lines a terminal keeps: a carriage return redraws the line it is on (the progress bar)."""
+    return [line.rsplit("\r", 1)[-1] if line.rsplit("\r", 1)[-1].strip() else line for line in
+            text.replace("\r\n", "\n").split("\n") if line.strip()]  # fmt: skip
+
+
+TWO_WORKERS = [["--workers", "2"], ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]]
+
+
+@pytest.mark.parametrize("workers", TWO_WORKERS, ids=["workers", "direct"])
+def test_ctrl_c_with_two_workers_under_a_pty_is_one_line(tmp_path, docs, workers, reliability):
+    folder = _inputs(tmp_path, docs)
+    out = tmp_path / "out"
+    tok = str(data_path("tiktoken", "r50k_base.tiktoken"))
+    args = ["encode", "--tokenizer", tok, "--input", str(folder / "*.jsonl"), "--out", str(out), "--shard-size",
+            "20KB", "--range-bytes", "10KB", *workers]  # fmt: skip
+    code, text = _under_a_pty(args, interrupt_after=b"resume")
+    after = _terminal_lines(text.split("resume", 1)[1])[1:]  # what follows the resume stage's line
+    assert code == 130, text[-2000:]
+    assert len(after) <= 3 and "stopped (Ctrl-C)" in after[-1] and "shards complete in" in after[-1], after
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text and not BEAM_LINE.search(text)
+    time.sleep(2)
+    assert not [p for p in _processes() if "sdk_worker_main" in p and str(ROOT) in p], "a worker outlived the run"
+    reliability.row(AREA, f"Ctrl-C under a pty, encode {' '.join(workers)}", "at most 3 lines after the stage "
+                    "lines (the bar and the one stop line naming what is complete), no traceback, no Beam line, no "
+                    "worker left running", lines=len(after))  # fmt: skip
+
+
+def _processes() -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                continue
+    return found
+
+
+BEAM_LINE = __import__("re").compile(r"apache_beam|sdk_worker|harness|semi_persistent|control channel", 2)
+ROOT = Path(__file__).resolve().parents[2]
