@@ -298,6 +298,10 @@ def print_encode(bench: Bench, preset: str, mb: float) -> bool:
                 line += f"; {statistics.median(r['cpu'] / r['wall'] for r in runs):.1f} cores busy"
             line += f"\n  {'':49s} warm  {rate_text(runs, mb, 'warm_' + clock)}"
             line += f"\n  {'':49s} page faults per call: {faults_text(runs)}"
+            if clock == "cpu" and all("load_cpu" in r for r in runs):
+                load = min(r["load_cpu"] for r in runs)
+                both = min(r["load_cpu"] + r["cpu"] for r in runs)
+                line += f"\n  {'':49s} load {load:.3f} s, load + first call {both:.3f} s (CPU, best run)"
             ours = bench.ok(preset, row.ours)
             if row.lib != "ours" and ours and verdict == f"ids = {ref_name}":
                 line += f"\n{'':51s}first {ratio_text(ours, runs, clock)}"

@@ -373,7 +373,7 @@ class Tokenizer(TokenizerFiles):
         3
         """
         try:
-            return cls(
+            tok = cls(
                 data.vocab,
                 merges=data.merges,
                 pretokenizer=data.pretokenizer,
@@ -393,6 +393,10 @@ class Tokenizer(TokenizerFiles):
             if data.source is None or isinstance(exc, TokenizerFileError):
                 raise
             raise TokenizerFileError(data.source, data.context + str(exc)) from None
+        ready = getattr(tok._backend, "ready", None)  # the native encoder built at load (issue 37 item 1)
+        if ready is not None:
+            ready()
+        return tok
 
     def describe(self) -> dict:
         """What `beam-bpe info` prints."""

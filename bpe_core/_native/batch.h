@@ -26,6 +26,10 @@
 
 #include "encoder.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace bpe {
 
 namespace nb = nanobind;
@@ -54,6 +58,19 @@ inline Source text_source(PyObject* o, bool whole) {
         s.data = PyUnicode_DATA(o);
         s.length = static_cast<size_t>(PyUnicode_GET_LENGTH(o));
         s.width = PyUnicode_IS_ASCII(o) ? 0 : static_cast<uint8_t>(PyUnicode_KIND(o));
+#if PY_VERSION_HEX < 0x030E0000
+        // The UTF-8 that CPython keeps in a str once something asked for it (PyUnicode_AsUTF8: GigaToken, a
+        // C extension, ...): read as it is, not transcoded again. Read only where it exists; none is made here
+        // (it would stay in every str for its lifetime). A str with a lone surrogate never has one.
+        if (s.width != 0 && PyUnicode_IS_COMPACT(o)) {
+            const auto* compact = reinterpret_cast<const PyCompactUnicodeObject*>(o);
+            if (compact->utf8) {
+                s.data = compact->utf8;
+                s.length = static_cast<size_t>(compact->utf8_length);
+                s.width = 0;
+            }
+        }
+#endif
         return s;
     }
     if (PyBytes_Check(o)) {
@@ -97,12 +114,48 @@ inline void read_request(PyObject* request, std::vector<Source>& out, std::vecto
 
 // The UTF-8 of a source without the GIL: a pointer into the object, or into buf after transcoding. False where a
 // surrogate needs Python's rules (utf8_with_gil).
+// Runs of ASCII code units copied 16 at a time (SSE2): the UCS-1/UCS-2 text of mostly-ASCII documents (a few
+// accented letters or curly quotes make a str non-ASCII) was transcoded a unit at a time, 2.2 instructions per byte
+// of a warm cl100k call on the bench's text (encoder-engine-2.md section 3). Returns how many units it took from
+// s[i:] into d (d has room for them: every unit is at least one byte of UTF-8).
+template <class Unit>
+inline size_t ascii_run(const Unit* s, size_t i, size_t n, uint8_t* d) {
+    size_t start = i;
+#if defined(__SSE2__)
+    if constexpr (sizeof(Unit) == 1) {
+        for (; i + 16 <= n; i += 16) {
+            __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+            int high = _mm_movemask_epi8(v);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (i - start)), v);
+            if (high) return i - start + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(high)));
+        }
+    } else if constexpr (sizeof(Unit) == 2) {
+        const __m128i mask = _mm_set1_epi16(static_cast<short>(0xFF80));
+        const __m128i zero = _mm_setzero_si128();
+        for (; i + 16 <= n; i += 16) {
+            __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+            __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 8));
+            __m128i high = _mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), mask), zero);
+            if (_mm_movemask_epi8(high) != 0xFFFF) break;
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (i - start)), _mm_packus_epi16(a, b));
+        }
+    }
+#endif
+    return i - start;
+}
+
 template <class Unit>
 bool transcode(const Unit* s, size_t n, bool escape, std::vector<uint8_t>& buf, size_t* size) {
     size_t need = n * (sizeof(Unit) == 1 ? 2 : sizeof(Unit) == 2 ? 3 : 4);
     if (buf.size() < need) buf.resize(need);
     uint8_t* d = buf.data();
     for (size_t i = 0; i < n; ++i) {
+        if (s[i] < 0x80) {
+            const size_t run = ascii_run(s, i, n, d);
+            d += run;
+            i += run;
+            if (i >= n) break;
+        }
         uint32_t c = s[i];
         if (c < 0x80) {
             *d++ = static_cast<uint8_t>(c);

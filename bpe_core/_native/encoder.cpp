@@ -229,14 +229,16 @@ std::vector<std::pair<uint64_t, uint64_t>> rank_only_pairs(const std::vector<std
     size_t n = vocab.size();
     std::vector<std::string_view> keys(n);
     std::vector<uint32_t> ids(n);
-    std::string reversed_arena;
     size_t total = 0;
     for (const auto& token : vocab) total += token.second.size();
-    reversed_arena.reserve(total);
-    for (size_t i = 0; i < n; ++i) {
+    // Filled by pointer: append(rbegin, rend) went a character at a time through _M_replace (22 M of the 184 M
+    // instructions of cl100k's build, callgrind).
+    std::unique_ptr<char[]> reversed_arena(new char[std::max<size_t>(total, 1)]);
+    for (size_t i = 0, at = 0; i < n; ++i) {
         keys[i] = vocab[i].second;
         ids[i] = vocab[i].first;
-        reversed_arena.append(vocab[i].second.rbegin(), vocab[i].second.rend());
+        std::reverse_copy(vocab[i].second.begin(), vocab[i].second.end(), reversed_arena.get() + at);
+        at += vocab[i].second.size();
     }
     // The left parts of each token (its token prefixes), shortest first: lefts[left_of[t].first, .second).
     std::vector<Part> lefts;
@@ -246,7 +248,7 @@ std::vector<std::pair<uint64_t, uint64_t>> rank_only_pairs(const std::vector<std
         lefts.insert(lefts.end(), parts, parts + count);
     }, [](uint32_t, uint32_t) {});
     for (size_t i = 0, offset = 0; i < n; offset += keys[i].size(), ++i)
-        keys[i] = std::string_view(reversed_arena.data() + offset, keys[i].size());
+        keys[i] = std::string_view(reversed_arena.get() + offset, keys[i].size());
     // Then the right parts (prefixes of the reversed keys), joined with the left parts on the split point.
     std::vector<std::pair<uint64_t, uint64_t>> pairs;
     walk_prefixes(keys, ids, [&](uint32_t t, uint32_t size, const Part* rights, size_t count) {

@@ -8,6 +8,7 @@
 #include <nanobind/ndarray.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "encoder.h"
 #include "flat.h"
 #include "pretok.h"
+#include "tables.h"
 
 namespace nb = nanobind;
 using namespace bpe;
@@ -384,6 +386,100 @@ nb::tuple validate_arrow_strings(uintptr_t offsets, int width, uintptr_t data, s
     }
     return nb::make_tuple(bad, problem, at);
 }
+
+// ------------------------------------------------------------------------------------------ rank files
+
+// One standard base64 field, strictly: whole groups of 4 of [A-Za-z0-9+/], '=' padding only at the end (and "="
+// alone, the empty token), appended to out. False for anything else: base64.b64decode's lenient reading is left to
+// Python.
+bool decode_base64_strict(const uint8_t* p, size_t n, std::string& out) {
+    static const auto table = [] {
+        std::array<int8_t, 256> t{};
+        t.fill(-1);
+        const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        for (int i = 0; i < 64; ++i) t[static_cast<uint8_t>(alphabet[i])] = static_cast<int8_t>(i);
+        return t;
+    }();
+    if (n == 1 && p[0] == '=') return true;
+    if (n == 0 || n % 4 != 0) return false;
+    const size_t pad = p[n - 1] == '=' ? (p[n - 2] == '=' ? 2 : 1) : 0;
+    for (size_t i = 0; i < n; i += 4) {
+        const size_t real = i + 4 == n ? 4 - pad : 4;
+        int32_t v = 0;
+        for (size_t k = 0; k < 4; ++k) v = v << 6 | (k < real ? table[p[i + k]] : 0);
+        int8_t bad = 0;
+        for (size_t k = 0; k < real; ++k) bad |= table[p[i + k]];
+        if (bad < 0) return false;
+        out.push_back(static_cast<char>(v >> 16));
+        if (real > 2) out.push_back(static_cast<char>(v >> 8));
+        if (real > 3) out.push_back(static_cast<char>(v));
+    }
+    return true;
+}
+
+// A .tiktoken rank file's rank -> token bytes, in file order, or None where anything about it is not the plain
+// form (a field that is not strict base64 or plain digits, a line that is not two fields, a rank or token listed
+// twice, no tokens): then bpe_core.formats.tiktoken_file.parse_tiktoken reads it in Python, with its exact
+// errors and warnings. Lines are cut as bytes.splitlines cuts them (\n, \r, \r\n); blank lines are skipped.
+// Measured: cl100k 0.28-0.33 s in Python at load 19 (base64.b64decode per line).
+nb::object parse_rank_file(nb::bytes data) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(data.c_str());
+    const size_t n = data.size();
+    auto space = [](uint8_t c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; };
+    struct Entry {
+        uint64_t rank;
+        uint32_t offset, size;
+    };
+    std::vector<Entry> entries;
+    entries.reserve(n / 8);
+    std::string arena;
+    arena.reserve(n);
+    uint64_t max_rank = 0;
+    for (size_t i = 0; i < n;) {
+        size_t end = i;
+        while (end < n && p[end] != '\n' && p[end] != '\r') ++end;
+        const size_t next = end + 1 < n && p[end] == '\r' && p[end + 1] == '\n' ? end + 2 : end + 1;
+        size_t a = i;
+        while (a < end && space(p[a])) ++a;
+        i = next;
+        if (a == end) continue;
+        size_t b = a;
+        while (b < end && !space(p[b])) ++b;
+        size_t c = b;
+        while (c < end && space(p[c])) ++c;
+        size_t d = c;
+        while (d < end && !space(p[d])) ++d;
+        size_t e = d;
+        while (e < end && space(p[e])) ++e;
+        if (c == end || e != end || d - c > 9) return nb::none();  // ranks below 10**9: the rest is left to Python
+        uint64_t rank = 0;
+        for (size_t k = c; k < d; ++k) {
+            if (p[k] < '0' || p[k] > '9') return nb::none();
+            rank = rank * 10 + (p[k] - '0');
+        }
+        const size_t offset = arena.size();
+        if (!decode_base64_strict(p + a, b - a, arena)) return nb::none();
+        entries.push_back(Entry{rank, static_cast<uint32_t>(offset), static_cast<uint32_t>(arena.size() - offset)});
+        max_rank = std::max(max_rank, rank);
+    }
+    if (entries.empty() || max_rank > 8 * entries.size() + (size_t(1) << 20)) return nb::none();
+    std::vector<bool> rank_seen(max_rank + 1);
+    BytesMap tokens(entries.size());
+    for (const Entry& x : entries) {
+        const uint8_t* t = reinterpret_cast<const uint8_t*>(arena.data()) + x.offset;
+        if (rank_seen[x.rank] || tokens.find(t, x.size) != BytesMap::kMissing) return nb::none();
+        rank_seen[x.rank] = true;
+        tokens.insert(t, x.size, 0);
+    }
+    nb::dict out;
+    for (const Entry& x : entries) {
+        nb::object key = nb::steal(PyLong_FromUnsignedLongLong(x.rank));
+        nb::object value = nb::steal(PyBytes_FromStringAndSize(arena.data() + x.offset, x.size));
+        if (!key.is_valid() || !value.is_valid() || PyDict_SetItem(out.ptr(), key.ptr(), value.ptr()) < 0)
+            throw nb::python_error();
+    }
+    return out;
+}
 }  // namespace
 
 void bind_encoder(nb::module_& m) {
@@ -409,6 +505,7 @@ void bind_encoder(nb::module_& m) {
                      "reset to the seed image.")
         .def_prop_ro("cache_resets", &PyEncoder::cache_resets,
                      "Generational resets of the workers' piece tables at the limit, since the encoder was built.");
+    m.def("parse_rank_file", &parse_rank_file, nb::arg("data"));
     m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
           nb::arg("data_size"), nb::arg("n"));
 }

@@ -29,7 +29,14 @@ def parse_tiktoken(data: bytes, path: str) -> dict[int, bytes]:
     token: Whisper's ``multilingual.tiktoken`` has it at rank 50256, a rank no text produces), and a token listed
     twice keeps its last rank, as tiktoken's dict does (with a warning: the earlier rank has no token). Refused,
     naming the line: a line that is not two fields, bad base64 or rank, a negative rank, a rank given to two tokens
-    (``tiktoken.Encoding`` refuses those too)."""
+    (``tiktoken.Encoding`` refuses those too). A file in the plain form is read by the native core (the same dict;
+    cl100k 0.3 s -> ~0.02 s); anything else, errors and warnings included, here."""
+    from bpe_core import native
+
+    if native.available() and hasattr(native._core, "parse_rank_file"):
+        parsed = native._core.parse_rank_file(data)
+        if parsed is not None:
+            return parsed
     vocab: dict[int, bytes] = {}
     seen: dict[bytes, tuple[int, int]] = {}  # token -> (rank, line)
     replaced: list[str] = []
