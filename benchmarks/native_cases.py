@@ -418,10 +418,10 @@ def case_train(name: str, docs: list[str], vocab: int) -> dict:
 
     if name == "ours":
         import bpe_core
-        from bpe_core import native
+        from bpe_core.train import native_loop
 
         t_count, counts = cpu_timed(lambda: bpe_core.count_chunks(docs, "cl100k", num_threads=1))
-        t_loop, _ = cpu_timed(lambda: native.train_merges(counts, vocab - 256, 2, "ids"))
+        t_loop, _ = cpu_timed(lambda: native_loop.train_merges(counts, vocab - 256, 2, "ids"))
         t_train, _ = cpu_timed(lambda: bpe_core.train(counts, vocab))
         return {"seconds": t_count + t_train, "count": t_count, "train": t_train, "loop": t_loop}
     if name == "rustbpe":

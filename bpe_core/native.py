@@ -1,4 +1,6 @@
-"""Backend selection: the C++ core (the default) or the pure-Python reference (``backend="python"``), the oracle.
+"""The loader of the C++ core, and backend selection: the core (the default) or the pure-Python reference
+(``backend="python"``), the oracle. The merge loops' wrappers live beside their callers (``bpe_core.train.native_loop``,
+``bpe_core.superword.reference``).
 
 The C++ core (``bpe_core/_native``) is built by the package's own build; a C++17 compiler is the only system
 requirement. Where it cannot load, the first use says so once (a RuntimeWarning naming the import error) and the
@@ -12,10 +14,9 @@ a broken build can never pass as "native equals reference".
 
 from __future__ import annotations
 
-import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 BACKENDS = ("native", "python")
@@ -126,54 +127,6 @@ def make_stream_state(decoder, errors: str, skip_special: bool):
     return _core.StreamState(decoder, errors, skip_special)
 
 
-# ----------------------------------------------------------------------------------------------- training
-
-
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation now (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62  # unknown: do not refuse
-
-
-def train_memory_estimate(chunk_counts: Mapping[bytes, int]) -> tuple[int, int, int]:
-    """(unique chunks with pairs, their bytes, estimated bytes of the merge loop); validates the counts."""
-    n_words, n_tokens = _core.train_sizes(_as_dict(chunk_counts))
-    return n_words, n_tokens, _core.estimate_train_memory(n_words, n_tokens)
-
-
-def train_merges(
-    chunk_counts: Mapping[bytes, int],
-    budget: int,
-    min_count: int,
-    tie_break: str,
-    progress: Callable[[int, int], None] | None = None,
-    *,
-    memory_limit: int | None = None,
-) -> tuple[list[tuple[int, int]], list[bytes]]:
-    """The C++ merge loop: (merges as id pairs, token bytes by id), equal to train._MergeLoop's.
-
-    Logs the memory estimate (logger ``bpe_core.native``, INFO; the figures are ``train_memory_estimate`` and
-    ``available_memory``, for a caller that reports them itself) and raises MemoryError, with the figures, where it
-    exceeds ``memory_limit`` (default: the memory available now).
-    """
-    from bpe_core.constants import TIE_BREAKS
-
-    counts = _as_dict(chunk_counts)
-    n_words, n_tokens, estimate = train_memory_estimate(counts)
-    _check_memory(n_words, n_tokens, estimate, memory_limit)
-    merges, token_bytes = _core.train(counts, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress)
-    return merges, token_bytes
-
-
 def make_chunk_table():
     """An empty native ChunkTable (bpe_core.train.sorted_counts.ChunkTable wraps it)."""
     return _core.ChunkTable()
@@ -184,67 +137,9 @@ def merge_sorted_counts(parts: list[tuple]) -> tuple:
     return _core.merge_sorted_counts(parts)
 
 
-def train_table_merges(
-    table,
-    budget: int,
-    min_count: int,
-    tie_break: str,
-    progress: Callable[[int, int], None] | None = None,
-    *,
-    memory_limit: int | None = None,
-) -> tuple[list[tuple[int, int]], list[bytes]]:
-    """``train_merges`` on a native ChunkTable (emptied as its chunks become the loop's words), with the same
-    memory estimate, log line and MemoryError. ``tie_break`` is one of ``TIE_BREAKS``: ``bpe_core.train`` checked
-    it (``check_train_arguments``)."""
-    from bpe_core.constants import TIE_BREAKS
-
-    n_words, n_tokens = table.train_sizes()
-    _check_memory(n_words, n_tokens, _core.estimate_train_memory(n_words, n_tokens), memory_limit)
-    return _core.train_table(table, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress)
-
-
-def _hf_rank() -> list[int]:
-    from bpe_core.model.bytelevel import huggingface_base_order
-
-    hf_rank = [0] * 256
-    for rank, b in enumerate(huggingface_base_order()):
-        hf_rank[b] = rank
-    return hf_rank
-
-
-def _check_memory(n_words: int, n_tokens: int, estimate: int, memory_limit: int | None) -> None:
-    limit = available_memory() if memory_limit is None else memory_limit
-    gib = 1 << 30
-    logging.getLogger(__name__).info(
-        "merge loop over %s unique chunks (%s bytes) needs about %.2f GiB (%.1f GiB available)",
-        f"{n_words:,}",
-        f"{n_tokens:,}",
-        estimate / gib,
-        limit / gib,
-    )
-    if estimate > limit:
-        raise MemoryError(
-            f"the merge loop over {n_words:,} unique chunks ({n_tokens:,} bytes) needs about {estimate / gib:.2f} GiB "
-            f"but only {limit / gib:.2f} GiB is available: keep fewer chunks (drop rare chunks from "
-            "chunk_counts) or use a machine with more memory"
-        )
-
-
-def _as_dict(chunk_counts: Mapping[bytes, int]) -> dict:
-    return chunk_counts if isinstance(chunk_counts, dict) else dict(chunk_counts.items())
-
-
-def train_supermerges(
-    ids, offsets, counts, alphabet: list[bytes], budget: int, min_count: int, tie_break: str, progress
-):
-    """Phase 2 of a superword tokenizer on the native core: (merges, the new tokens' bytes)."""
-    from bpe_core.constants import TIE_BREAKS
-
-    return _core.train_supermerges(
-        ids, offsets, counts, alphabet, budget, min_count, TIE_BREAKS.index(tie_break), _hf_rank(), progress
-    )
-
-
-def make_superword_pass(token_len, eligible: bytes, letter: bytes, run_needs_letter: bool, left, right, result, kind):
-    """The native superword pass of one tokenizer (bpe_core.superword.reference.SuperwordPass wraps it)."""
-    return _core.SuperwordPass(token_len, eligible, letter, run_needs_letter, left, right, result, kind)
+def core() -> Any:
+    """The loaded C++ module (``bpe_core._native._core``) for the wrappers beside its callers (the merge loops of
+    bpe_core/train/native_loop.py and bpe_core/superword/reference.py); ImportError where it did not load."""
+    if _core is None:
+        raise ImportError(f"the native core did not load: {_LOAD_ERROR}")
+    return _core

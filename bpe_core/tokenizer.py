@@ -21,6 +21,7 @@ from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
 from bpe_core.pretokenize.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
+    from bpe_core.model.sentencepiece import SpmModel
     from bpe_core.superword.reference import Supermerges
 
 CHUNK_CACHE_LIMIT = 1 << 18
@@ -52,6 +53,8 @@ class Tokenizer:
         family: str | None = None,
         unreachable: Iterable[int] = (),
         superword: Supermerges | None = None,
+        sentencepiece: SpmModel | None = None,
+        declared_tokens: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
         self.family = family  # where the vocabulary comes from, for `beam-bpe info` (e.g. "huggingface")
@@ -63,6 +66,10 @@ class Tokenizer:
         # looked up by bytes; a merge with such a part can never fire and is dropped (the ids do not change).
         self._unreachable = frozenset(int(i) for i in unreachable)
         self.superword = superword  # a superword tokenizer's supermerges (bpe_core.superword), else None
+        self.sentencepiece = sentencepiece  # a SentencePiece-style model (bpe_core.model.sentencepiece), else None
+        # "bos"/"eos" -> the id the file declares (a .model's ids, GGUF's bos_token_id/eos_token_id): the encode
+        # job's --bos/--eos without a value take these first.
+        self.declared_tokens: dict[str, int] = dict(declared_tokens or {})
         self._merge_ids = (
             None
             if merges is None
@@ -115,20 +122,27 @@ class Tokenizer:
             "family",
             "_unreachable",
             "superword",
+            "sentencepiece",
+            "declared_tokens",
         )
         return {**{k: self.__dict__[k] for k in keep}, "backend": self.backend}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"declared_tokens": {}, "sentencepiece": None, **state})
         self.backend = native.resolve_backend(None if state.get("backend") == "native" else state.get("backend"))
         self._build()
 
     def _make_backend(self):
         """The engine; a superword tokenizer's wraps its word model's (superword.reference.SuperwordBackend)."""
+        if self.sentencepiece is not None:
+            from bpe_core.encode.sentencepiece import SentencePieceBackend
+
+            return SentencePieceBackend(self, self.backend)
         plain = make_backend(self, self.backend)
         if self.superword is None:
             return plain
-        from bpe_core.superword.reference import SuperwordBackend, word_model_arguments
+        from bpe_core.model.truncate import word_model_arguments
+        from bpe_core.superword.reference import SuperwordBackend
 
         arguments = word_model_arguments(self)
         return SuperwordBackend(self, plain, Tokenizer(arguments.pop("vocab"), **arguments))
@@ -228,10 +242,6 @@ class Tokenizer:
         :mod:`bpe_core.model.truncate`."""
         from bpe_core.model.truncate import truncated_arguments
 
-        if self.superword is not None:
-            from bpe_core.superword.reference import truncated_superword
-
-            return truncated_superword(self, n_vocab)
         arguments = truncated_arguments(self, n_vocab)
         return self if arguments is None else Tokenizer(arguments.pop("vocab"), **arguments)
 
@@ -294,6 +304,8 @@ class Tokenizer:
         }
         if self._unreachable:  # only where there are some, so that every earlier digest stays as it was
             meta["unreachable"] = sorted(self._unreachable)
+        if self.sentencepiece is not None:  # likewise
+            meta["sentencepiece"] = self.sentencepiece.identity()
         if self.superword is not None:  # likewise
             sw = self.superword
             meta["superword"] = {"rule": sw.rule, "word_size": sw.word_size, "merges": [list(m) for m in sw.merges]}
@@ -482,7 +494,12 @@ class Tokenizer:
         raise ValueError(f"token ids not in this vocabulary: {bad[:10]}{' ...' if len(bad) > 10 else ''} ({detail})")
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
-        """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``)."""
+        """Decode to text; invalid UTF-8 is handled by ``errors`` (as ``bytes.decode``; SentencePiece-style
+        vocabularies replace each invalid byte, as ``sentencepiece`` does)."""
+        if self.sentencepiece is not None:
+            from bpe_core.model.sentencepiece import spm_errors
+
+            errors = spm_errors(errors)
         return self.decode_bytes(ids).decode("utf-8", errors)
 
     # ----------------------------------------------------------------- files
@@ -508,6 +525,8 @@ class Tokenizer:
                 family=data.family,
                 unreachable=data.unreachable,
                 superword=data.superword,
+                sentencepiece=data.sentencepiece,
+                declared_tokens=data.declared_tokens,
             )
         except ValueError as exc:  # VocabularyError and the constructor's own checks
             if data.source is None or isinstance(exc, TokenizerFileError):
@@ -555,12 +574,19 @@ class Tokenizer:
 
     @classmethod
     def from_file(
-        cls, path: str, *, pretokenizer: PreTokenizerSpec | None = None, backend: str | None = None
+        cls,
+        path: str,
+        *,
+        pretokenizer: PreTokenizerSpec | None = None,
+        backend: str | None = None,
+        max_vocab: int | None = None,
     ) -> Tokenizer:
-        """Load any supported tokenizer file, recognised by its content."""
-        from bpe_core.formats.detect import load_any
+        """Load any supported tokenizer file, recognised by its content; a vocabulary of more than ``max_vocab``
+        ids (default ``$BEAM_BPE_MAX_VOCAB``, else 2**21) is refused before its tables are built."""
+        from bpe_core.formats.detect import check_vocab_size, load_any
 
-        return cls.from_data(load_any(path, pretokenizer=pretokenizer), backend=backend)
+        data = check_vocab_size(load_any(path, pretokenizer=pretokenizer), str(path), max_vocab)
+        return cls.from_data(data, backend=backend)
 
     @classmethod
     def from_huggingface(cls, path: str, *, backend: str | None = None) -> Tokenizer:

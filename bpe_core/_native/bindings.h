@@ -62,3 +62,4 @@ void bind_trainer(nanobind::module_& m);  // trainer_bindings.cpp
 void bind_pretok(nanobind::module_& m);   // pretok_bindings.cpp
 void bind_counts(nanobind::module_& m);   // counts_bindings.cpp
 void bind_superword(nanobind::module_& m);  // superword_bindings.cpp
+void bind_spm(nanobind::module_& m);        // spm_bindings.cpp

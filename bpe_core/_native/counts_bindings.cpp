@@ -17,8 +17,8 @@ namespace nb = nanobind;
 using namespace bpe;
 
 void bind_counts(nb::module_& m);
-nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_break,
-                         const std::vector<uint32_t>& hf_rank, nb::object progress);  // trainer_bindings.cpp
+nb::tuple run_merge_loop(Words w, const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                         int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress);  // trainer_bindings.cpp
 nb::tuple sorted_table(CountsColumns&& t);
 
 namespace {
@@ -94,7 +94,7 @@ nb::tuple train_table(PyChunkTable& table, uint64_t budget, int64_t min_count, i
         nb::gil_scoped_release release;
         w = table.table_.take_words(budget);
     }
-    return run_merge_loop(std::move(w), budget, min_count, tie_break, hf_rank, progress);
+    return run_merge_loop(std::move(w), {}, budget, min_count, tie_break, hf_rank, progress);
 }
 
 }  // namespace

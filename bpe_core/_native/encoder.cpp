@@ -1,4 +1,5 @@
 #include "encoder.h"
+#include "merge_kernels.h"
 #include "pretok_blocks.h"
 
 #include <algorithm>
@@ -483,7 +484,7 @@ bool Encoder::merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out
     if (n < 2) {
         out.insert(out.end(), ids.begin(), ids.end());
     } else {
-        merge_heap(ids.data(), n, out, stats);
+        bpe::merge_heap(ids.data(), n, pair_value(), out, stats);
     }
     return true;
 }
@@ -511,108 +512,14 @@ uint32_t* Encoder::merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int
     if (n <= kScanLimit) {
         uint64_t values[kScanLimit];
         for (size_t i = 0; i + 1 < n; ++i) values[i] = byte_pairs_[size_t(p[i]) << 8 | p[i + 1]];
-        return merge_scan(ids, values, n, dst);
+        const size_t m = bpe::merge_scan(ids, values, n, pair_value());
+        std::memcpy(dst, ids, m * sizeof(uint32_t));
+        return dst + m;
     }
     std::vector<uint32_t> merged;
-    merge_heap(ids, n, merged, nullptr);
+    bpe::merge_heap(ids, n, pair_value(), merged, nullptr);
     std::memcpy(dst, merged.data(), merged.size() * sizeof(uint32_t));
     return dst + merged.size();
-}
-
-// Leftmost smallest value, merged until none merges: bpe._merge_scan. GCC turns the shifting loops below back into
-// memmove calls unless told not to (-ftree-loop-distribute-patterns): 11 library calls per new piece of 20 MB.
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-#endif
-uint32_t* Encoder::merge_scan(uint32_t* ids, uint64_t* values, size_t n, uint32_t* dst) const {
-    size_t m = n - 1;  // number of pairs
-    while (m > 0) {
-        size_t best_i = 0;
-        uint64_t best = values[0];
-        for (size_t i = 1; i < m; ++i) {
-            if (values[i] < best) {
-                best = values[i];
-                best_i = i;
-            }
-        }
-        if (best == kNoMerge) break;
-        size_t i = best_i;
-        ids[i] = static_cast<uint32_t>(best & kIdMask);
-        // Shifted in place by a loop: a few elements, where memmove was a library call each (two per merge).
-        for (size_t k = i + 1; k < m; ++k) {
-            ids[k] = ids[k + 1];
-            values[k - 1] = values[k];
-        }
-        --m;
-        if (i > 0) values[i - 1] = value(ids[i - 1], ids[i]);
-        if (i < m) values[i] = value(ids[i], ids[i + 1]);
-    }
-    std::memcpy(dst, ids, (m + 1) * sizeof(uint32_t));
-    return dst + m + 1;
-}
-
-// Heap of (value, position) with lazy invalidation over a doubly linked list: bpe._merge_heap, O(n log n).
-void Encoder::merge_heap(const uint32_t* src, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const {
-    struct Entry {
-        uint64_t value;
-        uint64_t pos;
-        uint64_t key;
-        bool operator>(const Entry& o) const { return value != o.value ? value > o.value : pos > o.pos; }
-    };
-    constexpr int64_t kGone = -1;
-    std::vector<int64_t> toks(src, src + n);
-    std::vector<uint32_t> nxt(n), prv(n);
-    for (size_t i = 0; i < n; ++i) {
-        nxt[i] = static_cast<uint32_t>(i + 1);
-        prv[i] = static_cast<uint32_t>(i - 1);  // wraps for i == 0: "none"
-    }
-    constexpr uint32_t kNone = ~uint32_t(0);
-    std::vector<Entry> heap;
-    heap.reserve(n);
-    for (size_t i = 0; i + 1 < n; ++i) {
-        uint64_t key = uint64_t(toks[i]) << 32 | uint64_t(toks[i + 1]);
-        uint64_t v = value(static_cast<uint32_t>(toks[i]), static_cast<uint32_t>(toks[i + 1]));
-        if (v != kNoMerge) heap.push_back(Entry{v, i, key});
-    }
-    auto greater = std::greater<Entry>();
-    std::make_heap(heap.begin(), heap.end(), greater);
-    uint64_t pushes = heap.size(), pops = 0;
-    auto push = [&](uint64_t v, size_t pos, uint64_t key) {
-        heap.push_back(Entry{v, pos, key});
-        std::push_heap(heap.begin(), heap.end(), greater);
-        ++pushes;
-    };
-    while (!heap.empty()) {
-        std::pop_heap(heap.begin(), heap.end(), greater);
-        Entry e = heap.back();
-        heap.pop_back();
-        if (++pops % kPollPops == 0 && stop_requested()) break;  // partial: the caller checks stopped()
-        size_t i = e.pos;
-        size_t j = nxt[i];
-        if (toks[i] == kGone || j >= n || (uint64_t(toks[i]) << 32 | uint64_t(toks[j])) != e.key) continue;
-        toks[i] = static_cast<int64_t>(e.value & kIdMask);
-        toks[j] = kGone;
-        size_t k = nxt[j];
-        nxt[i] = static_cast<uint32_t>(k);
-        if (k < n) prv[k] = static_cast<uint32_t>(i);
-        uint32_t p = prv[i];
-        if (p != kNone) {
-            uint32_t l = static_cast<uint32_t>(toks[p]), r = static_cast<uint32_t>(toks[i]);
-            uint64_t v = value(l, r);
-            if (v != kNoMerge) push(v, p, uint64_t(l) << 32 | r);
-        }
-        if (k < n) {
-            uint32_t l = static_cast<uint32_t>(toks[i]), r = static_cast<uint32_t>(toks[k]);
-            uint64_t v = value(l, r);
-            if (v != kNoMerge) push(v, i, uint64_t(l) << 32 | r);
-        }
-    }
-    if (stats) {
-        stats->pushes = pushes;
-        stats->pops = pops;
-    }
-    for (size_t i = 0; i < n; ++i)
-        if (toks[i] != kGone) out.push_back(static_cast<uint32_t>(toks[i]));
 }
 
 }  // namespace bpe

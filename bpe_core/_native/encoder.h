@@ -205,10 +205,10 @@ class Encoder {
     void attach(ChunkCache* cache) const;
     void seed(const std::vector<std::pair<uint32_t, std::string_view>>& vocab);
     uint32_t* merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const;
-    // values[i]: the merge value of ids[i], ids[i + 1] (n - 1 of them, filled by the caller).
-    uint32_t* merge_scan(uint32_t* ids, uint64_t* values, size_t n, uint32_t* dst) const;
-
-    void merge_heap(const uint32_t* ids, size_t n, std::vector<uint32_t>& out, MergeStats* stats) const;
+    // The pair lookup of the merge kernels (merge_kernels.h, shared with the superword level).
+    auto pair_value() const {
+        return [this](uint32_t left, uint32_t right) { return value(left, right); };
+    }
 
     int64_t byte_ids_[256];
     BytesMap whole_;         // token bytes -> id (vocab only)

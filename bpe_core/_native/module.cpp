@@ -22,4 +22,5 @@ NB_MODULE(_core, m) {
     bind_pretok(m);
     bind_counts(m);
     bind_superword(m);
+    bind_spm(m);
 }

@@ -28,8 +28,7 @@ struct SuperwordTables {
 struct SuperwordScratch {
     std::vector<size_t> ends;
     std::vector<uint64_t> values;
-    std::vector<uint32_t> next, prev;
-    std::vector<std::pair<uint64_t, uint32_t>> heap;
+    std::vector<uint32_t> merged;
 };
 
 // The runs of one document: calls on_run(first token index, number of tokens) for each maximal run of >= 2 whole,
@@ -73,8 +72,8 @@ bool for_each_run(Pretok kind, const uint8_t* text, size_t n, const uint32_t* id
     return true;
 }
 
-// The supermerges of one run, in place: the lowest-ranked adjacent pair first, the leftmost on ties. Returns the new
-// length.
+// The supermerges of one run, in place: the merge kernels of merge_kernels.h (the encoder's) over the supermerges'
+// lookup. Returns the new length.
 size_t merge_run(uint32_t* run, size_t len, const SuperwordTables& t, SuperwordScratch& s);
 
 }  // namespace bpe

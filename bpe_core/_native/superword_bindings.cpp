@@ -19,6 +19,8 @@ namespace nb = nanobind;
 using namespace bpe;
 
 void bind_superword(nb::module_& m);
+nb::tuple run_merge_loop(Words w, const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                         int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress);  // trainer_bindings.cpp
 
 namespace {
 
@@ -65,11 +67,10 @@ Words runs_to_words(const Ids& ids, const Offsets64& offsets, const Counts& coun
 }
 
 // (merges, token_bytes): the supermerges as (left id, right id) in rank order and the alphabet extended by the new
-// tokens, equal to bpe_core.superword.reference.train_supermerges_reference.
+// tokens: the one merge loop (trainer_bindings.cpp run_merge_loop) over the word model's tokens.
 nb::tuple train_supermerges(const Ids& ids, const Offsets64& offsets, const Counts& counts,
                             nb::handle alphabet_list, uint64_t budget, int64_t min_count,
                             int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress) {
-    if (tie_break < 0 || tie_break > 2) throw nb::value_error("tie_break must be 0 (ids), 1 (huggingface) or 2 (bytes)");
     std::vector<std::string> alphabet;
     for (nb::handle item : alphabet_list) {
         if (!PyBytes_Check(item.ptr())) throw nb::type_error("alphabet must be a list of bytes (token bytes by id)");
@@ -77,24 +78,7 @@ nb::tuple train_supermerges(const Ids& ids, const Offsets64& offsets, const Coun
     }
     if (alphabet.size() < 256) throw nb::value_error("the alphabet (the word model's tokens) starts with the 256 bytes");
     Words w = runs_to_words(ids, offsets, counts, alphabet.size(), budget);
-    std::unique_ptr<MergeLoop> loop;
-    {
-        nb::gil_scoped_release release;
-        loop = std::make_unique<MergeLoop>(std::move(w), static_cast<TieBreak>(tie_break), hf_rank, alphabet);
-        std::function<void(uint64_t)> report;
-        if (!progress.is_none()) {
-            report = [&](uint64_t new_tokens) {
-                nb::gil_scoped_acquire acquire;
-                progress(new_tokens, budget);
-            };
-        }
-        loop->run(budget, min_count, report);
-    }
-    nb::list merges, token_bytes;
-    for (const auto& [a, b] : loop->merges()) merges.append(nb::make_tuple(a, b));
-    const auto& tb = loop->token_bytes();
-    for (size_t i = alphabet.size(); i < tb.size(); ++i) token_bytes.append(nb::bytes(tb[i].data(), tb[i].size()));
-    return nb::make_tuple(merges, token_bytes);
+    return run_merge_loop(std::move(w), alphabet, budget, min_count, tie_break, hf_rank, progress);
 }
 
 using Bytes = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -291,7 +275,7 @@ void bind_superword(nb::module_& m) {
     m.def("train_supermerges", &train_supermerges, nb::arg("ids"), nb::arg("offsets"), nb::arg("counts"),
           nb::arg("alphabet"), nb::arg("budget"), nb::arg("min_count"), nb::arg("tie_break"), nb::arg("hf_rank"),
           nb::arg("progress").none(),
-          "Phase 2 of a superword tokenizer: merges over runs of word-model ids; returns (merges, new token bytes).");
+          "Phase 2 of a superword tokenizer: merges over runs of word-model ids; returns (merges, token bytes by id).");
     nb::class_<PySuperwordPass>(m, "SuperwordPass")
         .def(nb::init<const std::vector<uint32_t>&, nb::bytes, nb::bytes, bool, const std::vector<uint32_t>&,
                       const std::vector<uint32_t>&, const std::vector<uint32_t>&, const std::string&>(),

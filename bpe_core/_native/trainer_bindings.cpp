@@ -15,8 +15,8 @@
 namespace nb = nanobind;
 using namespace bpe;
 
-nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_break,
-                         const std::vector<uint32_t>& hf_rank, nb::object progress);
+nb::tuple run_merge_loop(Words w, const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                         int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress);
 
 namespace {
 
@@ -89,19 +89,21 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
         w.words.push_back(Words::Word{w.token_count(), n, static_cast<int64_t>(c)});
         w.append(p, n);
     });
-    return run_merge_loop(std::move(w), budget, min_count, tie_break, hf_rank, progress);
+    return run_merge_loop(std::move(w), {}, budget, min_count, tie_break, hf_rank, progress);
 }
 
 }  // namespace
 
-// The merge loop on words built from a dict (train) or from counts tables (counts_bindings.cpp train_table).
-nb::tuple run_merge_loop(Words w, uint64_t budget, int64_t min_count, int tie_break,
-                         const std::vector<uint32_t>& hf_rank, nb::object progress) {
+// The one merge loop of both levels: words built from a dict (train) or from counts tables (counts_bindings.cpp
+// train_table) over the 256 bytes (alphabet empty), or runs of word-model ids over the word model's tokens
+// (superword_bindings.cpp train_supermerges). Returns (merges, token bytes by id: the alphabet and the new tokens).
+nb::tuple run_merge_loop(Words w, const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                         int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress) {
     if (tie_break < 0 || tie_break > 2) throw nb::value_error("tie_break must be 0 (ids), 1 (huggingface) or 2 (bytes)");
     std::unique_ptr<MergeLoop> loop;
     {
         nb::gil_scoped_release release;
-        loop = std::make_unique<MergeLoop>(std::move(w), static_cast<TieBreak>(tie_break), hf_rank);
+        loop = std::make_unique<MergeLoop>(std::move(w), static_cast<TieBreak>(tie_break), hf_rank, alphabet);
         std::function<void(uint64_t)> report;
         if (!progress.is_none()) {
             report = [&](uint64_t new_tokens) {

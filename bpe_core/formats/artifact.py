@@ -184,11 +184,23 @@ def _superword(reader: _Reader, vocab: dict[int, bytes]):
             "the file was written by a newer version",
             line=line,
         )
+    if not 0 < word_size <= len(vocab):
+        raise TokenizerFileError(reader.path, f"superword word-model size {word_size} is not between 1 and the "
+                                 f"vocabulary's {len(vocab)} ids", line=line)  # fmt: skip
     merges = reader.section("supermerges", _parse_merge_line)
+    first = reader.pos - len(merges) + 1  # the line of supermerge 0
+    seen: dict[tuple[int, int], int] = {}
+    for rank, pair in enumerate(merges):  # as strict as the merges: a pair merged twice is a damaged file
+        if pair in seen:
+            raise TokenizerFileError(reader.path, f"duplicate supermerge {pair[0]} {pair[1]} (rank {rank}, first at "
+                                     f"rank {seen[pair]})", line=first + rank)  # fmt: skip
+        seen[pair] = rank
     try:
         return Supermerges.from_vocab(merges, vocab, word_size, rule)
     except ValueError as exc:
-        raise TokenizerFileError(reader.path, str(exc), line=reader.pos) from None
+        bad = next((r for r, (a, b) in enumerate(merges) if a not in vocab or b not in vocab
+                    or vocab[a] + vocab[b] not in set(vocab.values())), None)  # fmt: skip
+        raise TokenizerFileError(reader.path, str(exc), line=reader.pos if bad is None else first + bad) from None
 
 
 def _parse_superword_line(value: str) -> tuple[str, int]:

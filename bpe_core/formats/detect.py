@@ -3,15 +3,16 @@
 Recognised: the own artifact (``tokenizer.bpe``), GGUF (``GGUF`` magic), Hugging Face ``tokenizer.json`` (a JSON
 object with a ``model``), Mistral's Tekken files (a JSON object with a ``config`` object and a ``vocab`` list),
 GPT-2 ``vocab.json`` (a JSON object of integer ids, with ``merges.txt`` beside it) or ``merges.txt`` (with
-``vocab.json`` beside it), and ``.tiktoken`` rank files. A folder is searched for ``tokenizer.json``,
-``tokenizer.bpe``, then ``vocab.json``. Only the first 4 KiB decide, so a multi-gigabyte GGUF model file is never
-read whole.
+``vocab.json`` beside it), SentencePiece ``.model`` files (a ModelProto) and ``.tiktoken`` rank files. A folder is
+searched for ``tokenizer.json``, ``tokenizer.bpe``, then ``vocab.json``. Only the first 4 KiB decide, so a
+multi-gigabyte GGUF model file is never read whole.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -28,6 +29,34 @@ if TYPE_CHECKING:
 HEAD_BYTES = 4096
 _BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")  # "format_version 1" (an artifact without its first line) is not one
 FOLDER_FILES = ("tokenizer.json", "tokenizer.bpe", "vocab.json")
+MAX_VOCAB = 1 << 21  # above every published vocabulary (the largest, about 262k ids, is an eighth of it)
+MAX_VOCAB_ENV = "BEAM_BPE_MAX_VOCAB"
+
+
+def max_vocab_limit(max_vocab: int | None = None) -> tuple[int, str]:
+    """The vocabulary bound and the name to give it: ``max_vocab=`` if given, else ``$BEAM_BPE_MAX_VOCAB``, else
+    2**21."""
+    if max_vocab is not None:
+        return int(max_vocab), "max_vocab"
+    value = os.environ.get(MAX_VOCAB_ENV, "").strip()
+    if not value:
+        return MAX_VOCAB, f"the default limit (2**21; {MAX_VOCAB_ENV} changes it)"
+    try:
+        return int(value), MAX_VOCAB_ENV
+    except ValueError:
+        raise ValueError(f"{MAX_VOCAB_ENV} must be a whole number of tokens, got {value!r}") from None
+
+
+def check_vocab_size(data: TokenizerData, path: str, max_vocab: int | None = None) -> TokenizerData:
+    """Refuse a vocabulary of more ids than the bound (its tables would cost memory on every worker without
+    limit: a 475k-token ``tokenizer.json`` cost 443 MiB per worker), naming its size and the limit."""
+    limit, name = max_vocab_limit(max_vocab)
+    ids = [*data.vocab, *data.special_tokens.values(), *data.added_tokens.values()]
+    size = max(max(ids) + 1, len(ids)) if ids else 0
+    if size > limit:
+        raise TokenizerFileError(path, f"the vocabulary has {size:,} ids, above {name} of {limit:,}: pass "
+                                 f"max_vocab= (or set {MAX_VOCAB_ENV}) to load a vocabulary this large")  # fmt: skip
+    return data
 
 
 class Source:
@@ -131,6 +160,18 @@ def _load_tekken(src: Source, pretokenizer: PreTokenizerSpec | None) -> Tokenize
     return tekken_data(src.json, src.path)
 
 
+def _is_sentencepiece(head: bytes) -> bool:
+    from bpe_core.formats.sentencepiece import looks_like_model_proto
+
+    return looks_like_model_proto(head)
+
+
+def _load_sentencepiece(src: Source, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
+    from bpe_core.formats.sentencepiece import load_sentencepiece
+
+    return load_sentencepiece(src.path)
+
+
 def _load_tiktoken(src: Source, pretokenizer: PreTokenizerSpec | None) -> TokenizerData:
     from bpe_core.formats.tiktoken_file import load_tiktoken
 
@@ -149,6 +190,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
              json=lambda spec: isinstance(spec, dict) and isinstance(spec.get("model"), dict), own_pretokenizer=True,
              suffix=".json"),
     FileKind("tekken", "Mistral Tekken file", _is_json, _load_tekken, json=_is_tekken, own_pretokenizer=True),
+    FileKind("sentencepiece", "SentencePiece model", _is_sentencepiece, _load_sentencepiece, own_pretokenizer=True),
     FileKind("tiktoken", ".tiktoken rank file", _is_rank_file, _load_tiktoken, suffix=".tiktoken"),
     FileKind("gpt2-merges", "GPT-2 merges.txt", _is_merges, _load_merges),
 )  # fmt: skip

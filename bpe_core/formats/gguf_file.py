@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 FAMILY = "llama.cpp GGUF (byte-level BPE)"
 _UNSUPPORTED_MODELS = {
-    "llama": "SentencePiece BPE",
     "bert": "WordPiece",
     "t5": "Unigram",
     "rwkv": "RWKV trie",
@@ -39,10 +38,17 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
     """What the vocabulary of a GGUF file holds; ``pretokenizer`` overrides ``tokenizer.ggml.pre``."""
     meta = read_gguf_metadata(path)
     model = meta.get("tokenizer.ggml.model")
+    if model in ("llama", "gemma4"):
+        from bpe_core.formats.gguf_spm import load_gguf_spm
+
+        if pretokenizer is not None:
+            raise ValueError(f"{path} is a SentencePiece-style GGUF ({model}); it takes no pretokenizer argument")
+        return load_gguf_spm(meta, path)
     if model != "gpt2":
         kind = _UNSUPPORTED_MODELS.get(model, "unknown") if isinstance(model, str) else "missing"
         raise TokenizerFileError(
-            path, f"tokenizer.ggml.model is {model!r} ({kind}); only 'gpt2' (byte-level BPE) vocabularies are supported"
+            path,
+            f"tokenizer.ggml.model is {model!r} ({kind}); supported: 'gpt2' (byte-level BPE), 'llama' and 'gemma4' (SentencePiece-style BPE)",
         )
     tokens = _string_list(meta, "tokenizer.ggml.tokens", path)
     types = _token_types(meta.get("tokenizer.ggml.token_type"), len(tokens), path)
@@ -61,7 +67,19 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
         family=f"{FAMILY}, pre={pre_name}",
         unreachable=frozenset(textual),
         source=str(path),
+        declared_tokens=declared_tokens(meta, {**specials, **added}),
     )
+
+
+def declared_tokens(meta: dict, tokens: dict[str, int]) -> dict[str, int]:
+    """``tokenizer.ggml.bos_token_id`` / ``eos_token_id`` where they name a special or added token."""
+    ids = set(tokens.values())
+    out = {}
+    for kind in ("bos", "eos"):
+        value = meta.get(f"tokenizer.ggml.{kind}_token_id")
+        if isinstance(value, int) and value in ids:
+            out[kind] = value
+    return out
 
 
 def _string_list(meta: dict, key: str, path: str) -> list[str]:

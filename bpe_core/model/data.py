@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from bpe_core.model.added_tokens import AddedTokenFlags
+    from bpe_core.model.sentencepiece import SpmModel
     from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
     from bpe_core.superword.reference import Supermerges
 
@@ -44,6 +45,8 @@ class TokenizerData:
     source: str | None = None
     context: str = ""
     superword: Supermerges | None = None  # a superword tokenizer's phase 2 (format version 3 of tokenizer.bpe)
+    sentencepiece: SpmModel | None = None  # a SentencePiece-style vocabulary (bpe_core.model.sentencepiece)
+    declared_tokens: Mapping[str, int] = field(default_factory=dict)  # "bos"/"eos" -> the id the file declares
 
 
 class TokenizerLike(Protocol):

@@ -15,6 +15,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
 def truncated_arguments(tok: Tokenizer, n_vocab: int) -> dict | None:
     """The ``Tokenizer(...)`` arguments of the tokenizer of ``n_vocab`` ids (special tokens included, renumbered to
     follow the kept tokens in their order) that a training stopped earlier would have made; None when
-    ``n_vocab == tok.n_vocab`` (``tok`` itself). Plain data: ``Tokenizer.truncated`` builds it."""
+    ``n_vocab == tok.n_vocab`` (``tok`` itself). Plain data: ``Tokenizer.truncated`` builds it. A superword
+    tokenizer is cut level by level (``_truncated_superword``)."""
+    if tok.superword is not None:
+        return _truncated_superword(tok, n_vocab)
     if isinstance(n_vocab, bool) or not isinstance(n_vocab, int):
         raise TypeError(f"n_vocab must be an integer, got {n_vocab!r}")
     specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
@@ -99,3 +103,52 @@ def _merges_making(tok: Tokenizer, merges: list[tuple[int, int]], keep: int) -> 
         if tok.token_id(tok.token_bytes(a) + tok.token_bytes(b)) == keep - 1:
             return rank + 1
     raise AssertionError("unreachable: _check_merge_order found every id made by a merge")
+
+
+def word_model_arguments(tok: Tokenizer) -> dict:
+    """The word model (the first level) of a superword tokenizer as Tokenizer arguments: its word tokens, its
+    merges, the same pre-tokenizer, special and added tokens (at their ids)."""
+    size = tok.superword.word_size
+    return dict(
+        vocab={i: b for i, b in tok.vocab.items() if i < size},
+        merges=tok.merge_ids,
+        pretokenizer=tok.pretokenizer,
+        special_tokens=tok.special_tokens,
+        added_tokens=tok.added_tokens,
+        token_flags=tok.token_flags,
+        ignore_merges=tok.ignore_merges,
+        backend=tok.backend,
+    )
+
+
+def _truncated_superword(tok: Tokenizer, n_vocab: int) -> dict | None:
+    """The superword tokenizer of ``n_vocab`` ids that phase 2 with fewer supermerges gives: the supermerges up to
+    the one that made the last kept token (the loop stops right after its budget's last new token); at or below
+    the word model's size, the word model cut to ``n_vocab`` (the first level alone). Special tokens follow, in
+    their order."""
+    from bpe_core.model.vocab import as_token_id
+
+    n_vocab = as_token_id(n_vocab)
+    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    if not isinstance(n_vocab, int) or n_vocab < 256 + len(specials):
+        raise ValueError(
+            f"n_vocab must be an integer of at least 256 + {len(specials)} special tokens, got {n_vocab!r}"
+        )
+    if n_vocab >= tok.n_vocab:
+        return None
+    if tok.added_tokens:
+        raise ValueError("a superword tokenizer with added tokens cannot be truncated: their ids sit among the cut")
+    sup = tok.superword
+    cut = n_vocab - len(specials)
+    arguments = word_model_arguments(tok)
+    if cut <= sup.word_size:
+        word = type(tok)(arguments.pop("vocab"), **arguments)
+        return truncated_arguments(word, n_vocab) or word_model_arguments(tok)
+    keep = next(r for r, result in enumerate(sup.results) if result == cut - 1) + 1
+    arguments.update(
+        vocab={i: b for i, b in tok.vocab.items() if i < cut},
+        special_tokens={text: cut + i for i, (text, _) in enumerate(specials)},
+        superword=dataclasses.replace(sup, merges=sup.merges[:keep], results=sup.results[:keep]),
+        name=tok.name,
+    )
+    return arguments

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from bpe_core.constants import TIE_BREAKS
-from bpe_core.model.bytelevel import huggingface_base_order
-from bpe_core.model.merges import merge_ids
+from bpe_core.model.merge_loop import hf_rank, run_merge_loop
+from bpe_core.model.merges import MergeTable, merge_ids
+from bpe_core.model.truncate import word_model_arguments as word_model_arguments  # the first level, re-exported
 from bpe_core.pretokenize.text import Text
 from bpe_core.pretokenize.text import as_str as _as_str
 
@@ -168,18 +169,6 @@ def count_runs(texts: Iterable[Text], word_model: Tokenizer, rule: str = DEFAULT
     return dict(counts)
 
 
-def _tie_key(tie_break: str, token_bytes: Sequence[bytes], hf: dict[int, int]):
-    def tie(pair: tuple[int, int]):
-        left, right = pair
-        if tie_break == "ids":
-            return pair
-        if tie_break == "huggingface":
-            return (hf.get(left, left), hf.get(right, right)) if left < 256 or right < 256 else pair
-        return (token_bytes[left], token_bytes[right])
-
-    return tie
-
-
 def train_supermerges_reference(
     run_counts: Mapping[bytes, int],
     token_bytes: Sequence[bytes],
@@ -188,62 +177,24 @@ def train_supermerges_reference(
     min_frequency: int = 2,
     tie_break: str = "ids",
 ) -> tuple[list[tuple[int, int]], list[bytes]]:
-    """Phase 2 by recounting every pair at every step (slow; the oracle of the native loop).
+    """Phase 2 in pure Python: the one merge loop of both levels (``bpe_core.model.merge_loop``) over the word
+    model's tokens; the native loop's oracle (tests/reference_trainer.py holds the naive recount that checks it).
 
     ``token_bytes`` is the word model's vocabulary by id (its alphabet); ``n_tokens`` the number of new tokens to
     make. Returns the supermerges as (left id, right id) in rank order and the vocabulary extended by the new
-    tokens. A step merges the most frequent pair (the smallest tie key among equals) in every run, left to right
-    without overlap; a merge whose bytes are already a token reuses that id and makes no new token (a pair merged
-    again later is listed once, as in phase 1).
+    tokens. A merge whose bytes are already a token reuses that id and makes no new token.
     """
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
-    vocab = list(token_bytes)
-    bytes_to_id = {b: i for i, b in enumerate(vocab)}
     words, counts = [], []
     for key in sorted(run_counts):
         ids, n = run_ids(key), run_counts[key]
-        if any(not 0 <= i < len(vocab) for i in ids):
-            raise ValueError(f"run {ids} holds an id outside the word model's {len(vocab)} tokens")
+        if any(not 0 <= i < len(token_bytes) for i in ids):
+            raise ValueError(f"run {ids} holds an id outside the word model's {len(token_bytes)} tokens")
         if n > 0 and len(ids) >= 2:
             words.append(ids)
             counts.append(n)
-    tie = _tie_key(tie_break, vocab, {b: i for i, b in enumerate(huggingface_base_order())})
-    merges: list[tuple[int, int]] = []
-    made = 0
-    while made < n_tokens:
-        pairs: Counter[tuple[int, int]] = Counter()
-        for word, n in zip(words, counts, strict=True):
-            for pair in zip(word, word[1:], strict=False):
-                pairs[pair] += n
-        if not pairs:
-            break
-        best = min(pairs, key=lambda p: (-pairs[p], tie(p)))
-        if pairs[best] < max(1, min_frequency):
-            break
-        data = vocab[best[0]] + vocab[best[1]]
-        new_id = bytes_to_id.get(data)
-        if new_id is None:
-            new_id = len(vocab)
-            vocab.append(data)
-            bytes_to_id[data] = new_id
-            made += 1
-        if best not in merges:
-            merges.append(best)
-        words = [_merge_pair(w, best, new_id) for w in words]
-    return merges, vocab
-
-
-def _merge_pair(word: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return out
+    return run_merge_loop(words, counts, n_tokens, min_frequency, tie_break, alphabet=token_bytes)
 
 
 @dataclass(frozen=True)
@@ -269,35 +220,24 @@ class Supermerges:
             results.append(bytes_to_id[vocab[a] + vocab[b]])
         return cls(tuple((int(a), int(b)) for a, b in merges), tuple(results), int(word_size), check_rule(rule))
 
-    def table(self) -> dict[tuple[int, int], tuple[int, int]]:
-        """(left, right) -> (rank, result id)."""
-        return {pair: (rank, self.results[rank]) for rank, pair in enumerate(self.merges)}
-
-
-def apply_supermerges(run: list[int], table: Mapping[tuple[int, int], tuple[int, int]]) -> list[int]:
-    """BPE over one run's ids: merge the lowest-ranked adjacent pair, the leftmost on ties, until none merges."""
-    run = list(run)
-    while len(run) >= 2:
-        best, at = None, -1
-        for i in range(len(run) - 1):
-            hit = table.get((run[i], run[i + 1]))
-            if hit is not None and (best is None or hit[0] < best[0]):
-                best, at = hit, i
-        if best is None:
-            break
-        run[at : at + 2] = [best[1]]
-    return run
+    def pairs(self) -> MergeTable:
+        """``(left << 32 | right) -> rank << 32 | result``: the lookup of the merge kernel of both levels
+        (``bpe_core.model.merges.merge_ids``); a pair listed twice keeps its first rank, as the native pass does."""
+        table = MergeTable()
+        for rank, (a, b) in enumerate(self.merges):
+            table.setdefault(a << 32 | b, rank << 32 | self.results[rank])
+        return table
 
 
 def encode_reference(
     word_model: Tokenizer, supermerges: Supermerges, text: Text, allowed: frozenset[str] = frozenset()
 ) -> list[int]:
     """Superword encoding, the oracle: word-model ids per pre-token, then supermerges over each run that counts."""
-    table = supermerges.table()
+    lookup = supermerges.pairs().__getitem__
     out: list[int] = []
     for item in split_runs(word_pieces(word_model, text, allowed), word_model._id_to_bytes, supermerges.rule):
         if isinstance(item, tuple):
-            out += apply_supermerges(list(item), table)
+            out += merge_ids(list(item), lookup)
         else:
             out += item if isinstance(item, list) else [item]
     return out
@@ -329,10 +269,10 @@ def train_supermerges(
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     ids, offsets, counts = run_counts if isinstance(run_counts, RunColumns) else run_columns(run_counts)
-    merges, new = native.train_supermerges(
-        ids, offsets, counts, list(token_bytes), n_tokens, max(1, min_frequency), tie_break, progress
-    )
-    return merges, list(token_bytes) + new
+    return native.core().train_supermerges(
+        ids, offsets, counts, list(token_bytes), n_tokens, max(1, min_frequency), TIE_BREAKS.index(tie_break),
+        hf_rank(), progress,
+    )  # fmt: skip
 
 
 class RunColumns(NamedTuple):
@@ -388,7 +328,7 @@ class SuperwordPass:
             id_to_bytes = word_model._id_to_bytes
             merges = supermerges.merges if supermerges else ()
             results = supermerges.results if supermerges else ()
-            self.native_pass = native.make_superword_pass(
+            self.native_pass = native.core().SuperwordPass(
                 [len(b or b"") for b in id_to_bytes],
                 bytes(eligible_table(id_to_bytes, self.rule)),
                 bytes(letter_table(id_to_bytes)),
@@ -551,53 +491,3 @@ class SuperwordBackend:
 
     def stream_state(self, errors: str, skip_special: bool) -> Any:
         return self._plain.stream_state(errors, skip_special)
-
-
-def word_model_arguments(tok: Tokenizer) -> dict:
-    """The word model of a superword tokenizer as Tokenizer arguments: its word tokens, its merges, the same
-    pre-tokenizer, special and added tokens (at their ids)."""
-    size = tok.superword.word_size
-    return dict(
-        vocab={i: b for i, b in tok._vocab.items() if i < size},
-        merges=tok._merge_ids,
-        pretokenizer=tok.pretokenizer,
-        special_tokens=tok.special_tokens,
-        added_tokens=tok.added_tokens,
-        token_flags=tok.token_flags,
-        ignore_merges=tok.ignore_merges,
-        backend=tok.backend,
-    )
-
-
-def truncated_superword(tok: Tokenizer, n_vocab: int) -> Tokenizer:
-    """The superword tokenizer of ``n_vocab`` ids that phase 2 with fewer supermerges gives: the supermerges up to
-    the one that made the last kept token (the loop stops right after its budget's last new token); at or below
-    the word model's size, the plain word model cut to ``n_vocab``. Special tokens follow, in their order."""
-    from bpe_core.model.vocab import as_token_id
-
-    n_vocab = as_token_id(n_vocab)
-    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
-    if not isinstance(n_vocab, int) or n_vocab < 256 + len(specials):
-        raise ValueError(
-            f"n_vocab must be an integer of at least 256 + {len(specials)} special tokens, got {n_vocab!r}"
-        )
-    if n_vocab >= tok.n_vocab:
-        return tok
-    if tok.added_tokens:
-        raise ValueError("a superword tokenizer with added tokens cannot be truncated: their ids sit among the cut")
-    sup = tok.superword
-    cut = n_vocab - len(specials)
-    arguments = word_model_arguments(tok)
-    cls = type(tok)
-    if cut <= sup.word_size:
-        word = cls(arguments.pop("vocab"), **arguments)
-        return word.truncated(n_vocab)
-    keep = next(r for r, result in enumerate(sup.results) if result == cut - 1) + 1
-    vocab = {i: b for i, b in tok._vocab.items() if i < cut}
-    arguments.update(
-        special_tokens={text: cut + i for i, (text, _) in enumerate(specials)},
-        superword=Supermerges(sup.merges[:keep], sup.results[:keep], sup.word_size, sup.rule),
-        name=tok.name,
-    )
-    del arguments["vocab"]
-    return cls(vocab, **arguments)

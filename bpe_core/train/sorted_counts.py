@@ -25,6 +25,7 @@ import numpy as np
 from bpe_core import native
 from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
 from bpe_core.pretokenize.text import Text, as_str, as_text
+from bpe_core.train.native_loop import train_table_merges
 
 
 class SortedCounts(NamedTuple):
@@ -180,5 +181,5 @@ def train_chunk_table(
     *,
     memory_limit: int | None = None,
 ) -> tuple[list[tuple[int, int]], list[bytes]]:
-    """The native merge loop on a ``ChunkTable`` (emptied): the merges and token bytes of ``native.train_merges``."""
-    return native.train_table_merges(table._table, budget, min_count, tie_break, progress, memory_limit=memory_limit)
+    """The native merge loop on a ``ChunkTable`` (emptied): the merges and token bytes of ``train_merges``."""
+    return train_table_merges(table._table, budget, min_count, tie_break, progress, memory_limit=memory_limit)

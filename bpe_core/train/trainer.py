@@ -1,9 +1,9 @@
-"""BPE training on weighted chunk counts: the incremental merge loop (pure-Python reference).
+"""BPE training on weighted chunk counts: chunk counting, ``train`` and ``train_superword``.
 
-Input is what the distributed count produces: pre-token bytes -> count. Each step merges the most frequent
-adjacent pair; ties are broken by an explicit rule (``tie_break``), so the merges never depend on the order in
-which counts arrive, on dict order or on the machine. The loop keeps pair counts, a pair -> words index and a heap
-with lazy invalidation, so a step costs the words that contain the pair, never a recount of the corpus.
+Input is what the distributed count produces: pre-token bytes -> count. The merge loop is the one of both levels
+(the native ``run_merge_loop``, or ``bpe_core.model.merge_loop`` with ``backend="python"``): each step merges the most
+frequent adjacent pair, ties broken by an explicit rule (``tie_break``), so the merges never depend on the order in
+which counts arrive, on dict order or on the machine.
 
 Ids: bytes 0-255, then one id per new token in merge order, then the special tokens in the order given. A merge
 whose bytes are already a token reuses that token's id (as Hugging Face's BpeTrainer does), so token bytes stay
@@ -12,19 +12,19 @@ unique and the vocabulary exports to tiktoken files.
 
 from __future__ import annotations
 
-import heapq
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from bpe_core import native
 from bpe_core.constants import TIE_BREAKS
-from bpe_core.model.bytelevel import huggingface_base_order
+from bpe_core.model.merge_loop import run_merge_loop
 from bpe_core.pretokenize.pretokenizer import PreTokenizer, PreTokenizerSpec
 from bpe_core.pretokenize.text import Text
 from bpe_core.pretokenize.text import as_str as _as_str
 from bpe_core.pretokenize.text import as_text as _as_text
 from bpe_core.tokenizer import Tokenizer
+from bpe_core.train.native_loop import train_merges
 from bpe_core.train.sorted_counts import ChunkTable, train_chunk_table
 
 
@@ -139,14 +139,12 @@ def train(
         merges, token_bytes = train_chunk_table(chunk_counts, budget, max(1, min_frequency), tie_break, progress)
     elif backend == "native":
         try:
-            merges, token_bytes = native.train_merges(chunk_counts, budget, max(1, min_frequency), tie_break, progress)
+            merges, token_bytes = train_merges(chunk_counts, budget, max(1, min_frequency), tie_break, progress)
         except OverflowError:  # counts beyond 64 bits: only the reference's Python ints hold them
             merges = None
     if merges is None:
         words, counts = _words(chunk_counts)
-        loop = _MergeLoop(words, counts, tie_break)
-        loop.run(budget, max(1, min_frequency), progress)
-        merges, token_bytes = loop.merges, loop.token_bytes
+        merges, token_bytes = run_merge_loop(words, counts, budget, min_frequency, tie_break, progress=progress)
     if len(merges) < budget:
         warnings.warn(
             f"bpe_core.train: stopped at {len(merges):,} merges (n_vocab {256 + len(merges) + len(specials):,}) of the "
@@ -216,107 +214,6 @@ def _words(chunk_counts: Mapping[bytes, int]) -> tuple[list[list[int]], list[int
             words.append(list(chunk))
             counts.append(n)
     return words, counts
-
-
-class _MergeLoop:
-    """Pair counts, pair -> word index and a heap with lazy invalidation. Pair keys are ``left << 32 | right``."""
-
-    def __init__(self, words: list[list[int]], counts: list[int], tie_break: str) -> None:
-        self.words, self.counts = words, counts
-        self.token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
-        self.bytes_to_id = {t: i for i, t in enumerate(self.token_bytes)}
-        self.merges: list[tuple[int, int]] = []
-        self.tie_break = tie_break
-        self.hf_base = {b: i for i, b in enumerate(huggingface_base_order())}
-        self.pair_counts: dict[int, int] = {}
-        self.where: dict[int, set[int]] = {}
-        for wi, word in enumerate(words):
-            count = counts[wi]
-            for key in _pair_keys(word):
-                self.pair_counts[key] = self.pair_counts.get(key, 0) + count
-                self.where.setdefault(key, set()).add(wi)
-        self.heap = [(-n, self._tie(key), key) for key, n in self.pair_counts.items()]
-        heapq.heapify(self.heap)
-
-    def _tie(self, key: int):
-        left, right = key >> 32, key & 0xFFFFFFFF
-        if self.tie_break == "ids":
-            return key
-        if self.tie_break == "huggingface":
-            hf = self.hf_base
-            return hf.get(left, left) << 32 | hf.get(right, right) if left < 256 or right < 256 else key
-        return (self.token_bytes[left], self.token_bytes[right])
-
-    def run(self, budget: int, min_count: int, progress: Callable[[int, int], None] | None) -> None:
-        new_tokens = 0
-        merged: set[int] = set()
-        while new_tokens < budget and self.heap:
-            neg, tie, key = heapq.heappop(self.heap)
-            current = self.pair_counts.get(key, 0)
-            if current != -neg:
-                if current > 0:
-                    heapq.heappush(self.heap, (-current, tie, key))
-                continue
-            if current < min_count:
-                break
-            left, right = key >> 32, key & 0xFFFFFFFF
-            data = self.token_bytes[left] + self.token_bytes[right]
-            new_id = self.bytes_to_id.get(data)
-            if new_id is None:
-                new_id = len(self.token_bytes)
-                self.token_bytes.append(data)
-                self.bytes_to_id[data] = new_id
-                new_tokens += 1
-            if key not in merged:
-                merged.add(key)
-                self.merges.append((left, right))
-            self._apply(key, left, right, new_id)
-            if progress is not None and len(self.merges) % 1000 == 0:
-                progress(new_tokens, budget)
-
-    def _apply(self, key: int, left: int, right: int, new_id: int) -> None:
-        """Merge the pair in every word that holds it, updating pair counts and pushing the pairs that grew."""
-        pair_counts, where, words, counts = self.pair_counts, self.where, self.words, self.counts
-        grown: set[int] = set()
-        for wi in sorted(where.pop(key, ())):
-            word = words[wi]
-            new_word = _merge_word(word, left, right, new_id)
-            if new_word is None:
-                continue  # stale index entry: an earlier merge consumed the pair in this word
-            count = counts[wi]
-            delta = Counter(_pair_keys(new_word))
-            delta.subtract(_pair_keys(word))
-            for pkey, d in delta.items():
-                if d:
-                    pair_counts[pkey] = pair_counts.get(pkey, 0) + d * count
-                    if d > 0:
-                        where.setdefault(pkey, set()).add(wi)
-                        grown.add(pkey)
-            words[wi] = new_word
-        pair_counts.pop(key, None)
-        for pkey in sorted(grown):
-            n = pair_counts.get(pkey, 0)
-            if n > 0:
-                heapq.heappush(self.heap, (-n, self._tie(pkey), pkey))
-
-
-def _pair_keys(word: list[int]) -> list[int]:
-    return [word[i] << 32 | word[i + 1] for i in range(len(word) - 1)]
-
-
-def _merge_word(word: list[int], left: int, right: int, new_id: int) -> list[int] | None:
-    """Left-to-right, non-overlapping merge of (left, right); None if the pair does not occur."""
-    out: list[int] = []
-    i, n, hit = 0, len(word), False
-    while i < n:
-        if i + 1 < n and word[i] == left and word[i + 1] == right:
-            out.append(new_id)
-            i += 2
-            hit = True
-        else:
-            out.append(word[i])
-            i += 1
-    return out if hit else None
 
 
 def train_superword(

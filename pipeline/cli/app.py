@@ -75,6 +75,9 @@ CORPUS_ONLY = (
     "bos",
     "eos",
     "verify",
+    "pack_length",
+    "pack",
+    "pack_rows",
     "overwrite",
     "no_progress",
     "workers",
@@ -144,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli.report import add_report_parser
 
     add_report_parser(sub)
+    from pipeline.cli.verify import add_verify_parser
+
+    add_verify_parser(sub)
+    from pipeline.cli.pack import add_pack_parser
+
+    add_pack_parser(sub)
     from pipeline.launch.logs import add_log_level_flag
 
     for name in ("train", "encode", "report", "count-tokens"):  # the commands that run Beam

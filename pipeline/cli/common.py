@@ -27,6 +27,7 @@ from pipeline.corpus.plan import (
     CorpusSpec,
 )
 from pipeline.errors import CorpusError, UsageError
+from pipeline.launch.sizes import size_argument
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
 _SUFFIXES_HELP = ", ".join("/".join(f.suffixes) for f in CORPUS_FORMATS.values())  # .txt/.text/.md/.rst, ...
@@ -96,12 +97,13 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
     )
     src.add_argument(
         "--max-document-bytes",
-        type=int,
+        type=size_argument("--max-document-bytes"),
         default=DEFAULT_MAX_DOCUMENT_BYTES,
         metavar="N",
         help="a longer document is a dead letter, skipped without being held in memory (default: 32 MiB)",
     )
-    src.add_argument("--range-bytes", type=int, default=DEFAULT_RANGE_BYTES, help=range_help)
+    src.add_argument("--range-bytes", type=size_argument("--range-bytes"), default=DEFAULT_RANGE_BYTES,
+                     metavar="SIZE", help=range_help + " (bytes, or a size such as 4MiB)")  # fmt: skip
     return src
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 
@@ -80,6 +81,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
         else ""
     )
     print(f"wrote {args.out} ({what}): {tok.kind}, n_vocab={tok.n_vocab}, pre-tokenizer {pre}{note}")
+    if kind == ".tiktoken" and tok.special_tokens:  # the ranks as train's tokenizer.tiktoken holds them
+        specials = ", ".join(f"{t}={i}" for t, i in tok.special_tokens.items())
+        print(f"beam-bpe convert: note: {args.out} holds the ranks only, as train's tokenizer.tiktoken does; the "
+              f"special tokens it leaves out: {specials} (pass them to tiktoken.Encoding, or load the file with "
+              "--special-token NAME=ID)", file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -119,7 +125,7 @@ def _read_back(path: str, kind: str, tok: Tokenizer) -> Tokenizer:
 
 def _compare(tok: Tokenizer, back: Tokenizer, kind: str, out: str) -> None:
     what = SUFFIXES.get(kind, FOLDER)
-    if back.special_tokens != tok.special_tokens:
+    if back.special_tokens != tok.special_tokens and kind != ".tiktoken":  # a rank file holds ranks only, as train's
         missing = {t: i for t, i in tok.special_tokens.items() if back.special_tokens.get(t) != i}
         shown = ", ".join(f"{t}={i}" for t, i in list(missing.items())[:3]) + (" ..." if len(missing) > 3 else "")
         raise UsageError(

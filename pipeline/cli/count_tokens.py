@@ -18,7 +18,15 @@ import json
 import sys
 
 from bpe_core import Tokenizer
-from pipeline.cli.common import EXIT_CODES, add_corpus_arguments, add_workers_argument, corpus_spec, nothing_written
+from pipeline.cli.common import (
+    EXIT_CODES,
+    add_corpus_arguments,
+    add_progress_argument,
+    add_workers_argument,
+    corpus_spec,
+    nothing_written,
+    progress_reporter,
+)
 from pipeline.corpus.plan import InputSpec, plan_corpus
 from pipeline.errors import UsageError
 
@@ -39,6 +47,7 @@ def add_count_tokens_parser(sub) -> argparse.ArgumentParser:
     add_corpus_arguments(p, title="corpus", range_help="bytes per range read at a time (uncompressed text/JSONL)")
     p.add_argument("--json", action="store_true", help="print JSON (files and total) instead of a table")
     p.add_argument("--threads", type=int, default=None, help="encoder threads (default: every usable core)")
+    add_progress_argument(p)  # the bar of a count run as a pipeline (the local count draws none)
     add_workers_argument(p)
     p.set_defaults(func=cmd_count_tokens, takes_beam_args=True)
     return p
@@ -100,7 +109,8 @@ def count_tokens_pipeline(args: argparse.Namespace, beam_args: list[str]) -> dic
     _, ref = open_tokenizer(absolute(args.tokenizer), args.pretokenizer)  # workers may run in another directory
     spec = corpus_spec(args)
     plan = plan_corpus([InputSpec(p) for p in args.input], spec, range_bytes=args.range_bytes)
-    return {"tokenizer": args.tokenizer, **count_tokens_job(plan, spec, ref, beam_args)}
+    reporter = progress_reporter(args)
+    return {"tokenizer": args.tokenizer, **count_tokens_job(plan, spec, ref, beam_args, reporter=reporter)}
 
 
 def cmd_count_tokens(args: argparse.Namespace, beam_args: list[str]) -> int:

@@ -82,7 +82,7 @@ def stream_ids(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[list[int]]:
         if words and not data[-1:].translate(SEPARATORS).isspace():  # the last word may go on in the next read
             carry = words.pop()
             if len(carry) > LONGEST_ID:
-                _refuse(carry)
+                raise BadIdError(_refusal(carry), _ints(words))
         if words:
             yield _ints(words)
     if carry:
@@ -93,12 +93,21 @@ def _ints(words: list[bytes]) -> list[int]:
     try:
         return [int(w) for w in words]
     except ValueError:
-        _refuse(next(w for w in words if not w.lstrip(b"-").isdigit()))
+        bad = next(i for i, w in enumerate(words) if not w.lstrip(b"-").isdigit())
+        raise BadIdError(_refusal(words[bad]), [int(w) for w in words[:bad]]) from None
 
 
-def _refuse(word: bytes) -> None:
+class BadIdError(UsageError):
+    """A word of the stream that is not an id; ``before`` holds the ids of its read that precede it."""
+
+    def __init__(self, message: str, before: list[int]) -> None:
+        super().__init__(message)
+        self.before = before
+
+
+def _refusal(word: bytes) -> str:
     shown = word[:40].decode("utf-8", "replace") + ("..." if len(word) > 40 else "")
-    raise UsageError(
+    return (
         f"{shown!r} is not a token id: --stream reads integers separated by spaces, commas or newlines, e.g. "
         '"15339 1917" or "15339,1917"'
     )
@@ -121,18 +130,51 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def _stream(tok: Tokenizer, args: argparse.Namespace) -> int:
+    """Decode stdin as it arrives. Every valid id before an invalid one (a word that is no id, an id outside the
+    vocabulary) is written, however the input was cut into reads, and the error says how many were decoded."""
     out = sys.stdout.buffer if args.raw else sys.stdout
     decoder = None if args.raw else StreamingDecoder(tok, skip_special=args.skip_special)
-    for ids in stream_ids(_binary(sys.stdin)):
-        if decoder is None:
-            out.write(tok.decode_bytes(_without_special(tok, ids) if args.skip_special else ids))
-        else:
-            out.write(decoder.feed(ids))
+    decoded = 0
+
+    def write(ids: list[int]) -> None:
+        nonlocal decoded
+        try:
+            _write_ids(tok, decoder, out, ids, args)
+        except ValueError:  # an id outside the vocabulary: the ones before it go out first, one by one
+            for i, token in enumerate(ids):
+                try:
+                    _write_ids(tok, decoder, out, [token], args)
+                except ValueError:
+                    decoded += i
+                    raise UsageError(f"{token} is not an id of this tokenizer (0 to {tok.n_vocab - 1})") from None
+        decoded += len(ids)
         out.flush()
+
+    try:
+        for ids in stream_ids(_binary(sys.stdin)):
+            write(ids)
+    except BadIdError as exc:
+        write(exc.before)
+        _flush(decoder, out)
+        raise UsageError(f"{exc}; the {decoded:,} id(s) before it were decoded and written") from None
+    except UsageError as exc:
+        _flush(decoder, out)
+        raise UsageError(f"{exc}; the {decoded:,} id(s) before it were decoded and written") from None
+    _flush(decoder, out)
+    return 0
+
+
+def _write_ids(tok: Tokenizer, decoder, out, ids: list[int], args: argparse.Namespace) -> None:
+    if decoder is None:
+        out.write(tok.decode_bytes(_without_special(tok, ids) if args.skip_special else ids))
+    else:
+        out.write(decoder.feed(ids))
+
+
+def _flush(decoder, out) -> None:
     if decoder is not None:
         out.write(decoder.flush())
-        out.flush()
-    return 0
+    out.flush()
 
 
 class _Encoded:

@@ -52,10 +52,11 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out.add_argument(
         "--shard-size",
-        default="1GiB",
+        default=None,
         metavar="SIZE",
-        help="input bytes (as stored) per output shard: 1GiB (default), 256MiB, 500MB or bytes; consecutive "
-        "ranges in input order, so about ceil(input bytes / SIZE) shards",
+        help="input bytes (as stored) per output shard: 1GiB, 256MiB, 500MB or bytes; consecutive ranges in input "
+        "order, so about ceil(input bytes / SIZE) shards, each one unit of work, complete as soon as written. "
+        "Default: the input's size / 16, between 32MiB and 1GiB",
     )
     out.add_argument("--merge", action="store_true",
                      help="megatron: also merge the shards into one {prefix}.bin/.idx pair (streaming, bounded memory; "
@@ -93,6 +94,10 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="on resume, also compare the sha256 of the shards taken as complete with their records (their sizes "
         "are always checked); reads every shard",
     )
+    from pipeline.cli.pack import add_pack_arguments
+
+    add_pack_arguments(p.add_argument_group("packing (an index beside the shards: pipeline/encode/packing.py)"),
+                       length_flag="--pack-length")  # fmt: skip
     add_progress_argument(out)
     add_workers_argument(out)
     add_verbose_argument(p, default=argparse.SUPPRESS)
@@ -126,17 +131,24 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
         corpus=corpus_spec(args),
         settings=settings,
         range_bytes=args.range_bytes,
-        shard_size=parse_size(args.shard_size),
+        shard_size=None if args.shard_size is None else parse_size(args.shard_size),
         overwrite=args.overwrite,
         recheck=args.recheck,
     )
 
 
 def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipeline.cli.pack import pack_settings, run_pack
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
     from pipeline.encode.manifest import summary_line
 
     job = job_from_args(args, several=True)
+    pack = pack_settings(args.pack_length, args.pack, args.pack_rows, length_flag="--pack-length")
+    if pack is not None and pack.method == "concat" and args.eos is None:
+        raise UsageError(
+            "--pack concat joins the documents into one stream, and without an EOS after each document their "
+            "boundaries are lost in it: add --eos, or use --pack ffd"
+        )
     if len(args.tokenizer) > 1:  # one read, one folder per tokenizer
         from pipeline.encode.several import run_encode_several
         from pipeline.storage.paths import join
@@ -144,9 +156,13 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
         manifests = run_encode_several(job, args.tokenizer, beam_args, reporter=progress_reporter(args))
         for stem, manifest in manifests.items():
             print(f"{summary_line(manifest)} -> {join(job.out, stem)}")
+            if pack is not None and manifest["documents_written"]:
+                print(run_pack(join(job.out, stem), pack, overwrite=True))
         return max(_nothing_written(m, join(job.out, stem)) for stem, m in manifests.items())
     manifest = run_encode(job, beam_args, reporter=progress_reporter(args))
     print(f"{summary_line(manifest)} -> {job.out}")
+    if pack is not None and manifest["documents_written"]:
+        print(run_pack(job.out, pack, overwrite=True))  # the run's own pack: a rerun makes it again
     return _nothing_written(manifest, job.out)
 
 

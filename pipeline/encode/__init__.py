@@ -1,14 +1,16 @@
 """Encoding: a corpus into token-id shards (``beam-bpe encode --input``), and reading them back (``decode --shards``).
 
-job.py          the entry point: plan (tokenizer, corpus, shards), run the Beam graph, finish the output
+job.py          the entry point: plan (tokenizer, corpus, shards) and run_encode
+several.py      several tokenizers, one read: OUT/<stem>/ each, the same run and end as job.py's
+run.py          what each output folder needs, the one pipeline, and the one end of a run (finish_encode)
 settings.py     EncodeSettings, EncodeJob (checked once when made), parse_size (--shard-size)
 policy.py       the special-token policy and the separators a shard format implies (EncodePolicy, job_policy)
 tokenizer.py    TokenizerRef: the tokenizer loaded once per worker, its digest checked; open_tokenizer
-documents.py    stage: document batches -> encoded batches (flat ids, dead letters, --verify)
-write.py        stage: encoded batches -> part files -> one writer per shard (WriteShards)
+documents.py    encoding a document batch (flat ids, dead letters, --verify); the EncodeDocuments stage
+write.py        stage: one unit of work per shard: its ranges read, encoded and written (WriteShards)
 layout.py       ShardLayout: shard names and globs, folders, ranges per shard (assign_shards)
-parts.py        part files: one Arrow IPC file per encoded batch until its shard is written
-shards.py       one shard's files from its parts (its format's writer), dead letters, stats file
+shards.py       one shard's files (ShardSink: its format's writer), dead letters, stats file
+integrity.py    what a resume checks before it adopts a shard, and a run before COMPLETED (inputs read again)
 streams.py      hashed, complete-or-absent files (HashedStream, ShardFiles, write_file)
 resume.py       the job's identity and fingerprint; finish, resume, refuse or start afresh; complete shards
 manifest.py     manifest.json from the shards' stats; the summary line
@@ -16,5 +18,10 @@ readback.py     load_manifest, iter_documents, find_document (decode --shards)
 integrity.py    what a resume checks before it adopts a shard, and a run before it writes COMPLETED
 several.py      one read, several tokenizers: OUT/<stem>/ each (encode --tokenizer A --tokenizer B)
 count_tokens.py count-tokens as a Beam job
+receipts.py     run_hash and the receipts that let a third party check an output
+audit.py        beam-bpe verify: an output against its manifest and receipts; its document checks in
+                audit_documents.py, --sample's re-reading in audit_sample.py
+pack_plan.py    the two packing algorithms (concat, ffd), on lengths alone
+packing.py      packed sequences over a finished output: OUT/packs/<L>/, iter_sequences
 formats/        one module per shard format and the registry FORMATS (formats/__init__.py)
 """

@@ -135,18 +135,27 @@ def rows_folder(beam_args: Sequence[str]) -> str:
     return tempfile.mkdtemp(prefix="beam-bpe-count-tokens-")
 
 
-def count_tokens_job(plan: CorpusPlan, spec: CorpusSpec, ref: TokenizerRef, beam_args: Sequence[str]) -> dict:
+def count_tokens_job(
+    plan: CorpusPlan, spec: CorpusSpec, ref: TokenizerRef, beam_args: Sequence[str], *, reporter=None
+) -> dict:
     """Run the pipeline; ``{"files": [{"file", "documents", "bytes", "tokens", "dead_letters"}], "total": {...}}``
-    in the plan's file order (a file with no document has zeros)."""
+    in the plan's file order (a file with no document has zeros). ``reporter`` (a ``Reporter``) draws the read's
+    progress bar on a terminal (``--no-progress``: none)."""
+    import contextlib
+
     from pipeline.launch.checks import check_launch
     from pipeline.launch.options import pipeline_options, run_to_end
 
     folder = rows_folder(beam_args)
     check_launch(list(beam_args), paths={"--input": [f.path for f in plan.files], "--temp_location": [folder]})
     try:
-        pipeline = beam.Pipeline(options=pipeline_options(list(beam_args), num_ranges=len(plan.ranges)))
-        build_count_tokens_graph(pipeline, plan, spec, ref, folder)
-        run_to_end(pipeline)
+        sizes = {f.path: f.size for f in plan.files}
+        bar = (reporter.pipeline("count-tokens", ranges=plan.ranges, file_sizes=sizes, beam_args=beam_args)
+               if reporter is not None else contextlib.nullcontext())  # fmt: skip
+        with bar:
+            pipeline = beam.Pipeline(options=pipeline_options(list(beam_args), num_ranges=len(plan.ranges)))
+            build_count_tokens_graph(pipeline, plan, spec, ref, folder)
+            run_to_end(pipeline)
         found = {}
         for path in glob(join(folder, "row-*.json")):
             index, values = json.loads(read_bytes(path))

@@ -28,13 +28,14 @@ from pipeline.storage.files import exists, read_bytes, remove
 from pipeline.storage.identity import changed_inputs, input_identity
 
 INPUTS_FILE = "inputs.json"
+NOT_WRITTEN = "no stats file of this job"
 
 
 def shard_damage(layout: ShardLayout, index: int, *, recheck: bool = False) -> str | None:
     """Why shard ``index`` is not a complete shard of this job (a sentence), or None if it is."""
     stats = read_stats(layout, index)
     if stats is None:
-        return "no stats file of this job"
+        return NOT_WRITTEN
     fs, _ = fsspec.core.url_to_fs(layout.out_dir)
     for name, record in sorted(stats["files"].items()):
         path = fsspec.core.url_to_fs(layout.path(name))[1]
@@ -110,3 +111,33 @@ def changed_since_recorded(layout: ShardLayout, corpus) -> list[str]:
     if corpus is None:
         return []
     return changed_inputs(recorded_versions(layout), input_versions(corpus.files))
+
+
+def moved_inputs(layout: ShardLayout, corpus) -> None:
+    """Read every input's identity again (before ``COMPLETED``); where one differs from what the run recorded
+    before it read (size or version: rewritten while the run read it), the shards built from it lose their stats
+    files (a rerun redoes them) and ShardFileError says so in one line: never COMPLETED over two versions."""
+    if corpus is None:
+        return
+    recorded = {i["path"]: i for i in recorded_versions(layout)}
+    moved = []
+    for now in input_versions(corpus.files):
+        before = recorded.get(now["path"])
+        if before is not None and (before.get("bytes"), before.get("version")) != (now["bytes"], now["version"]):
+            moved.append((now["path"], before, now))
+    if not moved:
+        return
+    shards = sorted({layout.shard_of(r.index) for r in corpus.ranges for path, _, _ in moved if r.source == path})
+    for index in shards:
+        remove(layout.stats_path(index))
+    path, before, now = moved[0]
+    what = (f"{before.get('bytes'):,} -> {now['bytes']:,} bytes" if before.get("bytes") != now["bytes"]
+            else "same size, new version")  # fmt: skip
+    more = f" (and {len(moved) - 1} more input(s))" if len(moved) > 1 else ""
+    same_size = all(b.get("bytes") == n["bytes"] for _, b, n in moved)
+    fix = ("rerun the same command, which encodes the current version" if same_size
+           else "the input's size changed, so it is another job: rerun with --overwrite")  # fmt: skip
+    raise ShardFileError(
+        f"{layout.relative(path)} changed while the run read it ({what}){more}: {layout.out_dir} is not marked "
+        f"complete and its {len(shards)} shard(s) built from it are not kept; {fix}"
+    )

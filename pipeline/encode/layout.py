@@ -6,15 +6,15 @@ Layout of an encoding ``--out DIR`` (the formats' files: pipeline/encode/formats
     dead_letters/{prefix}-{i:05d}-of-{n:05d}.jsonl       rejected documents of shard i (only if there are any)
     _shards/{prefix}-{i:05d}-of-{n:05d}.json             shard i is complete: its counts, files and their sha256
     _shards/job.json                                     the job's identity (pipeline/encode/resume.py)
-    _tmp/{prefix}-{i:05d}-of-{n:05d}/part-*.arrow        part files while shard i is being written
+    _tmp/                                                removed at the end of a run (no longer written)
     manifest.json, COMPLETED                             written last, by the driver
 
-Shards and ranges: the planner cuts the inputs into small ranges (the parallelism) and :func:`assign_shards` gives
+Shards and ranges: the planner cuts the inputs into small ranges (the reading unit) and :func:`assign_shards` gives
 consecutive ranges, in input order, to output shards of about ``--shard-size`` input bytes
-(``ShardLayout.range_to_shard``), before anything runs. A shard is written from its part files, range by range and
-batch by batch, streaming, to temporary names that are renamed when whole; its stats file (which names every range
-it holds) is written after its data files, so a shard with a stats file is complete, and one without is rewritten
-by the next run. Nothing in these files depends on times or runners.
+(``ShardLayout.range_to_shard``), before anything runs. A shard is one unit of work (pipeline/encode/write.py),
+written range by range and batch by batch, streaming, to temporary names that are renamed when whole; its stats
+file (which names every range it holds) is written after its data files, so a shard with a stats file is complete,
+and one without is rewritten by the next run. Nothing in these files depends on times or runners.
 """
 
 from __future__ import annotations
@@ -95,10 +95,6 @@ class ShardLayout:
 
     def dead_letters_path(self, index: int) -> str:
         return self.path(DEAD_DIR, self.name(index) + ".jsonl")
-
-    def part_path(self, range_index: int, batch_index: int) -> str:
-        shard = self.name(self.shard_of(range_index))
-        return self.path(TMP_DIR, shard, f"part-{range_index:07d}-{batch_index:05d}.arrow")
 
 
 def range_stored_bytes(ranges: list[CorpusRange]) -> list[int]:

@@ -6,6 +6,7 @@ No times and no runner in it: a rerun writes the same bytes (the run's times are
 from __future__ import annotations
 
 from pipeline.encode.integrity import recorded_versions
+from pipeline.encode.receipts import run_record
 from pipeline.encode.shards import read_stats
 from pipeline.encode.tokenizer import file_sha256
 from pipeline.storage.manifest import check_reconciled
@@ -49,6 +50,7 @@ def build_manifest(plan) -> dict:
         "verified": totals["verified"],
     }
     check_reconciled(manifest, "documents_written")
+    manifest.update(run_record(plan, manifest))  # run_hash, run_versions, receipts (pipeline/encode/receipts.py)
     return manifest
 
 
@@ -86,6 +88,11 @@ def summary_line(manifest: dict) -> str:
         f"; {path} changed since its shards were written: {len(shards)} shard(s) redone"
         for path, shards in sorted(changed.items())
     )
+    redone = run.get("redone") or {}
+    if redone:
+        named = ", ".join(f"{name} ({why})" for name, why in list(redone.items())[:5])
+        more = f" and {len(redone) - 5} more" if len(redone) > 5 else ""
+        reread += f"; redid {len(redone)} shard(s): {named}{more}"
     return (
         f"{done}encoded {manifest['documents_written']} of {manifest['documents_read']} documents ({mb:.2f} MB) into "
         f"{manifest['tokens']} tokens in {len(manifest['shards'])} {manifest['settings']['shard_format']} shards"

@@ -86,11 +86,20 @@ def resolve_policy(
     )
 
 
+def _declared(tok: Tokenizer, flag: str) -> int | None:
+    """The BOS/EOS the vocabulary declares (a .model's ids, GGUF's bos_token_id/eos_token_id), if any."""
+    declared = getattr(tok, "declared_tokens", None) or {}
+    return declared.get("bos" if flag == "--bos" else "eos")
+
+
 def _token_id(tok: Tokenizer, name: str | None, usual: tuple[str, ...], flag: str) -> int | None:
     if name is None:
         return None
     specials = sorted(tok.special_tokens)
     if name == AUTO:
+        declared = _declared(tok, flag)
+        if declared is not None:
+            return declared
         found = [t for t in usual if t in tok.special_tokens]
         if not found:
             raise UsageError(

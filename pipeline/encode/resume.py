@@ -21,7 +21,7 @@ import fsspec
 import bpe_core
 from pipeline.corpus.plan import CorpusPlan
 from pipeline.encode.formats import owned_output_files
-from pipeline.encode.integrity import changed_since_recorded, damaged_shards, reconcile_inputs
+from pipeline.encode.integrity import NOT_WRITTEN, changed_since_recorded, damaged_shards, reconcile_inputs
 from pipeline.encode.layout import DEAD_DIR, JOB_FILE, STATS_DIR, TMP_DIR, ShardLayout
 from pipeline.encode.shards import read_stats
 from pipeline.encode.streams import write_file
@@ -70,23 +70,29 @@ def prepare_encode_output(
     corpus: CorpusPlan | None = None,
     recheck: bool = False,
     changed: dict | None = None,
+    redo: dict | None = None,
 ) -> dict | None:
     """Make ``out`` ready: the finished manifest if this very job is already complete, else None (resume).
 
     Refuses a directory holding a finished output of another kind, or (part of) an encoding job with another
     fingerprint. ``overwrite`` starts afresh whatever is there, removing only the files an encoding output has.
-    A finished output counts as complete only if every shard passes its check (``recheck``: sha256 too) and, given
-    the ``corpus``, no input changed since its shards were written; the shards that fail are redone. ``changed``
-    (a dict) receives ``{input changed at the same size: [shards redone]}``.
+    A finished output counts as complete only if its ``manifest.json`` is this job's (its fingerprint and shards),
+    every shard passes its check (``recheck``: sha256 too) and, given the ``corpus``, no input changed since its
+    shards were written; the shards that fail are redone. ``changed`` (a dict) receives ``{input changed at the same
+    size: [shards redone]}``, ``redo`` ``{shard index: why it is written again}`` on a resume of this job.
     """
     job_path = layout.path(STATS_DIR, JOB_FILE)
     previous = json.loads(read_bytes(job_path)) if exists(job_path) else None
     completed = exists(layout.path(COMPLETED))
+    damaged: dict[int, str] = {}
     if overwrite:
         _remove_outputs(layout, everything=True)
     elif previous is not None and sha256_json(previous) == layout.fingerprint:
-        if completed and not damaged_shards(layout, recheck=recheck) and not changed_since_recorded(layout, corpus):
-            return json.loads(read_bytes(layout.path(MANIFEST)))
+        damaged = damaged_shards(layout, recheck=recheck)
+        if completed and not damaged and not changed_since_recorded(layout, corpus):
+            manifest = _own_manifest(layout)
+            if manifest is not None:
+                return manifest
     elif previous is not None or completed:
         what = (
             f"a different encoding job ({_differences(previous, identity)})"
@@ -102,14 +108,47 @@ def prepare_encode_output(
         remove(layout.path(name))
     remove(layout.path(TMP_DIR))
     if recheck:  # a shard of the right sizes whose bytes changed: its stats go, so it is redone like a missing one
-        for index in damaged_shards(layout, recheck=True):
+        for index in damaged:
             remove(layout.stats_path(index))
     found = reconcile_inputs(layout, corpus) if corpus is not None else {}
     if changed is not None:
         changed.update(found)
+    if redo is not None and previous is not None and not overwrite:
+        redo.update(_why_redone(layout, damaged, found))
     _remove_outputs(layout, everything=False)
     write_file(job_path, (json.dumps(identity, indent=1, sort_keys=True) + "\n").encode())
     return None
+
+
+def _own_manifest(layout: ShardLayout) -> dict | None:
+    """``manifest.json`` if it is this job's: its fingerprint, and its shards those recorded here (not a manifest
+    copied or linked from another output); else None (the output is finished again from its shards)."""
+    try:
+        manifest = json.loads(read_bytes(layout.path(MANIFEST)))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("fingerprint") != layout.fingerprint:
+        return None
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or len(shards) != layout.num_shards:
+        return None
+    for index, entry in enumerate(shards):
+        stats = read_stats(layout, index) or {}
+        if not isinstance(entry, dict) or entry.get("files") != stats.get("files"):
+            return None
+    return manifest
+
+
+def _why_redone(layout: ShardLayout, damaged: dict[int, str], changed: dict[str, list[int]]) -> dict[int, str]:
+    """Why each shard of a resumed job is written again: its input changed, it is damaged, or it was not finished."""
+    why: dict[int, str] = {}
+    for source, shards in changed.items():
+        for index in shards:
+            why[index] = f"input changed: {layout.relative(source)}"
+    for index, reason in damaged.items():
+        if index not in why:
+            why[index] = "not finished" if reason == NOT_WRITTEN else f"damaged: {reason}"
+    return why
 
 
 def _differences(previous: dict, identity: dict) -> str:

@@ -12,21 +12,13 @@ from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusSpec, InputSpec
 from pipeline.encode.formats import DEFAULT, get_format
 from pipeline.encode.policy import check_special_tokens
 from pipeline.errors import UsageError
+from pipeline.launch.sizes import parse_size  # noqa: F401 - --shard-size's reader, here since issue 12
 from pipeline.storage.paths import absolute
 
-DEFAULT_SHARD_SIZE = 1 << 30
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-}
+MAX_AUTO_SHARD_SIZE = 1 << 30
+MIN_AUTO_SHARD_SIZE = 32 << 20
+AUTO_SHARDS = 16
+DEFAULT_SHARD_SIZE = None  # auto: resolve_shard_size
 
 
 @dataclass(frozen=True)
@@ -63,13 +55,14 @@ class EncodeJob:
     corpus: CorpusSpec = field(default_factory=CorpusSpec)
     settings: EncodeSettings = field(default_factory=EncodeSettings)
     range_bytes: int = DEFAULT_RANGE_BYTES
-    shard_size: int = DEFAULT_SHARD_SIZE
+    shard_size: int | None = DEFAULT_SHARD_SIZE  # None: from the corpus size (resolve_shard_size)
     overwrite: bool = False
     recheck: bool = False  # on resume, also the sha256 of the shards taken as complete (not part of the identity)
-    fail_at_shard: int | None = None  # test-only fault hook (see FinalizeShardFn)
+    fail_at_shard: int | None = None  # test-only fault hook (see EncodeShardFn)
 
     def __post_init__(self) -> None:
-        if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, int) or self.shard_size < 1:
+        size = self.shard_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise UsageError(
                 f"--shard-size must be a positive size such as 1GiB, 256MiB or 1000000, got {self.shard_size!r}"
             )
@@ -81,21 +74,15 @@ class EncodeJob:
         object.__setattr__(self, "out", absolute(self.out))
 
 
-def parse_size(text: str) -> int:
-    """``1GiB``, ``256MiB``, ``500MB`` or a number of bytes -> bytes; anything else raises UsageError.
+def resolve_shard_size(shard_size: int | None, corpus_bytes: int) -> int:
+    """``--shard-size``, or where it is not given the corpus's size over 16, between 32 MiB and 1 GiB: a unit of work
+    is one shard (pipeline/encode/write.py), so a 300 MB corpus gets 9 shards (4 per worker with 2 workers, and a
+    stop keeps all but the ones in flight) and a corpus of 16 GiB or more shards of 1 GiB. It depends on the inputs
+    only, never on the workers: a rerun with other workers resumes the same job.
 
-    >>> parse_size("256MiB"), parse_size("1000")
-    (268435456, 1000)
+    >>> resolve_shard_size(None, 300 * 10**6) // 2**20, resolve_shard_size(None, 10**12) // 2**20
+    (32, 1024)
     """
-    value = str(text).strip().lower().replace(" ", "")
-    number = value.rstrip("kmgtib")
-    unit = value[len(number) :]
-    try:
-        size = float(number) * _SIZE_UNITS[unit]
-    except (KeyError, ValueError):
-        raise UsageError(
-            f"--shard-size must be a size such as 1GiB, 256MiB, 500MB or a number of bytes, got {text!r}"
-        ) from None
-    if size < 1 or size != int(size):
-        raise UsageError(f"--shard-size must be a whole number of bytes of at least 1, got {text!r}")
-    return int(size)
+    if shard_size is not None:
+        return shard_size
+    return max(MIN_AUTO_SHARD_SIZE, min(MAX_AUTO_SHARD_SIZE, -(-corpus_bytes // AUTO_SHARDS)))

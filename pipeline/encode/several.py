@@ -1,40 +1,30 @@
 """Several tokenizers, one read: ``beam-bpe encode --tokenizer A --tokenizer B ... --out OUT``.
 
-    plan per tokenizer (its folder OUT/<stem>/, identity, shards, resume check)           (driver)
-    ReadCorpus (the ranges any tokenizer still needs) ─┬─ Select A -> EncodeDocuments A -> WriteShards A ─┐
-                                                       └─ Select B -> EncodeDocuments B -> WriteShards B ─┴─ Flatten
-    per tokenizer: manifest.json, the format's own files, COMPLETED                        (driver)
+    plan per tokenizer (its folder OUT/<stem>/, identity, shards), the leases, resume checks     (driver)
+    WriteShards: one unit per shard any tokenizer still needs, read once, encoded and written   (Beam)
+                 into each folder whose shard is not complete
+    per tokenizer: finish_encode (pipeline/encode/run.py), as the single-tokenizer job           (driver)
 
 The corpus is read and parsed once (about 3 s per GB, a third of an encoding job once the encoder is fast) and each
 tokenizer's branch is the single-tokenizer job's own stages on its own layout, so each folder holds the same files
-as a separate ``encode --tokenizer X --out OUT/<stem>`` run, with its own manifest, fingerprint and resume: a folder
-that is complete is left as it is, and a branch encodes only the ranges of its own incomplete shards. All branches
-end in one Flatten: Dask's runner computes only the last branch of a graph.
+as a separate ``encode --tokenizer X --out OUT/<stem>`` run, with its own manifest, fingerprint, resume, ``--merge``
+and end of run (``finish_encode``, the same code): a folder that is complete is left as it is, and a shard is read
+only where some folder still needs it. The tokenizers share one plan, so their shards hold the same ranges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import posixpath
+import time
 
-import apache_beam as beam
-
-from pipeline.corpus.plan import CorpusPlan
-from pipeline.corpus.read import ReadCorpus
-from pipeline.encode.documents import EncodeDocuments
-from pipeline.encode.integrity import verify_before_completed
 from pipeline.encode.job import EncodePlan, plan_encode
-from pipeline.encode.layout import TMP_DIR, ShardLayout
-from pipeline.encode.manifest import build_manifest
-from pipeline.encode.resume import complete_shards, prepare_encode_output
+from pipeline.encode.run import encode_outputs, finish_encode, prepare_output, stopped
 from pipeline.encode.settings import EncodeJob
-from pipeline.encode.write import WriteShards
 from pipeline.errors import UsageError
-from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.launch.progress import Reporter
-from pipeline.storage.files import glob, remove
 from pipeline.storage.lease import Lease
-from pipeline.storage.manifest import finish_output
 from pipeline.storage.paths import join
 
 
@@ -54,16 +44,6 @@ def tokenizer_folders(tokenizers: list[str]) -> list[str]:
     return list(names)
 
 
-@dataclasses.dataclass(frozen=True)
-class Branch:
-    """One tokenizer's part of the run: its plan and the ranges of its shards that are not complete."""
-
-    stem: str
-    plan: EncodePlan
-    todo: frozenset[int]
-    finished: dict | None = None  # the manifest of a folder already complete (this very job): left as it is
-
-
 def plan_branches(job: EncodeJob, tokenizers: list[str], beam_args: list[str]) -> list[EncodePlan]:
     """Plan every tokenizer's job into ``job.out/<stem>/``, each checked and refused on its own before any work."""
     stems = tokenizer_folders(tokenizers)
@@ -73,90 +53,25 @@ def plan_branches(job: EncodeJob, tokenizers: list[str], beam_args: list[str]) -
     ]
 
 
-def prepare_branches(plans: list[EncodePlan], changed: dict) -> list[Branch]:
-    """What each tokenizer still has to do (under the lease): a finished folder of the same job has nothing to do,
-    a resumed one the ranges of its incomplete shards (checked as the single-tokenizer job checks them)."""
-    branches = []
-    for plan in plans:
-        job, layout = plan.job, plan.layout
-        stem = posixpath.basename(job.out.rstrip("/"))
-        finished = prepare_encode_output(
-            layout, plan.identity, overwrite=job.overwrite, corpus=plan.corpus, recheck=job.recheck, changed=changed
-        )
-        if finished is not None:
-            branches.append(Branch(stem, plan, frozenset(), finished))
-            continue
-        done = complete_shards(layout)
-        todo = frozenset(r.index for r in plan.corpus.ranges if layout.shard_of(r.index) not in done)
-        branches.append(Branch(stem, plan, todo))
-    return branches
-
-
-def _selected(batch, todo: frozenset[int]) -> bool:
-    return batch.range_index in todo
-
-
-def build_several_graph(pipeline: beam.Pipeline, corpus: CorpusPlan, branches: list[Branch]):
-    """One read of ``corpus``, one encode-and-write branch per tokenizer with work to do, one terminal Flatten."""
-    batches = pipeline | "ReadCorpus" >> ReadCorpus(corpus, branches[0].plan.job.corpus)
-    written = []
-    for b in branches:
-        if not b.todo:
-            continue
-        s, layout = b.plan.job.settings, b.plan.layout
-        written.append(
-            batches
-            | f"Select[{b.stem}]" >> beam.Filter(_selected, b.todo)
-            | f"EncodeDocuments[{b.stem}]" >> EncodeDocuments(b.plan.ref, b.plan.policy, layout.dtype, verify=s.verify)
-            | f"WriteShards[{b.stem}]" >> WriteShards(layout, fail_at_shard=b.plan.job.fail_at_shard)
-        )
-    return tuple(written) | "FlattenWritten" >> beam.Flatten()
-
-
 def run_encode_several(
     job: EncodeJob, tokenizers: list[str], beam_args: list[str] | None = None, *, reporter: Reporter | None = None
 ) -> dict[str, dict]:
-    """Encode the corpus of ``job`` with every tokenizer in one read; return each folder's manifest by stem. One
-    lease, ``job.out``'s, covers every folder from before the first is touched to after the last COMPLETED."""
+    """Encode the corpus of ``job`` with every tokenizer in one read; return each folder's manifest by stem. The
+    leases of ``job.out`` and of every ``job.out/<stem>`` are held from before the first folder is touched to after
+    the last COMPLETED (a run into one of the folders alone is refused meanwhile)."""
     beam_args, reporter = list(beam_args or []), reporter or Reporter()
+    started = time.perf_counter()
     plans = plan_branches(job, tokenizers, beam_args)
-    with Lease(job.out, command="encode") as lease:  # one job per output: a second one is refused here
-        changed: dict[str, list[int]] = {}
-        branches = prepare_branches(plans, changed)
-        _encode_branches(branches, beam_args, reporter)
-        return {b.stem: b.finished or _finish(b.plan, reporter, lease) for b in branches}
-
-
-def _encode_branches(branches: list[Branch], beam_args: list[str], reporter: Reporter) -> None:
-    corpus = branches[0].plan.corpus
-    needed = set().union(*(b.todo for b in branches))
-    todo = [r for r in corpus.ranges if r.index in needed]
+    corpus = plans[0].corpus
     reporter.stage("plan", files=len(corpus.files), ranges=len(corpus.ranges), bytes=corpus.total_bytes,
-                   tokenizers=len(branches), ranges_to_read=len(todo))  # fmt: skip
-    if todo:
-        sizes = {f.path: f.size for f in corpus.files}
-        layouts = [b.plan.layout for b in branches if b.todo]
-        with reporter.pipeline("encode", ranges=todo, file_sizes=sizes, beam_args=beam_args,
-                               shards=lambda: _shards_done(layouts)):  # fmt: skip
-            pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=len(todo)))
-            build_several_graph(pipeline, CorpusPlan(corpus.files, todo), branches)
-            run_to_end(pipeline)
-
-
-def _finish(plan: EncodePlan, reporter: Reporter, lease: Lease) -> dict:
-    """One folder's manifest, the format's own files and COMPLETED, as the single-tokenizer job finishes."""
-    layout, fmt = plan.layout, plan.layout.format
-    manifest = build_manifest(plan)
-    if plan.job.settings.merge:
-        manifest["merged"] = fmt.merge(layout, manifest)
-    if fmt.finish is not None:
-        fmt.finish(layout, manifest)
-    verify_before_completed(layout, lease)  # still our lease, every shard as recorded: else no COMPLETED
-    finish_output(plan.job.out, manifest)
-    remove(layout.path(TMP_DIR))
-    reporter.stage("done", out=plan.job.out, tokens=manifest.get("tokens"))
-    return manifest
-
-
-def _shards_done(layouts: list[ShardLayout]) -> tuple[int, int]:
-    return sum(len(glob(layout.stats_glob())) for layout in layouts), sum(layout.num_shards for layout in layouts)
+                   tokenizers=len(plans), shards=plans[0].layout.num_shards)  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        top = stack.enter_context(Lease(job.out, command="encode"))
+        leases = [stack.enter_context(Lease(p.job.out, command="encode", group=top.record.run_id)) for p in plans]
+        outputs = [prepare_output(p, lease) for p, lease in zip(plans, leases, strict=True)]
+        with stopped(outputs):  # Ctrl-C included: what each folder keeps
+            encode_outputs(outputs, beam_args, reporter)
+            return {
+                posixpath.basename(o.plan.job.out.rstrip("/")): finish_encode(o, reporter, beam_args, started)
+                for o in outputs
+            }

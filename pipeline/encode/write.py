@@ -1,179 +1,174 @@
-"""Stage: write the token-id shards (each holding consecutive ranges): the encoding pipeline's one terminal branch.
+"""Stage: encode and write the token-id shards, one unit of work per output shard: the encoding pipeline's one branch.
 
-    EncodedBatch -> WritePart (one Arrow part file per batch, under _tmp/) -> (shard, PartInfo)
-                 -> GroupByKey(shard) -> FinalizeShard (parts in range and batch order -> shard files, dead letters,
-                                                         stats naming every range)
+    ShardUnit (a shard's ranges, the outputs that still need it) -> Reshuffle
+        -> EncodeShard: read its ranges in order, encode each batch with each tokenizer, stream it into that
+           tokenizer's shard writer; close the files, write the dead letters and the stats file  -> ShardWritten
 
-Only small ``PartInfo`` records go through the shuffle, never the tokens, so a shard of any size is written with
-memory bounded by one batch, on every runner: the Dask runner keeps every collection in memory. The parts are the
-price of that (measured in benchmarks/bench_scale.py): a shard's ranges are encoded in parallel on any worker, so
-their ids must wait somewhere until the shard can be written in order. Every write goes to a temporary name first
-and a shard's stats file is written last, so a retried bundle or a rerun produces the same files and never a half
-file; a finalizer that finds its shard already complete (a retry) only reports it.
+A shard is written by one worker from start to end and is complete (its stats file written) as soon as its last
+range is encoded, during the run: a run stopped at any point keeps every shard it finished, and the rerun redoes
+only the others (pipeline/encode/resume.py). The price is that parallelism is the number of shards, not of ranges:
+the default ``--shard-size`` gives a corpus at least 16 shards up to 1 GiB each (pipeline/encode/settings.py). No
+shuffle of ids and no part files: memory is one batch per tokenizer, on every runner (the Dask runner keeps every
+collection in memory, and only small ``ShardWritten`` records leave the step). Every write goes to a temporary
+name, and the stats file goes last, so a retried unit or a rerun produces the same files and never a half file; a
+unit that finds its shard already complete (a retry) only reports it. Everything is emitted from ``process()``
+(Dask's runner drops ``finish_bundle`` output).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import contextlib
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
-from pipeline.corpus.records import DeadLetter
-from pipeline.encode.documents import EncodedBatch
-from pipeline.encode.layout import TMP_DIR, ShardLayout
-from pipeline.encode.parts import write_part
-from pipeline.encode.shards import read_stats, write_dead_letters, write_shard, write_stats
-from pipeline.storage.files import remove
+from pipeline.corpus.plan import CorpusSpec
+from pipeline.corpus.readers import read_range
+from pipeline.corpus.records import CorpusRange
+from pipeline.encode.documents import encode_batch
+from pipeline.encode.layout import ShardLayout
+from pipeline.encode.policy import EncodePolicy
+from pipeline.encode.shards import ShardSink, read_stats
+from pipeline.encode.tokenizer import TokenizerRef
+from pipeline.launch.progress import active_channel
 
 NAMESPACE = "beam_bpe.write_shards"
+READ_NAMESPACE = "beam_bpe.read_corpus"
+ENCODE_NAMESPACE = "beam_bpe.encode_documents"
 
 
-class PartInfo(NamedTuple):
-    """What the finalizer needs to know of one written part: small, it goes through the shuffle."""
+class ShardOutput(NamedTuple):
+    """One output folder the stage writes into: its tokenizer, policy and layout (small and picklable)."""
 
-    range_index: int
-    batch_index: int
-    last: bool
-    source: str
-    position_kind: str
-    documents_read: int
-    documents: int
-    tokens: int
-    text_bytes: int
-    verified: int
-    dead_letters: list[DeadLetter]
-    path: str  # "" when the batch holds no document to write
+    tokenizer: TokenizerRef
+    policy: EncodePolicy
+    layout: ShardLayout
+    verify: bool = False
+    fail_at_shard: int | None = None  # test-only fault hook: that shard's unit raises before writing anything
+
+
+class ShardUnit(NamedTuple):
+    """One unit of work: shard ``index`` (the same ranges in every output) for the outputs (indices into the
+    stage's outputs) where it is not complete yet."""
+
+    index: int
+    ranges: tuple[CorpusRange, ...]
+    outputs: tuple[int, ...]
 
 
 class ShardWritten(NamedTuple):
-    """The result of the pipeline: one per shard, with the stats recorded in ``_shards/{name}.json``."""
+    """The result of the pipeline: one per shard and output, with the stats recorded in ``_shards/{name}.json``."""
 
+    output: int
     index: int
     stats: dict
 
 
-class WritePartFn(beam.DoFn):
-    """Encoded batch -> its part file (deterministic name: a retry writes the same bytes) -> ``(shard, PartInfo)``."""
-
-    def __init__(self, layout: ShardLayout) -> None:
-        self.layout = layout
-        self.parts = Metrics.counter(NAMESPACE, "parts_written")
-        self.part_bytes = Metrics.counter(NAMESPACE, "part_bytes_written")
-
-    def process(self, batch: EncodedBatch) -> Iterator[tuple[int, PartInfo]]:
-        path = ""
-        if len(batch.positions):
-            path = self.layout.part_path(batch.range_index, batch.batch_index)
-            size = write_part(path, batch.positions, batch.offsets, batch.tokens)
-            self.parts.inc()
-            self.part_bytes.inc(size)
-        info = PartInfo(
-            batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind, batch.documents_read,
-            len(batch.positions), int(batch.offsets[-1]), batch.text_bytes, batch.verified, batch.dead_letters, path,
-        )  # fmt: skip
-        yield self.layout.shard_of(batch.range_index), info
+def shard_units(ranges: list[CorpusRange], layouts: list[ShardLayout], todo: list[set[int]]) -> list[ShardUnit]:
+    """The units of work: every shard that some output still needs (``todo[i]``: output i's shards), its ranges in
+    input order. The outputs share one plan, so their shards hold the same ranges (checked)."""
+    first = layouts[0]
+    for layout in layouts[1:]:
+        if (layout.range_to_shard, layout.num_shards) != (first.range_to_shard, first.num_shards):
+            raise RuntimeError("the outputs of one run cut the corpus into different shards: this is a bug")
+    by_shard: dict[int, list[CorpusRange]] = {}
+    for r in ranges:
+        by_shard.setdefault(first.shard_of(r.index), []).append(r)
+    units = []
+    for index in sorted(by_shard):
+        outputs = tuple(i for i, shards in enumerate(todo) if index in shards)
+        if outputs:
+            units.append(ShardUnit(index, tuple(sorted(by_shard[index], key=lambda r: r.index)), outputs))
+    return units
 
 
-class FinalizeShardFn(beam.DoFn):
-    """``(shard, [PartInfo])`` -> the shard's files, its dead letters and its stats file -> ``ShardWritten``.
+class EncodeShardFn(beam.DoFn):
+    """``ShardUnit`` -> its shard in every output that needs it -> ``ShardWritten`` per output. Counts ranges,
+    batches, documents, tokens, dead letters and shards as the read, encode and write stages did."""
 
-    ``fail_at_shard`` is a test-only fault hook: the finalizer of that shard raises before writing anything.
-    """
-
-    def __init__(self, layout: ShardLayout, *, fail_at_shard: int | None = None) -> None:
-        self.layout, self.fail_at_shard = layout, fail_at_shard
+    def __init__(self, outputs: list[ShardOutput], spec: CorpusSpec) -> None:
+        self.outputs, self.spec = list(outputs), spec
+        self.ranges = Metrics.counter(READ_NAMESPACE, "ranges")
+        self.batches = Metrics.counter(READ_NAMESPACE, "batches")
+        self.documents_read = Metrics.counter(READ_NAMESPACE, "documents_read")
+        self.bytes_read = Metrics.counter(READ_NAMESPACE, "bytes_read")
+        self.documents = Metrics.counter(ENCODE_NAMESPACE, "documents")
+        self.tokens = Metrics.counter(ENCODE_NAMESPACE, "tokens")
+        self.dead_letters = Metrics.counter(ENCODE_NAMESPACE, "dead_letters")
+        self.verified = Metrics.counter(ENCODE_NAMESPACE, "verified")
         self.shards = Metrics.counter(NAMESPACE, "shards_written")
         self.already = Metrics.counter(NAMESPACE, "shards_already_complete")
-        self.dead_letters = Metrics.counter(NAMESPACE, "dead_letters_written")
+        self.progress = active_channel()  # the terminal's progress bar, where one is drawn
+        self.toks: list | None = None
 
-    def process(self, element: tuple[int, Iterable[PartInfo]]) -> Iterator[ShardWritten]:
-        index, infos = element
-        stats = read_stats(self.layout, index)
-        if stats is not None:  # a retried bundle: the shard was completed by the first attempt
-            self.already.inc()
-            yield ShardWritten(index, stats)
-            return
-        if index == self.fail_at_shard:
-            raise RuntimeError(f"test fault: FinalizeShard fails at shard {index} (fail_at_shard)")
-        parts = _in_order(index, list(infos), self.layout.ranges_of(index))
-        yield ShardWritten(index, self._write(index, parts))
+    def setup(self) -> None:
+        self.toks = [o.tokenizer.load() for o in self.outputs]  # once per worker process
 
-    def _write(self, index: int, parts: list[PartInfo]) -> dict:
-        layout = self.layout
-        files = write_shard(layout, index, [(p.path, p.source, p.position_kind) for p in parts if p.path])
-        dead = [d for p in parts for d in p.dead_letters]
-        files.update(write_dead_letters(layout, index, dead))
-        stats = {
-            "index": index,
-            "name": layout.name(index),
-            "fingerprint": layout.fingerprint,
-            "position_kind": parts[0].position_kind,
-            "files": files,
-            "batches": len(parts),
-            **_sums(parts),
-            "ranges": [dict(_sums(rp), index=r, source=layout.relative(rp[0].source)) for r, rp in _by_range(parts)],
-        }
-        write_stats(layout, index, stats)  # last: from here on the shard is complete
-        remove(layout.path(TMP_DIR, layout.name(index)))
-        self.shards.inc()
-        self.dead_letters.inc(len(dead))
-        return stats
+    def process(self, unit: ShardUnit) -> Iterator[ShardWritten]:
+        if self.toks is None:  # runners that skip setup() (none known; cheap to guard)
+            self.setup()
+        todo = []
+        for i in unit.outputs:
+            stats = read_stats(self.outputs[i].layout, unit.index)
+            if stats is not None:  # a retried unit: the shard was completed by the first attempt
+                self.already.inc()
+                yield ShardWritten(i, unit.index, stats)
+            else:
+                todo.append(i)
+        for i in todo:
+            if unit.index == self.outputs[i].fail_at_shard:
+                raise RuntimeError(f"test fault: EncodeShard fails at shard {unit.index} (fail_at_shard)")
+        if todo:
+            yield from self._write(unit, todo)
 
+    def _write(self, unit: ShardUnit, todo: list[int]) -> Iterator[ShardWritten]:
+        with contextlib.ExitStack() as stack:
+            sinks = [stack.enter_context(ShardSink(self.outputs[i].layout, unit.index)) for i in todo]
+            for rng in unit.ranges:
+                self.ranges.inc()
+                for batch in read_range(rng, self.spec):
+                    self._count_read(rng, batch)
+                    for i, sink in zip(todo, sinks, strict=True):
+                        out = self.outputs[i]
+                        encoded = encode_batch(self.toks[i], batch, out.policy, np.dtype(out.layout.dtype),
+                                               verify=out.verify)  # fmt: skip
+                        self._count_encoded(encoded)
+                        sink.add(encoded)
+        for i, sink in zip(todo, sinks, strict=True):  # closed by the with block: files, dead letters, stats
+            self.shards.inc()
+            yield ShardWritten(i, unit.index, sink.stats)
 
-SUMS = ("documents_read", "documents", "tokens", "text_bytes", "verified")
+    def _count_read(self, rng: CorpusRange, batch) -> None:
+        self.batches.inc()
+        self.documents_read.inc(batch.documents_read)
+        self.bytes_read.inc(batch.bytes_read)
+        self.progress.batch(rng.index, documents=batch.documents_read, text_bytes=batch.bytes_read, last=batch.last)
 
-
-def _sums(parts: list[PartInfo]) -> dict:
-    return dict(
-        {key: sum(getattr(p, key) for p in parts) for key in SUMS}, dead_letters=sum(len(p.dead_letters) for p in parts)
-    )
-
-
-def _by_range(parts: list[PartInfo]) -> list[tuple[int, list[PartInfo]]]:
-    out: list[tuple[int, list[PartInfo]]] = []
-    for p in parts:
-        if not out or out[-1][0] != p.range_index:
-            out.append((p.range_index, []))
-        out[-1][1].append(p)
-    return out
-
-
-def _in_order(index: int, parts: list[PartInfo], ranges: list[int]) -> list[PartInfo]:
-    """The parts sorted by range and batch, checked to be, for each of the shard's ranges, batches 0..k with only
-    the last one marked last."""
-    parts.sort(key=lambda p: (p.range_index, p.batch_index))
-    got = _by_range(parts)
-    for r, rp in got:
-        indices = [p.batch_index for p in rp]
-        if indices != list(range(len(rp))) or not rp[-1].last or any(p.last for p in rp[:-1]):
-            raise RuntimeError(
-                f"shard {index}, range {r}: got the parts {indices} (last: {[p.last for p in rp]}), expected 0..k with "
-                "only k marked last: a batch was lost or duplicated on the way; this is a bug, please report it"
-            )
-    if [r for r, _ in got] != ranges:
-        raise RuntimeError(
-            f"shard {index}: got parts of the ranges {[r for r, _ in got]}, expected {ranges}: a range was lost on the "
-            "way; this is a bug, please report it"
-        )
-    return parts
+    def _count_encoded(self, encoded) -> None:
+        self.documents.inc(len(encoded.positions))
+        self.tokens.inc(int(encoded.offsets[-1]))
+        self.dead_letters.inc(len(encoded.dead_letters))
+        self.verified.inc(encoded.verified)
 
 
 class WriteShards(beam.PTransform):
-    """``PCollection[EncodedBatch] -> PCollection[ShardWritten]``: each shard from its ranges, documents in order.
+    """``PBegin -> PCollection[ShardWritten]``: every unit's shard in every output that needs it, documents in
+    input order.
 
-    >>> written = encoded | "WriteShards" >> WriteShards(layout)  # doctest: +SKIP
+    >>> written = pipeline | "WriteShards" >> WriteShards(units, outputs, spec)  # doctest: +SKIP
     """
 
-    def __init__(self, layout: ShardLayout, *, fail_at_shard: int | None = None) -> None:
+    def __init__(self, units: list[ShardUnit], outputs: list[ShardOutput], spec: CorpusSpec) -> None:
         super().__init__()
-        self.layout, self.fail_at_shard = layout, fail_at_shard
+        self.units, self.outputs, self.spec = list(units), list(outputs), spec
 
-    def expand(self, encoded):
+    def expand(self, pbegin):
         return (
-            encoded
-            | "WriteParts" >> beam.ParDo(WritePartFn(self.layout))
-            | "GroupPartsByShard" >> beam.GroupByKey()
-            | "FinalizeShards" >> beam.ParDo(FinalizeShardFn(self.layout, fail_at_shard=self.fail_at_shard))
+            pbegin
+            | "CreateShards" >> beam.Create(self.units)
+            | "SpreadShards" >> beam.Reshuffle()
+            | "EncodeShards" >> beam.ParDo(EncodeShardFn(self.outputs, self.spec))
         )

@@ -3,7 +3,11 @@
 A run takes the lease before it writes anything into ``--out``, renews it every 30 s from a thread of the launcher,
 and checks before writing ``manifest.json`` and ``COMPLETED`` that it still holds it. A second run into the same
 ``--out`` is refused while the lease is live, ``--overwrite`` included (the message names the owner). A lease is
-stale, and may be taken over, when it was not renewed for 10 minutes, or when its process is gone on this host.
+stale, and may be taken over, when it was not renewed for 10 minutes, when its renewal lies more than 60 s in the
+future, when it cannot be read (wrong JSON, fields or types), or when its process is gone on this host (the pid and
+the process's start time: a reused pid, this very run's included, is not the lease's process). A lease is also
+refused while a folder above or below ``--out`` holds a live lease of another run; a several-tokenizer job takes
+``OUT``'s and each ``OUT/<stem>``'s, the latter nested in the former (``group``).
 
 How the lease is created, by filesystem:
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import posixpath
 import socket
@@ -45,6 +50,7 @@ LEASE_DIR = "_shards"
 LEASE_FILE = "lease.json"
 RENEW_SECONDS = 30.0
 STALE_SECONDS = 600.0
+FUTURE_SECONDS = 60.0  # a renewal further ahead than this is stale (clocks of one cluster agree within seconds)
 BREAK_STALE_SECONDS = 60.0  # a breaker that died while breaking: its break file is ignored after this
 
 
@@ -59,7 +65,10 @@ class LeaseLostError(OutputError):
 
 @dataclass(frozen=True)
 class LeaseRecord:
-    """What ``lease.json`` holds."""
+    """What ``lease.json`` holds. ``pid_started`` is the process's start time as the kernel counts it (clock ticks
+    after boot, with the boot's id), so a reused pid, or a restarted container whose new process got the old
+    one's pid, is told from the process that wrote the lease; ``group`` the run id of the lease this one is
+    nested in (the several-tokenizer job's ``OUT`` for its ``OUT/<stem>``), "" for none."""
 
     run_id: str
     host: str
@@ -67,6 +76,24 @@ class LeaseRecord:
     command: str
     started: float
     renewed: float
+    pid_started: str = ""
+    group: str = ""
+
+    @classmethod
+    def from_json(cls, data: bytes) -> LeaseRecord:
+        """The record in ``data``; ValueError for anything but an object of the right fields and types (a
+        number that is not finite included)."""
+        value = json.loads(data)
+        if not isinstance(value, dict):
+            raise ValueError("a lease is a JSON object")
+        record = cls(**value)
+        text = (record.run_id, record.host, record.command, record.pid_started, record.group)
+        times = (record.started, record.renewed)
+        if not all(isinstance(v, str) for v in text) or type(record.pid) is not int:
+            raise ValueError("a lease field of the wrong type")
+        if not all(type(t) in (int, float) and math.isfinite(t) for t in times):
+            raise ValueError("a lease time that is not a finite number")
+        return record
 
     def describe(self) -> str:
         age = time.time() - self.renewed
@@ -78,6 +105,17 @@ class LeaseRecord:
 
 def _clock(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def process_start(pid: int) -> str:
+    """``boot id:start ticks`` of process ``pid`` on this host (from /proc), "" where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = f.read().rsplit(b")", 1)[-1].split()[19].decode()
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f"{f.read().strip()}:{ticks}"
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
 
 
 def pid_alive(pid: int) -> bool:
@@ -100,8 +138,13 @@ def is_stale(record: LeaseRecord, *, now: float | None = None, stale_seconds: fl
     now = time.time() if now is None else now
     if now - record.renewed > stale_seconds:
         return f"not renewed for {now - record.renewed:.0f} s (stale after {stale_seconds:.0f} s)"
-    if record.host == socket.gethostname() and not pid_alive(record.pid):
-        return f"its process {record.pid} is gone"
+    if record.renewed - now > FUTURE_SECONDS:  # a clock far ahead, or a forged time: it would never go stale
+        return f"renewed {record.renewed - now:.0f} s in the future (more than {FUTURE_SECONDS:.0f} s: clock skew)"
+    if record.host == socket.gethostname():
+        if not pid_alive(record.pid):
+            return f"its process {record.pid} is gone"
+        if record.pid_started != process_start(record.pid) or (record.pid == os.getpid() and not record.pid_started):
+            return f"its process {record.pid} is gone (that pid now belongs to another process)"
     return None
 
 
@@ -119,6 +162,7 @@ class Lease:
         command: str,
         renew_seconds: float = RENEW_SECONDS,
         stale_seconds: float = STALE_SECONDS,
+        group: str = "",
     ) -> None:
         self.out_dir = out_dir
         self.command = command
@@ -131,7 +175,9 @@ class Lease:
             "local",
         )
         now = time.time()
-        self.record = LeaseRecord(uuid.uuid4().hex, socket.gethostname(), os.getpid(), command, now, now)
+        pid = os.getpid()
+        self.record = LeaseRecord(uuid.uuid4().hex, socket.gethostname(), pid, command, now, now, process_start(pid),
+                                  group)  # fmt: skip
         self.exclusive = True  # False where the driver has no exclusive create (see the module's notes)
         self.lost: str | None = None  # set by the renewal thread when the lease was found in other hands
         self._stop = threading.Event()
@@ -141,6 +187,7 @@ class Lease:
     # ---------------------------------------------------------------- taking and giving back
     def acquire(self) -> Lease:
         """Take the lease, or raise LeaseHeldError naming the live owner; a stale lease is taken over."""
+        self._refuse_relatives()
         self.fs.makedirs(posixpath.dirname(self.path), exist_ok=True)
         for _ in range(3):  # a lease released or broken between our read and our create: try again
             if self._create(self.record):
@@ -157,6 +204,39 @@ class Lease:
                 return self
         current = self.read()
         raise LeaseHeldError(self._held_message(current) if current else f"{self.path}: the lease keeps changing")
+
+    def _refuse_relatives(self) -> None:
+        """Refuse while a folder above or below ``out_dir`` (two levels) holds a live lease of another run: a run
+        into ``OUT/<stem>`` while a several-tokenizer job writes ``OUT``, or the reverse."""
+        root = posixpath.dirname(posixpath.dirname(self.path))
+        above, parent = [], posixpath.dirname(root)
+        while parent and parent != root and len(above) < 64:
+            above.append(posixpath.join(parent, LEASE_DIR, LEASE_FILE))
+            root, parent = parent, posixpath.dirname(parent)
+        base = posixpath.dirname(posixpath.dirname(self.path))
+        below = [p for depth in ("*", "*/*") for p in self._glob(posixpath.join(base, depth, LEASE_DIR, LEASE_FILE))]
+        for path in above + below:
+            other = self.read(path)
+            if (
+                other is None
+                or other.run_id in (self.record.group, self.record.run_id)
+                or (other.group and other.group in (self.record.run_id, self.record.group))
+            ):
+                continue
+            if is_stale(other, stale_seconds=self.stale_seconds) is None:
+                folder = posixpath.dirname(posixpath.dirname(path))
+                where = "above" if path in above else "inside"
+                raise LeaseHeldError(
+                    f"{folder}, a folder {where} {self.out_dir}, is being written by another job: {other.describe()}; "
+                    f"its lease is {path}. Two jobs must not write one output or one inside the other: stop that "
+                    f"{other.command} or wait until it ends, or choose another --out"
+                )
+
+    def _glob(self, pattern: str) -> list[str]:
+        try:
+            return sorted(self.fs.glob(pattern))
+        except (OSError, ValueError):
+            return []
 
     def _held_message(self, owner: LeaseRecord) -> str:
         return (
@@ -197,8 +277,8 @@ class Lease:
         except FileNotFoundError:
             return None
         try:
-            return LeaseRecord(**json.loads(data))
-        except (ValueError, TypeError):
+            return LeaseRecord.from_json(data)
+        except (ValueError, TypeError):  # wrong JSON, wrong fields or types, a time of NaN or 1e400
             return LeaseRecord("unreadable", "", 0, "unknown job", 0.0, 0.0)
 
     def verify(self) -> None:

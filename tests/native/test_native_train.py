@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import bpe_core
 from bpe_core import native
+from bpe_core.train import native_loop
 from bpe_core.train.trainer import TIE_BREAKS
 
 
@@ -97,14 +98,14 @@ def test_progress_is_reported_as_the_reference():
 
 def test_memory_estimate_is_logged_not_printed_and_a_loop_that_does_not_fit_is_refused(capsys, caplog):
     counts = {b"hello": 5, b"world": 3, b"x": 7}
-    n_words, n_tokens, estimate = native.train_memory_estimate(counts)
+    n_words, n_tokens, estimate = native_loop.train_memory_estimate(counts)
     assert (n_words, n_tokens) == (2, 10)
     with caplog.at_level("INFO", logger="bpe_core.native"):
         bpe_core.train(counts, 260)
     assert "merge loop over 2 unique chunks (10 bytes) needs about" in caplog.text
     assert capsys.readouterr() == ("", "")  # the core never prints: the caller logs
     with pytest.raises(MemoryError, match=r"needs about [0-9.]+ GiB but only [0-9.]+ GiB is available"):
-        native.train_merges(counts, 4, 1, "ids", memory_limit=estimate - 1)
+        native_loop.train_merges(counts, 4, 1, "ids", memory_limit=estimate - 1)
 
 
 def test_estimate_for_50_million_unique_chunks_fits_24_gib():
@@ -116,12 +117,13 @@ def test_estimate_for_50_million_unique_chunks_fits_24_gib():
 MEASURE = """
 import pickle, sys
 from bpe_core import native
+from bpe_core.train import native_loop
 counts = pickle.load(sys.stdin.buffer)
 def status(field):
     return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field))
 before = status("VmRSS")
-native.train_merges(counts, 8000, 2, "ids")
-print(status("VmHWM") - before, native.train_memory_estimate(counts)[2])
+native_loop.train_merges(counts, 8000, 2, "ids")
+print(status("VmHWM") - before, native_loop.train_memory_estimate(counts)[2])
 """
 
 

@@ -51,10 +51,7 @@ TRAIN_STEPS = READ_STEPS | {
     "PreTokenizeAndCount/ToRecords", "SelectDeadLetters", "SelectDeadLetters/SelectDeadLetters", "FlattenResults",
     "WriteCounts", "WriteCounts/WriteFiles",
 }  # fmt: skip
-ENCODE_STEPS = READ_STEPS | {
-    "EncodeDocuments", "EncodeDocuments/EncodeBatches", "WriteShards", "WriteShards/WriteParts",
-    "WriteShards/GroupPartsByShard", "WriteShards/FinalizeShards",
-}  # fmt: skip
+ENCODE_STEPS = {"WriteShards", "WriteShards/CreateShards", "WriteShards/SpreadShards", "WriteShards/EncodeShards"}
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,10 @@
-"""Stage tests: WriteShards (TestPipeline + assert_that) in both formats, part ordering, retries; the Megatron
+"""Stage tests: the shard sink in both formats (ranges and batches in order, dead letters, stats), WriteShards
+(TestPipeline + assert_that: one unit per shard, retries); the Megatron
 MMIDIDX writer and reader against the format's bytes."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import random
 import struct
@@ -15,14 +17,16 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.corpus.records import DeadLetter
 from pipeline.encode.documents import EncodedBatch
 from pipeline.encode.formats import FORMATS
 from pipeline.encode.formats.megatron import MegatronIndex, MegatronReader, token_dtype
-from pipeline.encode.layout import ShardLayout
-from pipeline.encode.parts import read_part
-from pipeline.encode.shards import read_stats
-from pipeline.encode.write import FinalizeShardFn, PartInfo, WritePartFn, WriteShards
+from pipeline.encode.layout import ShardLayout, assign_shards
+from pipeline.encode.policy import EncodePolicy
+from pipeline.encode.shards import ShardSink, read_stats
+from pipeline.encode.tokenizer import open_tokenizer
+from pipeline.encode.write import EncodeShardFn, ShardOutput, WriteShards, shard_units
 from pipeline.errors import ShardFileError
 
 
@@ -52,28 +56,46 @@ def _docs(seed: int, n: int, vocab: int) -> list[list[int]]:
     return [[rng.randrange(vocab) for _ in range(rng.randrange(0, 40))] for _ in range(n)]
 
 
+def _read(root, layout: ShardLayout, index: int) -> list[list[int]]:
+    name = layout.name(index)
+    if layout.shard_format == "parquet":
+        table = pq.read_table(root / f"{name}.parquet")
+        assert str(table.schema.field("tokens").type.value_type) == layout.dtype
+        return table.column("tokens").to_pylist()
+    reader = MegatronReader(str(root / name))
+    assert reader.index.dtype.__name__ == layout.dtype
+    return [seq.tolist() for seq in reader]
+
+
+def _write(layout: ShardLayout, index: int, elements: list[EncodedBatch]) -> dict:
+    with ShardSink(layout, index) as sink:
+        for batch in elements:
+            sink.add(batch)
+    return sink.stats
+
+
 @pytest.mark.parametrize(
     "shard_format,vocab", [("parquet", 50257), ("megatron", 50257), ("parquet", 100277), ("megatron", 100277)]
 )
-def test_write_shards_stage_writes_one_shard_per_range_with_documents_in_order(tmp_path, shard_format, vocab):
+def test_a_shard_sink_writes_its_ranges_batches_in_order_with_dead_letters_and_stats(tmp_path, shard_format, vocab):
     dtype = FORMATS[shard_format].dtype(vocab)
     layout = ShardLayout(str(tmp_path), "tok", 3, shard_format, dtype, "ab" * 32, "fp")
     batches = {(r, b): _docs(10 * r + b, 7, vocab) for r in range(3) for b in range(3 if r == 1 else 1)}
     dead = DeadLetter("/data/src-1.jsonl", 10_050, "offset", "malformed JSON")
-    elements = [_encoded(r, b, b == (2 if r == 1 else 0), docs, dtype, dead=[dead] if (r, b) == (1, 1) else ())
-                for (r, b), docs in batches.items()]  # fmt: skip
-    random.Random(0).shuffle(elements)  # the stage must not depend on the order batches arrive in
-    with TestPipeline(runner="FnApiRunner") as p:
-        written = p | beam.Create(elements) | WriteShards(layout)
-        summary = written | beam.Map(
-            lambda w: (w.index, w.stats["documents"], w.stats["dead_letters"], w.stats["batches"])
+    for r in range(3):
+        elements = [_encoded(r, b, b == (2 if r == 1 else 0), batches[(r, b)], dtype,
+                             dead=[dead] if (r, b) == (1, 1) else ()) for b in range(3 if r == 1 else 1)]  # fmt: skip
+        stats = _write(layout, r, elements)
+        assert (stats["documents"], stats["dead_letters"], stats["batches"]) == (
+            7 * len(elements),
+            r == 1,
+            len(elements),
         )
-        assert_that(summary, equal_to([(0, 7, 0, 1), (1, 21, 1, 3), (2, 7, 0, 1)]))
     for r in range(3):
         expected = [d for b in range(3 if r == 1 else 1) for d in batches[(r, b)]]
         assert _read(tmp_path, layout, r) == expected
         assert read_stats(layout, r)["tokens"] == sum(map(len, expected))
-    assert not list(tmp_path.rglob("*.arrow")), "part files are removed once their shard is complete"
+    assert not list(tmp_path.rglob("*.arrow")) and not list(tmp_path.rglob(".tmp-*")), "no part or temporary file"
     assert (tmp_path / "dead_letters" / "tok-00001-of-00003.jsonl").read_text().count("\n") == 1
 
 
@@ -83,10 +105,7 @@ def test_a_shard_of_several_ranges_holds_them_in_input_order_and_names_each(tmp_
     layout = ShardLayout(str(tmp_path), "tok", 2, shard_format, dtype, "ab" * 32, "fp", range_to_shard=(0, 0, 0, 1))
     batches = {(r, b): _docs(10 * r + b, 5, 50257) for r in range(4) for b in range(2 if r == 1 else 1)}
     elements = [_encoded(r, b, b == (1 if r == 1 else 0), docs, dtype) for (r, b), docs in batches.items()]
-    random.Random(1).shuffle(elements)
-    with TestPipeline(runner="FnApiRunner") as p:
-        written = p | beam.Create(elements) | WriteShards(layout)
-        assert_that(written | beam.Map(lambda w: (w.index, w.stats["documents"])), equal_to([(0, 20), (1, 5)]))
+    assert _write(layout, 0, elements[:4])["documents"] == 20 and _write(layout, 1, elements[4:])["documents"] == 5
     expected = [d for r in range(3) for b in range(2 if r == 1 else 1) for d in batches[(r, b)]]
     assert _read(tmp_path, layout, 0) == expected and _read(tmp_path, layout, 1) == batches[(3, 0)]
     ranges = read_stats(layout, 0)["ranges"]
@@ -100,38 +119,53 @@ def test_a_shard_of_several_ranges_holds_them_in_input_order_and_names_each(tmp_
         )
 
 
-def _read(root, layout: ShardLayout, index: int) -> list[list[int]]:
-    name = layout.name(index)
-    if layout.shard_format == "parquet":
-        table = pq.read_table(root / f"{name}.parquet")
-        assert str(table.schema.field("tokens").type.value_type) == layout.dtype
-        return table.column("tokens").to_pylist()
-    reader = MegatronReader(str(root / name))
-    assert reader.index.dtype.__name__ == layout.dtype
-    return [seq.tolist() for seq in reader]
+def test_a_shard_missing_a_range_is_refused_and_leaves_no_file(tmp_path):
+    layout = ShardLayout(str(tmp_path), "tok", 1, "parquet", "uint16", "", "fp", range_to_shard=(0, 0, 0))
+    with pytest.raises(RuntimeError, match=r"got the ranges \[0, 2\], expected \[0, 1, 2\]"):
+        _write(layout, 0, [_encoded(0, 0, True, [[1]], "uint16"), _encoded(2, 0, True, [[2]], "uint16")])
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+    with pytest.raises(ZeroDivisionError), ShardSink(layout, 0) as sink:  # a failure mid-shard: no file either
+        sink.add(_encoded(0, 0, True, [[1]], "uint16"))
+        _ = 1 / 0
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-def test_finalizer_is_idempotent_and_refuses_missing_parts(tmp_path):
-    layout = ShardLayout(str(tmp_path), "t", 1, "parquet", "uint16", "", "fp")
-    batch = _encoded(0, 0, True, [[1, 2], [3]], "uint16")
-    ((key, info),) = list(WritePartFn(layout).process(batch))
-    assert read_part(info.path).column("tokens").to_pylist() == [[1, 2], [3]]
-    fn = FinalizeShardFn(layout)
-    (first,) = list(fn.process((key, [info])))
-    mtime = (tmp_path / "t-00000-of-00001.parquet").stat().st_mtime_ns
-    (again,) = list(fn.process((key, [info])))  # a retried bundle: the part files are gone, the shard is complete
-    assert again == first and (tmp_path / "t-00000-of-00001.parquet").stat().st_mtime_ns == mtime
-    other = ShardLayout(str(tmp_path / "o"), "t", 1, "parquet", "uint16", "", "fp")
-    stray = PartInfo(0, 1, True, "s", "offset", 0, 0, 0, 0, 0, [], "")
-    with pytest.raises(RuntimeError, match=r"range 0: got the parts \[1\]"):
-        list(FinalizeShardFn(other).process((0, [stray])))
+def _units(tmp_path):
+    from tests.conftest import data_path
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(f'{{"text": "document {i} " }}\n' for i in range(300)))
+    tok, ref = open_tokenizer(str(data_path("tiktoken", "r50k_base.tiktoken")))
+    plan = plan_corpus([InputSpec(str(corpus))], CorpusSpec("jsonl"), range_bytes=2000)
+    layout = ShardLayout(str(tmp_path / "out"), "t", 3, "parquet", "uint16", ref.digest, "fp",
+                         range_to_shard=assign_shards(plan.ranges, 3000))  # fmt: skip
+    layout = dataclasses.replace(layout, num_shards=layout.range_to_shard[-1] + 1)
+    return plan, layout, ShardOutput(ref, EncodePolicy(), layout)
+
+
+def test_the_stage_writes_one_unit_per_shard_and_a_retried_unit_only_reports_it(tmp_path):
+    plan, layout, output = _units(tmp_path)
+    units = shard_units(plan.ranges, [layout], [set(range(layout.num_shards))])
+    assert [u.index for u in units] == list(range(layout.num_shards)) and layout.num_shards >= 3
+    assert [r.index for u in units for r in u.ranges] == [r.index for r in plan.ranges]
+    with TestPipeline(runner="FnApiRunner") as p:
+        written = p | WriteShards(units, [output], CorpusSpec("jsonl"))
+        assert_that(written | beam.Map(lambda w: w.stats["documents"]) | beam.CombineGlobally(sum), equal_to([300]))
+    fn = EncodeShardFn([output], CorpusSpec("jsonl"))
+    name = tmp_path / "out" / f"{layout.name(1)}.parquet"
+    mtime = name.stat().st_mtime_ns
+    (again,) = list(fn.process(units[1]))  # a retried unit: the shard is complete, it is only reported
+    assert again.stats == read_stats(layout, 1) and name.stat().st_mtime_ns == mtime
+    docs = [t for i in range(layout.num_shards) for t in pq.read_table(tmp_path / "out" / f"{layout.name(i)}.parquet")
+            .column("doc_id").to_pylist()]  # fmt: skip
+    assert len(docs) == 300 and docs == sorted(docs, key=lambda d: int(d.rsplit("@", 1)[1]))
 
 
 def test_writing_dofns_and_layout_pickle(tmp_path):
     layout = ShardLayout(str(tmp_path), "t", 4, "megatron", "uint16", "s" * 64, "fp")
-    for fn in (WritePartFn(layout), FinalizeShardFn(layout, fail_at_shard=3)):
-        for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
-            assert loads(dumps(fn)).layout == layout
+    fn = EncodeShardFn([ShardOutput(None, EncodePolicy(), layout, fail_at_shard=3)], CorpusSpec("jsonl"))
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+        assert loads(dumps(fn)).outputs[0].layout == layout
 
 
 # ------------------------------------------------------------------ Megatron MMIDIDX
@@ -171,11 +205,6 @@ def test_megatron_dtype_threshold_and_bad_files():
 
 def test_an_empty_megatron_shard_is_still_a_mappable_pair(tmp_path):
     layout = ShardLayout(str(tmp_path), "e", 1, "megatron", "uint16", "", "fp")
-    with TestPipeline(runner="FnApiRunner") as p:
-        _ = (
-            p
-            | beam.Create([_encoded(0, 0, True, [], "uint16", dead=[DeadLetter("s", 0, "offset", "bad")])])
-            | WriteShards(layout)
-        )
+    _write(layout, 0, [_encoded(0, 0, True, [], "uint16", dead=[DeadLetter("s", 0, "offset", "bad")])])
     reader = MegatronReader(str(tmp_path / "e-00000-of-00001"))
     assert len(reader) == 0 and list(reader) == [] and (tmp_path / "e-00000-of-00001.bin").stat().st_size == 2

@@ -31,6 +31,7 @@ from pipeline.corpus.plan import CorpusSpec, InputSpec
 from pipeline.encode import documents as encode_documents
 from pipeline.encode.job import run_encode
 from pipeline.encode.settings import EncodeJob, EncodeSettings
+from pipeline.encode.shards import ShardSink
 
 from .lib import (
     FULL,
@@ -134,15 +135,15 @@ def failing_run(args: list[str], capsys) -> str:
     return message
 
 
-def _raise_at_range(index: int):
-    real = pipeline.corpus.read.read_range
+def _raise_at_range(index: int, module=pipeline.corpus.read):
+    real = module.read_range
 
     def read_range(rng, spec):
         if rng.index == index:
             raise RuntimeError(f"{FAULT}: ReadCorpus raises at range {index}")
         return real(rng, spec)
 
-    return pipeline.corpus.read, "read_range", read_range
+    return module, "read_range", read_range
 
 
 def _raise_at_document(doc: str, module, attribute: str):
@@ -178,18 +179,18 @@ def _raise_in_encode_batch(index: int):
             raise MemoryError(f"{FAULT}: EncodeDocuments fails on the batches of range {index}")
         return real(tok, batch, *args, **kwargs)
 
-    return encode_documents, "encode_batch", encode_batch
+    return pipeline.encode.write, "encode_batch", encode_batch
 
 
-def _raise_at_part(index: int):
-    real = pipeline.encode.write.write_part
+def _raise_in_shard(index: int):
+    real = ShardSink.add
 
-    def write_part(url, *columns):
-        if f"-{index:05d}-of-" in url and "part-" in url:
-            raise OSError(f"{FAULT}: WriteParts fails writing a part of shard {index}")
-        return real(url, *columns)
+    def add(self, batch):
+        if self.index == index:
+            raise OSError(f"{FAULT}: the shard writer fails writing a batch of shard {index}")
+        return real(self, batch)
 
-    return pipeline.encode.write, "write_part", write_part
+    return ShardSink, "add", add
 
 
 STAGE_FAULTS = {
@@ -201,9 +202,9 @@ STAGE_FAULTS = {
         "the driver crashes publishing tokenizer.json": lambda d: _raise_at_publish("tokenizer.json"),
     },
     "encode": {
-        "ReadCorpus raises at range 2": lambda d: _raise_at_range(2),
+        "ReadCorpus raises at range 2": lambda d: _raise_at_range(2, pipeline.encode.write),
         "EncodeDocuments fails on range 3 (not a per-document error)": lambda d: _raise_in_encode_batch(3),
-        "WriteParts fails on a part of shard 1": lambda d: _raise_at_part(1),
+        "the shard writer fails on a batch of shard 1": lambda d: _raise_in_shard(1),
         "WriteShards crashes publishing shard 4's Parquet file": lambda d: _raise_at_publish("tokens-00004-of-"),
         "WriteShards crashes publishing shard 3's stats (its data file already complete)": lambda d: _raise_at_publish(
             "_shards/tokens-00003-of-"
@@ -228,7 +229,7 @@ def test_a_stage_raising_at_a_chosen_element(
     name, fault, docs, inputs, r50k_artifact, reference, tmp_path, monkeypatch, capsys, reliability
 ):
     out = tmp_path / "out"
-    if fault == "fail_at_shard=2":  # the pipeline's own test-only hook (FinalizeShardFn)
+    if fault == "fail_at_shard=2":  # the pipeline's own test-only hook (EncodeShardFn)
         job = EncodeJob(
             r50k_artifact,
             tuple(InputSpec(str(p)) for p in inputs),

@@ -19,7 +19,7 @@ import pytest
 from conftest import ours_openai
 
 import bpe_core
-from bpe_core import native
+from bpe_core.train import native_loop
 from pipeline.cli import main
 from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.corpus.readers import read_range
@@ -152,10 +152,10 @@ def test_driver_memory_is_bounded_by_max_chunks_and_a_loop_that_would_not_fit_is
                     f"{k:,}, each in a fresh process", "the peak falls with the configured limit",
                     peak_mib=fresh[k] // 1024, peak_mib_unbounded=fresh[0] // 1024)  # fmt: skip
     # 3. a merge loop whose estimate exceeds the memory available is refused with the estimate, before it starts
-    estimate = native.train_memory_estimate(full)[2]
-    small = native.train_memory_estimate(expected)[2]
+    estimate = native_loop.train_memory_estimate(full)[2]
+    small = native_loop.train_memory_estimate(expected)[2]
     limit = (estimate + small) // 2  # a machine on which the full loop does not fit and a filtered one does
-    monkeypatch.setattr(native, "available_memory", lambda: limit)
+    monkeypatch.setattr(native_loop, "available_memory", lambda: limit)
     out = tmp_path / "refused"
     args = ["train", "--from-counts", str(counts_out), "--vocab-size", "1000", "--out", str(out)]
     capsys.readouterr()

@@ -48,6 +48,9 @@ class ShardFormat:
     dtype: Callable[[int], str]  # the numpy dtype name of the ids for a vocabulary of n ids
     writer: type  # the writer class (the interface above)
     reader: Callable[[str, dict], Iterator[tuple[str, np.ndarray]]] | None = None  # (shard prefix, manifest entry)
+    # verify's fast path, where a format has one: (shard prefix, manifest entry) -> per batch, its document ids (an
+    # Arrow string array) and a loader of their ids ((values, offsets)), called only for a batch with a sampled one
+    doc_batches: Callable[[str, dict], Iterator[tuple[object, Callable[[], tuple]]]] | None = None
     separators: Callable[..., Separators] = keep_separators  # (special tokens, --bos, --eos) -> what it implies
     separator_help: str = ""  # what it implies, for --help: "an EOS after each document"
     merge: Callable[..., dict] | None = None  # --merge: (layout, manifest) -> the manifest's "merged" entry
@@ -97,8 +100,15 @@ class FileShardWriter(TokenShardWriter):
 
     wants: tuple[str, ...] = ("doc_ids",)
 
-    def __init__(self) -> None:
+    def __init__(self, *paths: str) -> None:
+        """Open ``paths`` side by side (a failure to open one leaves none); ``self.streams`` holds them in order."""
         self._files = ShardFiles()
+        self.streams: list[HashedStream] = []
+        try:
+            self.streams = [self._files.open(path) for path in paths]
+        except BaseException as exc:
+            self._files.abort(exc)
+            raise
 
     def _open(self, path: str) -> HashedStream:
         return self._files.open(path)
@@ -106,7 +116,11 @@ class FileShardWriter(TokenShardWriter):
     def close(self) -> dict[str, dict]:
         """Finish and rename the files (once); their sizes and sha256."""
         if self.files is None:
-            self._finish()
+            try:
+                self._finish()
+            except BaseException as exc:  # a failed footer leaves no file, as a failed batch does
+                self.abort(exc)
+                raise
             self.files = self._files.close()
         return self.files
 
@@ -114,7 +128,13 @@ class FileShardWriter(TokenShardWriter):
         """What a format writes last (an index, a footer); nothing by default."""
 
     def abort(self, exc: BaseException | None = None) -> None:
-        self._files.abort(exc)
+        try:
+            self._release()
+        finally:
+            self._files.abort(exc)
+
+    def _release(self) -> None:
+        """What a format frees on abort besides its files (a spool); nothing by default."""
 
 
 # ------------------------------------------------------------------ ids and batches

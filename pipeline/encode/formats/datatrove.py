@@ -24,8 +24,8 @@ import humanize
 import numpy as np
 
 from pipeline.encode.formats.base import (
+    FileShardWriter,
     ShardFormat,
-    TokenShardWriter,
     check_batch,
     check_token_id,
     eos_after_each,
@@ -33,7 +33,6 @@ from pipeline.encode.formats.base import (
     layout_n_vocab,
     narrow_dtype,
 )
-from pipeline.encode.streams import ShardFiles
 
 SUFFIXES = (".ds", ".ds.index", ".ds.metadata")
 
@@ -48,7 +47,7 @@ def metadata_text(tokenizer_name: str, token_size: int, tokens: int) -> str:
     )
 
 
-class DatatroveWriter(TokenShardWriter):
+class DatatroveWriter(FileShardWriter):
     """Stream document batches into ``{prefix}.ds``, ``.ds.index`` and ``.ds.metadata``.
 
     ``eos_id`` is written after every document (datatrove's ``eos_token``); None writes the documents as given
@@ -62,13 +61,8 @@ class DatatroveWriter(TokenShardWriter):
         self.dtype = id_dtype(n_vocab)
         self.tokens = 0
         self.documents = 0
-        self._files = ShardFiles()
-        try:
-            self._ds = self._files.open(prefix + ".ds")
-            self._index = self._files.open(prefix + ".ds.index")
-        except BaseException as exc:
-            self._files.abort(exc)
-            raise
+        super().__init__(prefix + ".ds", prefix + ".ds.index")
+        self._ds, self._index = self.streams
 
     def write(self, ids, offsets, doc_ids=None, sources=None) -> None:
         """Append a batch of documents (``doc_ids`` and ``sources`` are accepted for the common interface: datatrove's
@@ -84,16 +78,9 @@ class DatatroveWriter(TokenShardWriter):
         self.tokens += int(values.size)
         self.documents += int(ends.size)
 
-    def close(self) -> dict[str, dict]:
-        if self.files is None:
-            token_size = self.dtype.itemsize
-            meta = self._files.open(self.prefix + ".ds.metadata")
-            meta.write(metadata_text(self.tokenizer_name, token_size, self.tokens).encode("utf-8"))
-            self.files = self._files.close()
-        return self.files
-
-    def abort(self, exc: BaseException | None = None) -> None:
-        self._files.abort(exc)
+    def _finish(self) -> None:
+        meta = self._open(self.prefix + ".ds.metadata")
+        meta.write(metadata_text(self.tokenizer_name, self.dtype.itemsize, self.tokens).encode("utf-8"))
 
 
 class DatatroveShardWriter(DatatroveWriter):

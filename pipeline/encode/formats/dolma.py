@@ -29,15 +29,14 @@ from collections.abc import Iterator
 import numpy as np
 
 from pipeline.encode.formats.base import (
+    FileShardWriter,
     ShardFormat,
-    TokenShardWriter,
     check_batch,
     check_token_id,
     eos_after_each,
     id_dtype,
     layout_n_vocab,
 )
-from pipeline.encode.streams import ShardFiles
 from pipeline.errors import ShardFileError
 
 SUFFIXES = (".npy", ".csv.gz")
@@ -53,7 +52,7 @@ def memmap_dtype(n_vocab: int) -> np.dtype:
     return np.dtype(np.min_scalar_type(n_vocab - 1)).newbyteorder("<")
 
 
-class DolmaWriter(TokenShardWriter):
+class DolmaWriter(FileShardWriter):
     """Stream document batches into ``{prefix}.npy`` and ``{prefix}.csv.gz``.
 
     Each batch brings the documents' ``doc_ids``, ``sources`` and ``positions`` (dolma's ``id``, ``src`` and
@@ -66,13 +65,9 @@ class DolmaWriter(TokenShardWriter):
         self.dtype = memmap_dtype(n_vocab)
         self.tokens = 0
         self.documents = 0
-        self._files = ShardFiles()
-        try:
-            self._npy = self._files.open(prefix + ".npy")
-            self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self._files.open(prefix + ".csv.gz"), mtime=0)
-        except BaseException as exc:
-            self._files.abort(exc)
-            raise
+        super().__init__(prefix + ".npy", prefix + ".csv.gz")
+        self._npy = self.streams[0]
+        self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self.streams[1], mtime=0)
 
     def write(self, ids, offsets, doc_ids=None, sources=None, positions=None) -> None:
         """Append a batch; ``doc_ids``, ``sources`` and ``positions`` (dolma's ``id``, ``src``, ``loc``) are lists or
@@ -100,14 +95,8 @@ class DolmaWriter(TokenShardWriter):
         self.tokens += int(values.size)
         self.documents += int(lengths.size)
 
-    def close(self) -> dict[str, dict]:
-        if self.files is None:
-            self._gzip.close()  # writes the gzip trailer; the file itself is closed (renamed) below
-            self.files = self._files.close()
-        return self.files
-
-    def abort(self, exc: BaseException | None = None) -> None:
-        self._files.abort(exc)
+    def _finish(self) -> None:
+        self._gzip.close()  # writes the gzip trailer; the file itself is closed (renamed) by the base
 
 
 class DolmaShardWriter(DolmaWriter):

@@ -23,15 +23,14 @@ import tempfile
 import numpy as np
 
 from pipeline.encode.formats.base import (
+    FileShardWriter,
     ShardFormat,
-    TokenShardWriter,
     check_batch,
     check_token_id,
     id_dtype,
     layout_n_vocab,
     narrow_dtype,
 )
-from pipeline.encode.streams import ShardFiles
 from pipeline.errors import ShardFileError
 
 SUFFIXES = (".bin",)
@@ -48,7 +47,7 @@ def header(n_tokens: int, token_size: int) -> bytes:
     return values.tobytes()
 
 
-class LlmcWriter(TokenShardWriter):
+class LlmcWriter(FileShardWriter):
     """Stream document batches into ``{prefix}.bin``; ``eot_id`` goes before every document (None: as given)."""
 
     def __init__(self, prefix: str, *, n_vocab: int, eot_id: int | None) -> None:
@@ -57,6 +56,7 @@ class LlmcWriter(TokenShardWriter):
         self.dtype = id_dtype(n_vocab)
         self.tokens = 0
         self.documents = 0
+        super().__init__()  # the one file is opened at close, when its header (the count) is known
         self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
 
     def write(self, ids, offsets, doc_ids=None, sources=None) -> None:
@@ -75,23 +75,14 @@ class LlmcWriter(TokenShardWriter):
         self.tokens += int(values.size)
         self.documents += int(offsets.size - 1)
 
-    def close(self) -> dict[str, dict]:
-        if self.files is None:
-            files = ShardFiles()
-            try:
-                out = files.open(self.prefix + ".bin")
-                out.write(header(self.tokens, self.dtype.itemsize))
-                self._spool.seek(0)
-                shutil.copyfileobj(self._spool, out, 1 << 20)
-            except BaseException as exc:
-                files.abort(exc)
-                raise
-            finally:
-                self._spool.close()
-            self.files = files.close()
-        return self.files
+    def _finish(self) -> None:
+        out = self._open(self.prefix + ".bin")
+        out.write(header(self.tokens, self.dtype.itemsize))
+        self._spool.seek(0)
+        shutil.copyfileobj(self._spool, out, 1 << 20)
+        self._spool.close()
 
-    def abort(self, exc: BaseException | None = None) -> None:
+    def _release(self) -> None:
         self._spool.close()
 
 
