@@ -1,2 +1,3 @@
 """Encoding and decoding engines, above ``model``: the native engine and the Python reference (``engines``), flat
-batch calls over many texts (``flat``), and the streaming decoder (``stream``)."""
+batch calls over many texts (``flat``), the streaming decoder (``stream``), and the SentencePiece-style engine
+(``sentencepiece``) with its native tables (``spm_native``)."""

@@ -5,7 +5,9 @@
     tiktoken_file.py OpenAI .tiktoken rank files
     huggingface.py   Hugging Face tokenizer.json (byte-level BPE); its components in hf_components.py
     gpt2_files.py    GPT-2 vocab.json + merges.txt
-    gguf_file.py     llama.cpp GGUF vocabularies; the metadata section read as a stream in gguf_reader.py
+    gguf_file.py     llama.cpp GGUF vocabularies; the metadata section read as a stream in gguf_reader.py; the
+                     SentencePiece-style ones (llama, gemma4) in gguf_spm.py
+    sentencepiece.py SentencePiece .model files (ModelProto) of BPE models
     tekken.py        Mistral's Tekken files
 
 Readers return plain data (``bpe_core/model/data.py``); writers read anything shaped like a tokenizer.

@@ -3,9 +3,9 @@
 Recognised: the own artifact (``tokenizer.bpe``), GGUF (``GGUF`` magic), Hugging Face ``tokenizer.json`` (a JSON
 object with a ``model``), Mistral's Tekken files (a JSON object with a ``config`` object and a ``vocab`` list),
 GPT-2 ``vocab.json`` (a JSON object of integer ids, with ``merges.txt`` beside it) or ``merges.txt`` (with
-``vocab.json`` beside it), SentencePiece ``.model`` files (a ``ModelProto``), and ``.tiktoken`` rank files. A
-folder is searched for ``tokenizer.json``, ``tokenizer.bpe``, then ``vocab.json``. Only the first 4 KiB decide, so
-a multi-gigabyte GGUF model file is never read whole.
+``vocab.json`` beside it), SentencePiece ``.model`` files (a ModelProto) and ``.tiktoken`` rank files. A folder is
+searched for ``tokenizer.json``, ``tokenizer.bpe``, then ``vocab.json``. Only the first 4 KiB decide, so a
+multi-gigabyte GGUF model file is never read whole.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _load_tekken(src: Source, pretokenizer: PreTokenizerSpec | None) -> Tokenize
     return tekken_data(src.json, src.path)
 
 
-def _is_model_proto(head: bytes) -> bool:
+def _is_sentencepiece(head: bytes) -> bool:
     from bpe_core.formats.sentencepiece import looks_like_model_proto
 
     return looks_like_model_proto(head)
@@ -193,7 +193,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
              json=lambda spec: isinstance(spec, dict) and isinstance(spec.get("model"), dict), own_pretokenizer=True,
              suffix=".json"),
     FileKind("tekken", "Mistral Tekken file", _is_json, _load_tekken, json=_is_tekken, own_pretokenizer=True),
-    FileKind("sentencepiece", "SentencePiece .model", _is_model_proto, _load_sentencepiece, own_pretokenizer=True),
+    FileKind("sentencepiece", "SentencePiece model", _is_sentencepiece, _load_sentencepiece, own_pretokenizer=True),
     FileKind("tiktoken", ".tiktoken rank file", _is_rank_file, _load_tiktoken, suffix=".tiktoken"),
     FileKind("gpt2-merges", "GPT-2 merges.txt", _is_merges, _load_merges),
 )  # fmt: skip

@@ -18,5 +18,10 @@ readback.py     load_manifest, iter_documents, find_document (decode --shards)
 integrity.py    what a resume checks before it adopts a shard, and a run before it writes COMPLETED
 several.py      one read, several tokenizers: OUT/<stem>/ each (encode --tokenizer A --tokenizer B)
 count_tokens.py count-tokens as a Beam job
+receipts.py     run_hash and the receipts that let a third party check an output
+audit.py        beam-bpe verify: an output against its manifest and receipts; its document checks in
+                audit_documents.py, --sample's re-reading in audit_sample.py
+pack_plan.py    the two packing algorithms (concat, ffd), on lengths alone
+packing.py      packed sequences over a finished output: OUT/packs/<L>/, iter_sequences
 formats/        one module per shard format and the registry FORMATS (formats/__init__.py)
 """

@@ -43,6 +43,7 @@ def test_a_tokenizer_with_such_a_pattern_raises_on_encode(monkeypatch):
         tok.encode_ordinary(BAD_TEXT)
 
 
+@pytest.mark.slow
 def test_in_the_encoding_pipeline_the_document_is_a_dead_letter_naming_the_pattern(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "pipeline"))
     from pipeline_testlib import manifest, read_dead_letters, run_cli, write_jsonl

@@ -169,6 +169,7 @@ def test_saved_files_get_the_permissions_of_the_umask(tmp_path, umask):
     assert (tmp_path / "tokenizer.bpe").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
 def test_openai_rank_files_are_recognised_with_tiktokens_pre_tokenizer_and_special_tokens(name):
     """The shared encodings.json (read off tiktoken_ext) says what tiktoken pairs each published file with."""

@@ -44,6 +44,7 @@ def test_info_on_a_tokenizer_json(capsys, tmp_path):
     assert "\\p{L}" in shown["pretokenizer"]
 
 
+@pytest.mark.slow
 def test_info_on_a_gguf_file(capsys, tmp_path):
     path = copy_without_extension(data_path("llamacpp", "ggml-vocab-qwen2.gguf"), tmp_path)
     shown = info(capsys, path)
@@ -53,6 +54,7 @@ def test_info_on_a_gguf_file(capsys, tmp_path):
     assert len(shown["added_tokens"]) == 290 and shown["normalizer"] is None
 
 
+@pytest.mark.slow
 def test_info_on_gpt2_files_and_a_folder(capsys, tmp_path):
     Tokenizer.from_gguf(str(data_path("llamacpp", "ggml-vocab-gpt-2.gguf"))).to_gpt2_files(str(tmp_path))
     for path in (str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"), str(tmp_path)):
@@ -61,6 +63,7 @@ def test_info_on_gpt2_files_and_a_folder(capsys, tmp_path):
         assert shown["special_tokens"] == {"<|endoftext|>": 50256}
 
 
+@pytest.mark.slow
 def test_encode_and_convert_from_a_gguf_file(capsys, tmp_path):
     path = str(data_path("llamacpp", "ggml-vocab-deepseek-coder.gguf"))  # ids from llama.cpp's test file
     assert main(["encode", "--tokenizer", path, "--text", "Hello world"]) == 0

@@ -27,6 +27,7 @@ def llamacpp_cases(name: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", VOCABS)
 def test_llamacpp_cases_give_the_expected_ids(name):
     tok = vocab(name)
@@ -36,6 +37,7 @@ def test_llamacpp_cases_give_the_expected_ids(name):
     assert len(cases) >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", VOCABS)
 def test_llamacpp_cases_with_the_python_reference(name):
     tok = Tokenizer.from_gguf(str(data_path("llamacpp", f"ggml-vocab-{name}.gguf")), backend="python")
@@ -54,6 +56,7 @@ def test_reader_agrees_with_the_gguf_package():
     assert len(ours["tokenizer.ggml.tokens"]) == 32256
 
 
+@pytest.mark.slow
 def test_token_types_become_special_and_added_tokens():
     llama = vocab("llama-bpe")
     assert llama.special_tokens["<|begin_of_text|>"] == 128000 and len(llama.special_tokens) == 256

@@ -40,6 +40,7 @@ def test_vocab_and_merges_give_the_same_ids_as_tokenizer_json(exported):
     assert len(texts) > 3000
 
 
+@pytest.mark.slow
 def test_tokenizers_reads_our_files_and_agrees(exported):
     _, vocab_path, merges_path = exported
     hf = tokenizers.Tokenizer(tokenizers.models.BPE.from_file(vocab_path, merges_path))
@@ -52,6 +53,7 @@ def test_tokenizers_reads_our_files_and_agrees(exported):
         assert got == ids, text[:80]
 
 
+@pytest.mark.slow
 def test_gpt2_defaults_reproduce_the_gpt2_reference_ids(tmp_path):
     """The GGUF GPT-2 vocabulary written as vocab.json + merges.txt, read back with GPT-2's defaults, gives the
     ids llama.cpp's test expects (computed by GPT-2's Hugging Face tokenizer)."""

@@ -117,6 +117,7 @@ def trained(preset: str) -> Tokenizer:
     return train(count_chunks(texts, preset), 1500, special_tokens=["<|endoftext|>", "<|pad|>"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", TRAIN_PRESETS)
 def test_trained_tokenizer_exported_gives_the_same_ids_in_tokenizers(preset, tmp_path):
     ours = trained(preset)

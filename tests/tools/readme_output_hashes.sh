@@ -9,7 +9,7 @@ BEAM_BPE="${1:-.venv/bin/beam-bpe}"
 DATA="${BEAM_BPE_TEST_DATA:-../shared/data}"
 OUT=/tmp/readme-hashes
 rm -rf "$OUT" && mkdir -p "$OUT"
-cp "$DATA"/corpora/*.jsonl.gz "$OUT/"  # a fixed path: the manifests name their inputs
+cp -p "$DATA"/corpora/*.jsonl.gz "$OUT/"  # a fixed path (the manifests name their inputs), the mtimes kept (their identity)
 "$BEAM_BPE" train --input "$OUT/*.jsonl.gz" --format jsonl --text-field text --vocab-size 2000 \
     --pretokenizer cl100k --tie-break ids --special-token '<|endoftext|>' --out "$OUT/tok" >/dev/null 2>&1
 "$BEAM_BPE" encode --tokenizer "$OUT/tok/tokenizer.bpe" --input "$OUT/*.jsonl.gz" --format jsonl \
