@@ -30,9 +30,6 @@ ALLOWED_UPWARD = {
     "bpe_core.encode.stream -> bpe_core.tokenizer",
     # TYPE_CHECKING only: TokenizerData.superword's type. Goes when the supermerges are a level of model/.
     "bpe_core.model.data -> bpe_core.superword.reference",
-    # inside a function: the merge-loop wrappers of native.py (huggingface tie-break order). Goes when the merge
-    # loop's wrappers leave the loader for train/ (item 2: one run_merge_loop).
-    "bpe_core.native -> bpe_core.model.bytelevel",
 }
 
 
