@@ -79,7 +79,7 @@ test: $(TEST_SETUP)
 # The fast part: bpe_core alone (tests/core and tests/formats: no Beam, no peers beyond the test extra), in seconds.
 # One area: make test-area AREA=native (core, native, formats, pipeline, reliability, fuzz, tools).
 test-core: setup
-	BEAM_BPE_REQUIRE_NATIVE=1 $(PYTEST) -m 'not bench and not full' tests/core tests/formats
+	BEAM_BPE_REQUIRE_NATIVE=1 $(PYTEST) -m 'not bench and not full and not slow' tests/core tests/formats
 
 AREA ?= core
 test-area: setup

@@ -54,7 +54,7 @@ from pathlib import Path
 from benchlib import CORPORA, ROOT, load_records, run_json, spread, utf8_len
 from native_cases import GIGA_REFERENCE, LLAMACPP_VOCABS, PRESETS, run_case
 
-SECTIONS = ("split", "encode", "train", "vocabs")
+SECTIONS = ("split", "encode", "train", "vocabs", "sentencepiece")
 TRAINERS = ("ours", "rustbpe", "tokenizers", "gigatoken")
 
 
@@ -267,6 +267,14 @@ def rate_text(runs: list[dict], mb: float, clock: str) -> str:
     return f"{hi:7.2f} {med:7.2f} [{lo:6.2f}-{hi:6.2f}] n={len(runs)}{load}"
 
 
+def faults_text(runs: list[dict]) -> str:
+    """Minor page faults of the first call and the median warm call (getrusage), the lowest and highest run."""
+    first = sorted(r["faults"] for r in runs if "faults" in r)
+    warm = sorted(r["warm_faults"] for r in runs if "warm_faults" in r)
+    text = f"first {first[0]:,}-{first[-1]:,}" if first else "first -"
+    return text + (f", warm {warm[0]:,.0f}-{warm[-1]:,.0f}" if warm else ", warm -")
+
+
 def print_encode(bench: Bench, preset: str, mb: float) -> bool:
     """The encoding tables of one preset; False when a run of ours gave other ids than the reference."""
     ref_key, ref_name = reference_of(preset)
@@ -289,6 +297,7 @@ def print_encode(bench: Bench, preset: str, mb: float) -> bool:
             if clock == "wall":
                 line += f"; {statistics.median(r['cpu'] / r['wall'] for r in runs):.1f} cores busy"
             line += f"\n  {'':49s} warm  {rate_text(runs, mb, 'warm_' + clock)}"
+            line += f"\n  {'':49s} page faults per call: {faults_text(runs)}"
             ours = bench.ok(preset, row.ours)
             if row.lib != "ours" and ours and verdict == f"ids = {ref_name}":
                 line += f"\n{'':51s}first {ratio_text(ours, runs, clock)}"
@@ -473,7 +482,7 @@ def run_callgrind(bench: Bench) -> None:
     text, as differences of whole processes under valgrind (load + 0, 1 or 2 encodes of all the documents): the
     first call (one-time builds included) = 1 - 0, a warm call = 2 - 1. Valgrind has no AVX-512: gigatoken runs its
     AVX2 tier there. Mispredicts are valgrind's model (--branch-sim), not the CPU's; its last-level cache is set to
-    2 MiB, 16-way (an L2 proxy, as in the design note)."""
+    2 MiB, 16-way (a proxy for the L2)."""
     import shutil
     import subprocess
 
@@ -543,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
                 targets += print_targets(bench, preset, mb)
         if "vocabs" in args.only:
             good = print_vocabs(bench, args.vocab_mb) and good
+        if "sentencepiece" in args.only:  # benchmarks/bench_spm.py
+            from bench_spm import print_sentencepiece
+
+            good = print_sentencepiece(min(mb, 4.0)) and good
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     if targets:
         print(f"targets met: {sum(targets)} of {len(targets)}")

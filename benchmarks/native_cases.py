@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import time
 import zlib
@@ -295,24 +296,32 @@ def crcs(arrays: list[np.ndarray]) -> list[int]:
     return [zlib.crc32(a.tobytes()) for a in arrays]
 
 
+def minor_faults() -> int:
+    """Minor page faults of this process so far (getrusage): a call that writes to fresh memory faults once per 4 KB
+    page it touches (issue 37 item 2)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def case_encode(lib: str, mode: str, threads: int, preset: str, docs: list[str], work: Path, warm: int) -> dict:
     """The first call after loading (one-time builds included), then ``warm`` more calls in the same process."""
     run = encoder(lib, mode, threads, preset, work)
-    cpu0, wall0 = CPU(), time.perf_counter()
+    faults0, cpu0, wall0 = minor_faults(), CPU(), time.perf_counter()
     out = run(docs)
-    cpu, wall = CPU() - cpu0, time.perf_counter() - wall0
+    cpu, wall, faults = CPU() - cpu0, time.perf_counter() - wall0, minor_faults() - faults0
     arrays = id_arrays(lib, out)
-    result = {"cpu": cpu, "wall": wall, "tokens": int(sum(a.size for a in arrays)), "crc": crcs(arrays),
-              "load": os.getloadavg()[0]}  # fmt: skip
-    warm_cpu, warm_wall = [], []
+    result = {"cpu": cpu, "wall": wall, "faults": faults, "tokens": int(sum(a.size for a in arrays)),
+              "crc": crcs(arrays), "load": os.getloadavg()[0]}  # fmt: skip
+    warm_cpu, warm_wall, warm_faults = [], [], []
     for _ in range(warm):
         out = None  # the previous output freed first, as a caller that writes each batch out would
-        cpu0, wall0 = CPU(), time.perf_counter()
+        faults0, cpu0, wall0 = minor_faults(), CPU(), time.perf_counter()
         out = run(docs)
         warm_cpu.append(CPU() - cpu0)
         warm_wall.append(time.perf_counter() - wall0)
+        warm_faults.append(minor_faults() - faults0)
     if warm:
-        result.update(warm_cpu=statistics.median(warm_cpu), warm_wall=statistics.median(warm_wall))
+        result.update(warm_cpu=statistics.median(warm_cpu), warm_wall=statistics.median(warm_wall),
+                      warm_faults=statistics.median(warm_faults))  # fmt: skip
         if crcs(id_arrays(lib, out)) != result["crc"]:
             result["warm_differs"] = True  # a warm call's ids differ from the first call's
     if mode == "flat" and threads == 1 and lib == "ours" and preset not in GIGA_REFERENCE:

@@ -203,7 +203,15 @@ class SignalCheck final : public StopCheck {
 struct Scratch {
     std::vector<size_t> ends;
     std::vector<uint8_t> utf8;
+    std::vector<uint32_t> ids;
 };
+
+// The calling thread's scratch space, kept between calls so that its pages stay mapped (no call re-enters: nothing
+// in an encode runs Python code).
+inline Scratch& thread_scratch() {
+    static thread_local Scratch scratch;
+    return scratch;
+}
 
 // Encode the UTF-8 bytes of one text or piece; on a byte with no token, the piece is copied into bad.
 inline bool encode_bytes(const Encoder& enc, Pretok kind, const uint8_t* p, size_t n, ChunkCache* cache,

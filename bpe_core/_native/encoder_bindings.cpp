@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,13 +100,6 @@ std::string missing_bytes_message(const Encoder& enc, const std::string& piece) 
 // Text per GIL release on the calling thread; texts shorter than kReleaseGil keep the GIL.
 constexpr size_t kChunkUnits = size_t(1) << 20;
 constexpr size_t kReleaseGil = size_t(1) << 13;
-
-
-// The calling thread's scratch space (no call re-enters: nothing in an encode runs Python code).
-Scratch& thread_scratch() {
-    static thread_local Scratch scratch;
-    return scratch;
-}
 
 class PyEncoder {
   public:
@@ -256,7 +251,10 @@ class PyEncoder {
         return nb::make_tuple(list_of_ids(out.data(), out.size()), stats.pushes, stats.pops);
     }
 
-    void clear_cache() { pool_.clear(); }
+    void clear_cache() {
+        pool_.clear();
+        regions_->clear();
+    }
     size_t cache_size() const { return pool_.size(); }
     size_t pair_count() const { return enc_->pair_count(); }
     size_t seed_count() const { return enc_->seed_count(); }
@@ -266,7 +264,8 @@ class PyEncoder {
 
   private:
     // encode_flat's work: the documents on threads without the GIL, then (with it) the documents whose str needs
-    // Python's surrogate rules, the first byte without a token in input order, and the two arrays.
+    // Python's surrogate rules, into the holes left for them, and the first byte without a token in input order;
+    // then the buffer compacted in place into the ids array (no copy into another one), and the offsets.
     nb::object run_flat(const std::vector<Source>& docs, Pretok kind, size_t num_threads, bool wide) {
         size_t n = docs.size();
         size_t units = units_of(docs, 0, n);
@@ -276,19 +275,24 @@ class PyEncoder {
         SignalCheck check(&cancel);
         {
             nb::gil_scoped_release release;
-            encode_flat_blocks(*enc_, kind, pool_, docs, threads, units, run, &check, cancel);
+            encode_flat_blocks(*enc_, kind, pool_, regions_, docs, threads, units, run, &check, cancel);
         }
         check.raise_if_stopped();
-        std::vector<std::pair<size_t, std::vector<uint32_t>>> late;
         std::string bad;
         for (size_t d = 0; d < n; ++d) {
             DocStatus s = static_cast<DocStatus>(run.status[d]);
             if (s == DocStatus::kNeedsGil) {
                 CacheLease cache(pool_);
-                late.emplace_back(d, std::vector<uint32_t>());
-                s = encode_sources_with_gil(*enc_, kind, &docs[d], 1, cache.get(), thread_scratch(),
-                                            late.back().second, &bad);
-                run.counts[d] = static_cast<int64_t>(late.back().second.size());
+                Scratch& scratch = thread_scratch();
+                std::vector<uint32_t>& late = scratch.ids;
+                late.clear();
+                s = encode_sources_with_gil(*enc_, kind, &docs[d], 1, cache.get(), scratch, late, &bad);
+                if (s == DocStatus::kDone) {
+                    if (late.size() > utf8_bound(docs[d]))
+                        throw std::runtime_error("encode_flat: more ids than the text's bound (internal error)");
+                    std::memcpy(run.ids.as<uint32_t>() + run.starts[d], late.data(), late.size() * sizeof(uint32_t));
+                    run.counts[d] = static_cast<int64_t>(late.size());
+                }
             } else if (s == DocStatus::kBadPiece) {
                 for (const FlatBlock& b : run.blocks)
                     if (b.bad_doc == static_cast<int64_t>(d)) bad = b.bad_piece;
@@ -297,13 +301,15 @@ class PyEncoder {
             }
             if (s == DocStatus::kBadPiece) throw nb::value_error(missing_bytes_message(*enc_, bad).c_str());
         }
-        int64_t* offsets = new int64_t[n + 1];
+        OutBuffer offsets_buffer(regions_, (n + 1) * sizeof(int64_t));
+        int64_t* offsets = offsets_buffer.as<int64_t>();
         offsets[0] = 0;
         for (size_t d = 0; d < n; ++d) offsets[d + 1] = offsets[d] + run.counts[d];
-        nb::object offsets_array = owned_array(offsets, n + 1);
-        nb::object ids = wide ? assemble_flat<uint32_t>(run, late, offsets[n])
-                              : assemble_flat<uint16_t>(run, late, offsets[n]);
-        return nb::make_tuple(ids, offsets_array);
+        offsets_buffer.wrote((n + 1) * sizeof(int64_t));
+        size_t total = wide ? compact_flat<uint32_t>(run) : compact_flat<uint16_t>(run);
+        nb::object ids = wide ? lend_array<uint32_t>(std::move(run.ids), total)
+                              : lend_array<uint16_t>(std::move(run.ids), total);
+        return nb::make_tuple(ids, lend_array<int64_t>(std::move(offsets_buffer), n + 1));
     }
 
     // Put doc d's list into result (finishing it with the GIL if its str needs Python's surrogate rules), or
@@ -362,6 +368,8 @@ class PyEncoder {
     std::unique_ptr<Encoder> enc_;
     IntCache ints_;
     CachePool pool_;
+    // The flat encode's output memory, kept mapped between calls (shared: an array may outlive the encoder).
+    std::shared_ptr<RegionPool> regions_ = std::make_shared<RegionPool>();
 };
 // Arrow string buffers checked as encode_flat_arrow checks them: (-1, "", 0), or (index, problem, byte offset).
 nb::tuple validate_arrow_strings(uintptr_t offsets, int width, uintptr_t data, size_t data_size, size_t n) {

@@ -2,10 +2,12 @@
 // (bpe_core/encode/flat.py, Tokenizer.encode_ordinary_flat), without a Python object per token or per document.
 //
 // The documents are Sources (batch.h): the code points of Python str objects, or the UTF-8 of an Arrow string
-// array read in place from its buffers (validated first, validate_utf8_offsets). With one thread the caller
-// encodes every document into one buffer with the GIL released; with more, the documents are cut into blocks of
-// consecutive documents, handed out largest first (schedule_largest_first), each block encoded into its own
-// buffer, and the buffers copied once into the result in input order (assemble_flat).
+// array read in place from its buffers (validated first, validate_utf8_offsets). The ids go to one buffer reserved
+// at its upper bound from the texts' sizes (out_buffer.h: a region kept mapped between calls, lent to the NumPy
+// array that the call returns). With one thread the caller encodes every document into it with the GIL released;
+// with more, the documents are cut into blocks of consecutive documents, handed out largest first
+// (schedule_largest_first), each block encoded at its own place in the buffer, which is then compacted in place
+// (compact_flat).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -17,56 +19,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <new>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "batch.h"
 #include "encoder.h"
+#include "out_buffer.h"
+#include "utf8.h"
 
 namespace bpe {
 
 // ------------------------------------------------------------------------------------------ arrow validation
-
-// Strict UTF-8 as CPython decodes it (no overlong forms, no surrogates, nothing above U+10FFFF): the offset of the
-// first byte that is not part of a valid sequence, or n. Eight ASCII bytes at a time (text is mostly ASCII).
-inline size_t first_invalid_utf8(const uint8_t* s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t w;
-            std::memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        const uint8_t b0 = s[i];
-        if (b0 < 0x80) {
-            ++i;
-            continue;
-        }
-        const size_t rem = n - i;
-        if (b0 >= 0xC2 && b0 <= 0xDF) {
-            if (rem < 2 || (s[i + 1] & 0xC0) != 0x80) return i;
-            i += 2;
-        } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-            const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-            if (rem < 3 || s[i + 1] < lo || s[i + 1] > hi || (s[i + 2] & 0xC0) != 0x80) return i;
-            i += 3;
-        } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-            const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-            if (rem < 4 || s[i + 1] < lo || s[i + 1] > hi || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
-                return i;
-            i += 4;
-        } else {
-            return i;
-        }
-    }
-    return n;
-}
 
 // The offsets of an Arrow string array (int32 or int64, `n + 1` of them) as int64.
 inline int64_t arrow_offset(const void* offsets, int width, size_t i) {
@@ -93,7 +60,7 @@ inline int64_t validate_utf8_offsets(const void* offsets, int width, const uint8
             return static_cast<int64_t>(i);
         }
         size_t len = static_cast<size_t>(b - a);
-        size_t bad = first_invalid_utf8(data + a, len);
+        size_t bad = utf8_first_invalid(data + a, len);
         if (bad != len) {
             *problem = "utf8";
             *at = static_cast<int64_t>(bad);
@@ -105,76 +72,59 @@ inline int64_t validate_utf8_offsets(const void* offsets, int width, const uint8
 
 // ------------------------------------------------------------------------------------------ flat encoding
 
-// A growable array of ids that is never zero-filled: std::vector::resize wrote every slot before the encoder did
-// (6% of a warm cl100k encode's instructions). malloc'd, so that the result array can take it over (release).
-class IdBuffer {
-  public:
-    IdBuffer() = default;
-    IdBuffer(IdBuffer&& o) noexcept : data_(o.data_), size_(o.size_), cap_(o.cap_) { o.data_ = nullptr; }
-    IdBuffer& operator=(IdBuffer&& o) noexcept {
-        std::swap(data_, o.data_);
-        std::swap(size_, o.size_);
-        std::swap(cap_, o.cap_);
-        return *this;
-    }
-    ~IdBuffer() { std::free(data_); }
-    // Room for `extra` more ids at the end (written by the caller, then commit).
-    uint32_t* room(size_t extra) {
-        if (size_ + extra > cap_) grow(size_ + extra);
-        return data_ + size_;
-    }
-    void commit(uint32_t* end) { size_ = static_cast<size_t>(end - data_); }
-    size_t size() const { return size_; }
-    const uint32_t* data() const { return data_; }
-    uint32_t* release() {
-        uint32_t* p = data_;
-        data_ = nullptr;
-        size_ = cap_ = 0;
-        return p;
-    }
+// The most UTF-8 bytes a source can have, so the most ids it can give (a token is at least one byte): a code unit
+// of a 1-, 2- or 4-byte str is at most 2, 3 or 4 bytes of UTF-8 (the replacement of a lone surrogate, 3 bytes,
+// included; a surrogate pair joined by the GIL path is 4 bytes from two units).
+inline size_t utf8_bound(const Source& s) {
+    return s.length * (s.width == 0 ? 1 : s.width == 1 ? 2 : s.width == 2 ? 3 : 4);
+}
 
-  private:
-    void grow(size_t need) {
-        size_t cap = std::max({need, cap_ * 2, size_t(1024)});
-        void* p = std::realloc(data_, cap * sizeof(uint32_t));
-        if (!p) throw std::bad_alloc();
-        data_ = static_cast<uint32_t*>(p);
-        cap_ = cap;
-    }
-    uint32_t* data_ = nullptr;
-    size_t size_ = 0, cap_ = 0;
-};
-
-// Consecutive documents [begin, end) encoded into one buffer.
+// Consecutive documents [begin, end), encoded into the run's buffer from `base` (in ids) on; it has `room` ids
+// there: its documents' bounds and kPieceSlack (the last piece may store 4 ids past its end).
 struct FlatBlock {
     size_t begin = 0, end = 0;
-    size_t units = 0;
-    IdBuffer ids;
+    size_t units = 0;  // code units (the scheduling order)
+    size_t base = 0, room = 0;
+    size_t count = 0;       // ids written from base on (and holes left for the documents encoded with the GIL)
     int64_t bad_doc = -1;   // the first document of the block with a byte that has no token
     std::string bad_piece;  // its piece
 };
 
-// What encode_flat found out, for the caller (with the GIL): the ids of every document that was encoded.
+// What encode_flat_blocks found out, for the caller (with the GIL). Every block writes into one buffer, at the sum
+// of the earlier blocks' rooms: no block's ids ever need to be moved to another buffer, and the result is the same
+// buffer compacted in place (compact_flat), because a document's ids never start before the ids of the documents
+// ahead of it end.
 struct FlatRun {
     std::vector<FlatBlock> blocks;
-    std::vector<int64_t> counts;    // tokens per document
-    std::vector<uint8_t> status;    // DocStatus per document
+    std::vector<int64_t> counts;  // tokens per document
+    std::vector<size_t> starts;   // where each document's ids are in `ids` (before compaction)
+    std::vector<uint8_t> status;  // DocStatus per document
+    OutBuffer ids;                // uint32 ids; then, compacted, the result's T ids
+    size_t room = 0;              // ids the blocks may write
 };
 
-// Blocks of about `target` code units of consecutive documents (a longer document is a block of its own).
-inline std::vector<FlatBlock> make_blocks(const std::vector<Source>& docs, size_t target) {
+// Blocks of about `target` code units of consecutive documents (a longer document is a block of its own), each
+// with its place in the buffer.
+inline std::vector<FlatBlock> make_blocks(const std::vector<Source>& docs, size_t target, size_t* room) {
     std::vector<FlatBlock> blocks;
     FlatBlock b;
+    size_t at = 0;
+    auto close = [&](size_t next) {
+        b.base = at;
+        b.room += kPieceSlack;
+        at += b.room;
+        blocks.push_back(std::move(b));
+        b = FlatBlock{};
+        b.begin = b.end = next;
+    };
     for (size_t d = 0; d < docs.size(); ++d) {
         b.units += docs[d].length;
+        b.room += utf8_bound(docs[d]);
         b.end = d + 1;
-        if (b.units >= target) {
-            blocks.push_back(std::move(b));
-            b = FlatBlock{};
-            b.begin = b.end = d + 1;
-        }
+        if (b.units >= target) close(d + 1);
     }
-    if (b.end > b.begin) blocks.push_back(std::move(b));
+    if (b.end > b.begin) close(b.end);
+    *room = at;
     return blocks;
 }
 
@@ -188,19 +138,22 @@ inline std::vector<uint32_t> schedule_largest_first(const std::vector<FlatBlock>
     return order;
 }
 
-// Encode one block's documents into block.ids (no GIL needed). A document whose str needs Python's surrogate rules
-// gets no ids here (status kNeedsGil: the caller encodes it with the GIL); the block stops at its first document
-// with a byte that has no token, and at a stop request.
+// Encode one block's documents into the run's buffer (no GIL needed). A document whose str needs Python's
+// surrogate rules gets a hole of its bound here (status kNeedsGil: the caller encodes it with the GIL into the
+// hole); the block stops at its first document with a byte that has no token, and at a stop request.
 inline void encode_block(const Encoder& enc, Pretok kind, const std::vector<Source>& docs, ChunkCache* cache,
                          Scratch& scratch, FlatBlock& block, FlatRun& run) {
+    uint32_t* buf = run.ids.as<uint32_t>() + block.base;
     for (size_t d = block.begin; d < block.end; ++d) {
+        run.starts[d] = block.base + block.count;
         const uint8_t* p;
         size_t size;
         if (!utf8_of(docs[d], scratch.utf8, &p, &size)) {
             run.status[d] = static_cast<uint8_t>(DocStatus::kNeedsGil);
+            block.count += utf8_bound(docs[d]);
             continue;
         }
-        uint32_t* dst = block.ids.room(size + kPieceSlack);
+        uint32_t* dst = buf + block.count;  // room: this document's bound and the later ones', and kPieceSlack
         BadPiece piece;
         uint32_t* end = enc.encode_text_to(kind, p, size, cache, dst, &piece);
         if (stopped()) {
@@ -213,7 +166,7 @@ inline void encode_block(const Encoder& enc, Pretok kind, const std::vector<Sour
             run.status[d] = static_cast<uint8_t>(DocStatus::kBadPiece);
             return;
         }
-        block.ids.commit(end);
+        block.count += static_cast<size_t>(end - dst);
         run.counts[d] = static_cast<int64_t>(end - dst);
         run.status[d] = static_cast<uint8_t>(DocStatus::kDone);
     }
@@ -225,29 +178,33 @@ constexpr size_t kFlatMaxBlockUnits = size_t(1) << 20;
 constexpr size_t kFlatBlocksPerThread = 16;
 
 // Encode docs on `threads` threads (the caller included; it polls for Ctrl-C through `caller_check`, which sets
-// `cancel`, and the others stop at their next poll). Without the GIL.
-inline void encode_flat_blocks(const Encoder& enc, Pretok kind, CachePool& pool, const std::vector<Source>& docs,
+// `cancel`, and the others stop at their next poll) into a buffer from `regions`. Without the GIL.
+inline void encode_flat_blocks(const Encoder& enc, Pretok kind, CachePool& pool,
+                               const std::shared_ptr<RegionPool>& regions, const std::vector<Source>& docs,
                                size_t threads, size_t total_units, FlatRun& run, StopCheck* caller_check,
                                std::atomic<bool>& cancel) {
     size_t target = threads <= 1 ? ~size_t(0)
                                  : std::clamp(total_units / (threads * kFlatBlocksPerThread), kFlatMinBlockUnits,
                                               kFlatMaxBlockUnits);
-    run.blocks = make_blocks(docs, target);
+    run.blocks = make_blocks(docs, target, &run.room);
+    run.ids = OutBuffer(regions, std::max<size_t>(run.room, 1) * sizeof(uint32_t));
     run.counts.assign(docs.size(), 0);
+    run.starts.assign(docs.size(), 0);
     run.status.assign(docs.size(), static_cast<uint8_t>(DocStatus::kPending));
     std::vector<uint32_t> order = schedule_largest_first(run.blocks);
     std::atomic<size_t> next{0};
     std::mutex mutex;
     std::exception_ptr error;
-    auto work = [&](StopCheck* check) {
+    auto work = [&](StopCheck* check, Scratch* scratch) {
         StopScope scope(check);
         try {
             CacheLease cache(pool);
-            Scratch scratch;
+            Scratch own;
+            if (!scratch) scratch = &own;
             while (!cancel.load(std::memory_order_relaxed) && !stopped()) {
                 size_t i = next.fetch_add(1, std::memory_order_relaxed);
                 if (i >= order.size()) break;
-                encode_block(enc, kind, docs, cache.get(), scratch, run.blocks[order[i]], run);
+                encode_block(enc, kind, docs, cache.get(), *scratch, run.blocks[order[i]], run);
             }
         } catch (...) {
             std::lock_guard<std::mutex> lock(mutex);
@@ -260,79 +217,54 @@ inline void encode_flat_blocks(const Encoder& enc, Pretok kind, CachePool& pool,
     try {
         for (size_t t = 1; t < std::min(threads, run.blocks.size()); ++t) {
             checks.push_back(std::make_unique<FlagCheck>(cancel));
-            workers.emplace_back(work, checks.back().get());
+            workers.emplace_back(work, checks.back().get(), nullptr);
         }
     } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
         cancel.store(true);
     }
-    work(caller_check);
+    work(caller_check, &thread_scratch());  // the calling thread's scratch lives on (its pages stay mapped)
     if (caller_check && caller_check->stopped()) cancel.store(true);
     for (auto& t : workers) t.join();
+    size_t written = 0;
+    for (const FlatBlock& b : run.blocks) written = std::max(written, b.base + std::min(b.room, b.count + kPieceSlack));
+    run.ids.wrote(written * sizeof(uint32_t));
     if (error) std::rethrow_exception(error);
 }
 
-// A NumPy array that owns `data` (allocated with new[]).
+// The ids of every document moved to their place in the result, in input order, as T, in the run's own buffer:
+// the total. Document d's ids never start before the documents ahead of it end (each block starts after the bounds
+// of every earlier document, and within a block each document starts after the ids or the bound of the ones ahead
+// of it), and a T is never wider than the uint32 it replaces: each id is read before a write can reach it. With
+// one block and no holes nothing moves (uint32) or only narrows (uint16).
 template <class T>
-nb::object owned_array(T* data, size_t n) {
-    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, {n}, owner));
-}
-
-// The blocks' ids copied in input order into one array of T, with the ids of the documents encoded afterwards with
-// the GIL (`late`: document -> ids) in their places.
-// A NumPy array that owns `data` (allocated with malloc).
-template <class T>
-nb::object malloc_array(T* data, size_t n) {
-    nb::capsule owner(data, [](void* p) noexcept { std::free(p); });
-    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, {n}, owner));
-}
-
-// One block (one thread) and nothing encoded late: its buffer becomes the result, narrowed in place to T (each
-// id is read before a narrower write can reach it), without a second array.
-template <class T>
-nb::object take_single_block(FlatRun& run, int64_t total) {
-    uint32_t* ids = run.blocks[0].ids.release();
-    if (!ids) ids = static_cast<uint32_t*>(std::malloc(sizeof(uint32_t)));
-    if (!ids) throw std::bad_alloc();
-    T* out = reinterpret_cast<T*>(ids);
-    if (sizeof(T) < sizeof(uint32_t)) {
-        for (int64_t k = 0; k < total; ++k) {
-            T v = static_cast<T>(ids[k]);
-            std::memcpy(out + k, &v, sizeof v);
-        }
-    }
-    if (void* shrunk = std::realloc(out, std::max<size_t>(1, static_cast<size_t>(total)) * sizeof(T)))
-        out = static_cast<T*>(shrunk);  // the slack of the doubling growth back to the allocator
-    return malloc_array(out, static_cast<size_t>(total));
-}
-
-template <class T>
-nb::object assemble_flat(FlatRun& run, const std::vector<std::pair<size_t, std::vector<uint32_t>>>& late,
-                         int64_t total) {
-    if (run.blocks.size() == 1 && late.empty()) return take_single_block<T>(run, total);
-    T* out = new T[std::max<int64_t>(total, 1)];
-    T* dst = out;
-    size_t next_late = 0;
-    for (const FlatBlock& b : run.blocks) {
-        bool any_late = next_late < late.size() && late[next_late].first < b.end;
-        if (!any_late) {
-            const uint32_t* ids = b.ids.data();
-            for (size_t k = 0; k < b.ids.size(); ++k) *dst++ = static_cast<T>(ids[k]);
-            continue;
-        }
-        size_t cursor = 0;
-        for (size_t d = b.begin; d < b.end; ++d) {
-            if (next_late < late.size() && late[next_late].first == d) {
-                for (uint32_t id : late[next_late].second) *dst++ = static_cast<T>(id);
-                ++next_late;
-                continue;
+size_t compact_flat(FlatRun& run) {
+    const uint32_t* src = run.ids.as<uint32_t>();
+    T* dst = run.ids.as<T>();
+    size_t at = 0;
+    for (size_t d = 0; d < run.counts.size(); ++d) {
+        const size_t s = run.starts[d], c = static_cast<size_t>(run.counts[d]);
+        if (sizeof(T) == sizeof(uint32_t)) {
+            if (s != at && c) std::memmove(dst + at, src + s, c * sizeof(uint32_t));
+        } else {
+            for (size_t k = 0; k < c; ++k) {
+                T v = static_cast<T>(src[s + k]);
+                std::memcpy(dst + at + k, &v, sizeof v);
             }
-            for (int64_t k = 0; k < run.counts[d]; ++k) *dst++ = static_cast<T>(b.ids.data()[cursor++]);
         }
+        at += c;
     }
-    return owned_array(out, static_cast<size_t>(total));
+    return at;
+}
+
+// A NumPy array of the first n T of `buffer`, which the array then owns (given back to its pool when NumPy frees
+// it).
+template <class T>
+nb::object lend_array(OutBuffer&& buffer, size_t n) {
+    OutBuffer* owned = new OutBuffer(std::move(buffer));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<OutBuffer*>(p); });
+    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->as<T>(), {n}, owner));
 }
 
 }  // namespace bpe

@@ -1,5 +1,5 @@
-// The piece table: the ids of pieces of 1-15 bytes, keyed by their bytes as one 128-bit key (issue 21; design note
-// encoder-engine.md section 6, step 2; GigaToken's ShortPretokenCache taught the layout, the code is ours).
+// The piece table: the ids of pieces of 1-15 bytes, keyed by their bytes as one 128-bit key (issue 21;
+// GigaToken's ShortPretokenCache taught the layout, the code is ours).
 //
 // - A slot is 32 bytes, two to a 64-byte line: the key (bytes 0-7 in lo; bytes 8-14 and the length in hi), a count
 //   in hi's bits 60-62 and up to 4 ids inline. A piece of more than 4 tokens keeps its ids in a spill arena.
@@ -66,7 +66,7 @@ struct PieceMasks {
 inline constexpr PieceMasks kPieceMasks{};
 
 // The same key from one 16-byte load at p (p + 16 must be readable) and two masks: no branch on the length. With
-// the ladder of piece_key on every piece, its branches were 0.49 of the 2.7 mispredicts per piece (design note 4).
+// the ladder of piece_key on every piece, its branches were 0.49 of the 2.7 mispredicts per piece (callgrind).
 inline PieceKey piece_key_wide(const uint8_t* p, size_t n) {
     uint64_t a, b;
     std::memcpy(&a, p, 8);

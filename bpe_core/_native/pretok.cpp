@@ -3,7 +3,7 @@
 // surrogates included); P = [^\r\n\p{L}\p{N}] (the optional one-character prefix of a letter run); U and W are
 // o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and [\p{Ll}\p{Lm}\p{Lo}\p{M}].
 //
-// Facts the transcription relies on (each checked by tests/test_native_pretok.py against `regex`):
+// Facts the transcription relies on (each checked by tests/native/test_native_pretok.py against `regex`):
 // - a run of S ends at a non-S character or at the end, so `\s++$` matches exactly when the run reaches the end
 //   (`$` also matches before a final "\n", but a possessive \s++ has taken that "\n" already);
 // - `\s+(?!\S)` over a run [i, j): all of it when j is the end, else [i, j-1) when that is not empty, else nothing;
@@ -12,6 +12,7 @@
 // - o200k's `P?U*W+`: U* backtracks to the last position that starts a W character, see o200k_upper_lower.
 #include "pretok.h"
 #include "pretok_rx.h"
+#include "utf8.h"
 
 #include <stdexcept>
 
@@ -23,55 +24,7 @@ namespace bpe {
 
 namespace {
 
-#include "unicode_tables.inc"
-
-// Flag bits of a code point (gen_unicode_tables.py FLAGS and CR_LF).
-enum : uint8_t { kL = 1, kN = 2, kS = 4, kU = 8, kW = 16, kCrLf = 32 };
-// Case-insensitive contraction letters (gen_unicode_tables.py CI_LETTERS order).
-enum : uint16_t {
-    kCiS = 1,
-    kCiD = 2,
-    kCiM = 4,
-    kCiT = 8,
-    kCiL = 16,
-    kCiV = 32,
-    kCiR = 64,
-    kCiE = 128,
-    kCiApos = 256,
-};
-
-inline uint8_t flags_of(uint32_t cp) {
-    return kStage2[(size_t(kStage1[cp >> kBlockShift]) << kBlockShift) | (cp & ((1u << kBlockShift) - 1))];
-}
-
-// Strict UTF-8 (as CPython decodes): the code point of the valid sequence at s[i], or, where none starts there, the
-// lone surrogate U+DC00+byte that surrogateescape gives that one byte.
-uint32_t decode_multi(const uint8_t* s, size_t n, size_t i, uint32_t& len) {
-    const uint8_t b0 = s[i];
-    const size_t rem = n - i;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        if (rem >= 2 && (s[i + 1] & 0xC0) == 0x80) {
-            len = 2;
-            return (uint32_t(b0 & 0x1F) << 6) | (s[i + 1] & 0x3F);
-        }
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-        if (rem >= 3 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80) {
-            len = 3;
-            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-        }
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-        if (rem >= 4 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80 && (s[i + 3] & 0xC0) == 0x80) {
-            len = 4;
-            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[i + 1] & 0x3F) << 12) | (uint32_t(s[i + 2] & 0x3F) << 6) |
-                   (s[i + 3] & 0x3F);
-        }
-    }
-    len = 1;
-    return 0xDC00u + b0;
-}
-
+// A character: its code point, its length in bytes, its class flags (utf8.h).
 struct Ch {
     uint32_t cp;
     uint32_t len;
@@ -83,7 +36,7 @@ struct Ch {
 // warm 20 MB cl100k flat encode went from 0.278 to 0.236 s CPU (callgrind: -13% instructions).
 __attribute__((noinline)) Ch at_multi(const uint8_t* s, size_t n, size_t i) {
     Ch c;
-    c.cp = decode_multi(s, n, i, c.len);
+    c.cp = utf8_decode(s, n, i, c.len);
     c.f = flags_of(c.cp);
     return c;
 }
@@ -94,9 +47,6 @@ __attribute__((always_inline)) inline Ch at(const uint8_t* s, size_t n, size_t i
     if (__builtin_expect(b < 0x80, 1)) return Ch{b, 1, kAsciiFlags[b]};
     return at_multi(s, n, i);
 }
-
-inline bool is_o(uint8_t f) { return !(f & (kS | kL | kN)); }     // [^\s\p{L}\p{N}]
-inline bool is_p(uint8_t f) { return !(f & (kCrLf | kL | kN)); }  // [^\r\n\p{L}\p{N}]
 
 // End of the run of characters whose flags satisfy `pred`, from i.
 template <class Pred>
@@ -130,7 +80,7 @@ inline size_t ascii_letters_end(const uint8_t* s, size_t n, size_t i) {
         i += 16;
     }
 #endif
-    while (i < n && s[i] < 0x80 && (kAsciiFlags[s[i]] & kL)) ++i;
+    while (i < n && s[i] < 0x80 && (kAsciiFlags[s[i]] & kFlagL)) ++i;
     return i;
 }
 
@@ -139,18 +89,18 @@ inline size_t ascii_letters_end(const uint8_t* s, size_t n, size_t i) {
 __attribute__((always_inline)) inline size_t run_letters(const uint8_t* s, size_t n, size_t i) {
     i = ascii_letters_end(s, n, i);
     if (i >= n || s[i] < 0x80) return i;
-    return run_while(s, n, i, [](uint8_t f) { return (f & kL) != 0; });
+    return run_while(s, n, i, [](uint8_t f) { return (f & kFlagL) != 0; });
 }
 inline size_t run_digits(const uint8_t* s, size_t n, size_t i) {
-    return run_while(s, n, i, [](uint8_t f) { return (f & kN) != 0; });
+    return run_while(s, n, i, [](uint8_t f) { return (f & kFlagN) != 0; });
 }
-inline size_t run_other(const uint8_t* s, size_t n, size_t i) { return run_while(s, n, i, is_o); }
+inline size_t run_other(const uint8_t* s, size_t n, size_t i) { return run_while(s, n, i, flags_o); }
 
 // \p{N}{1,max} from i (s[i] is N).
 inline size_t digits_upto(const uint8_t* s, size_t n, size_t i, int max) {
     for (int k = 0; k < max && i < n; ++k) {
         const Ch c = at(s, n, i);
-        if (!(c.f & kN)) break;
+        if (!(c.f & kFlagN)) break;
         i += c.len;
     }
     return i;
@@ -173,20 +123,13 @@ inline WsRun ws_run(const uint8_t* s, size_t n, size_t i) {
     WsRun w{i, i, 0};
     while (i < n) {
         const Ch c = at(s, n, i);
-        if (!(c.f & kS)) break;
+        if (!(c.f & kFlagS)) break;
         w.last_start = i;
         i += c.len;
-        if (c.f & kCrLf) w.crlf_end = i;
+        if (c.f & kFlagCrLf) w.crlf_end = i;
     }
     w.end = i;
     return w;
-}
-
-inline uint16_t ci_mask(uint32_t cp) {
-    if (cp < 128) return kAsciiCi[cp];
-    for (unsigned k = 0; k < kOtherCiCount; ++k)
-        if (kOtherCiCp[k] == cp) return kOtherCiMask[k];
-    return 0;
 }
 
 // Masks of the contraction letters of the next two characters after position i (for the case-insensitive forms).
@@ -267,14 +210,14 @@ __attribute__((always_inline)) inline size_t next_r50k(const uint8_t* s, size_t 
         if (size_t e = contraction_r50k(s, n, i)) return e;
     }
     const Ch c = at(s, n, i);
-    if (c.f & kL) return run_letters(s, n, i + c.len);
-    if (c.f & kN) return run_digits(s, n, i + c.len);
-    if (is_o(c.f)) return run_other(s, n, i + c.len);
+    if (c.f & kFlagL) return run_letters(s, n, i + c.len);
+    if (c.f & kFlagN) return run_digits(s, n, i + c.len);
+    if (flags_o(c.f)) return run_other(s, n, i + c.len);
     if (s[i] == ' ' && i + 1 < n) {  // ` ?` then a run
         const Ch d = at(s, n, i + 1);
-        if (d.f & kL) return run_letters(s, n, i + 1 + d.len);
-        if (d.f & kN) return run_digits(s, n, i + 1 + d.len);
-        if (is_o(d.f)) return run_other(s, n, i + 1 + d.len);
+        if (d.f & kFlagL) return run_letters(s, n, i + 1 + d.len);
+        if (d.f & kFlagN) return run_digits(s, n, i + 1 + d.len);
+        if (flags_o(d.f)) return run_other(s, n, i + 1 + d.len);
     }
     const WsRun w = ws_run(s, n, i);
     if (w.end == n) return n;                     // \s++$
@@ -290,16 +233,16 @@ __attribute__((always_inline)) inline size_t next_cl100k(const uint8_t* s, size_
         if (size_t e = contraction_cl100k(s, n, i)) return e;
     }
     const Ch c = at(s, n, i);
-    if (c.f & kL) return run_letters(s, n, i + c.len);
-    if (is_p(c.f) && i + c.len < n) {
+    if (c.f & kFlagL) return run_letters(s, n, i + c.len);
+    if (flags_p(c.f) && i + c.len < n) {
         const Ch d = at(s, n, i + c.len);
-        if (d.f & kL) return run_letters(s, n, i + c.len + d.len);
+        if (d.f & kFlagL) return run_letters(s, n, i + c.len + d.len);
     }
-    if (c.f & kN) return digits_upto(s, n, i, 3);
-    if (is_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
+    if (c.f & kFlagN) return digits_upto(s, n, i, 3);
+    if (flags_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
     if (s[i] == ' ' && i + 1 < n) {
         const Ch d = at(s, n, i + 1);
-        if (is_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
+        if (flags_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
     }
     const WsRun w = ws_run(s, n, i);
     if (w.end == n) return n;                   // \s++$
@@ -312,21 +255,6 @@ __attribute__((always_inline)) inline size_t next_cl100k(const uint8_t* s, size_
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 // \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-
-// True when, among ASCII characters, every W is a lower-case letter, every U an upper-case one, and none is both (the
-// generated tables say so; checked once rather than assumed), so that o200k's ASCII runs can be taken a vector at a
-// time below.
-bool ascii_case_flags_are_letters() {
-    static const bool ok = [] {
-        for (int b = 0; b < 128; ++b) {
-            const uint8_t f = kAsciiFlags[b];
-            const bool lower = b >= 'a' && b <= 'z', upper = b >= 'A' && b <= 'Z';
-            if (bool(f & kW) != lower || bool(f & kU) != upper) return false;
-        }
-        return true;
-    }();
-    return ok;
-}
 
 // The end of a run of ASCII lower-case letters from i, 16 bytes at a time (as ascii_letters_end).
 inline size_t ascii_lower_end(const uint8_t* s, size_t n, size_t i) {
@@ -357,7 +285,7 @@ inline bool o200k_upper_lower_ascii(const uint8_t* s, size_t n, size_t p, size_t
         return true;
     }
     size_t e = ascii_lower_end(s, n, q);
-    if (e < n && s[e] >= 0x80) e = run_while(s, n, e, [](uint8_t f) { return (f & kW) != 0; });
+    if (e < n && s[e] >= 0x80) e = run_while(s, n, e, [](uint8_t f) { return (f & kFlagW) != 0; });
     *end = contraction_o200k(s, n, e);
     return true;
 }
@@ -367,19 +295,19 @@ inline bool o200k_upper_lower_ascii(const uint8_t* s, size_t n, size_t p, size_t
 // (Lm, Lo, M) comes next, and W+ takes just that one (the one after it is U but not W, or q).
 inline size_t o200k_upper_lower(const uint8_t* s, size_t n, size_t p) {
     size_t fast;
-    if (p < n && s[p] < 0x80 && ascii_case_flags_are_letters() && o200k_upper_lower_ascii(s, n, p, &fast)) return fast;
+    if (p < n && s[p] < 0x80 && ascii_classes_match_tables() && o200k_upper_lower_ascii(s, n, p, &fast)) return fast;
     size_t q = p, last_w_end = 0;
     uint8_t fq = 0;
     while (q < n) {
         const Ch c = at(s, n, q);
         fq = c.f;
-        if (!(c.f & kU)) break;
+        if (!(c.f & kFlagU)) break;
         q += c.len;
-        if (c.f & kW) last_w_end = q;
+        if (c.f & kFlagW) last_w_end = q;
     }
     size_t e;
-    if (q < n && (fq & kW))
-        e = run_while(s, n, q, [](uint8_t f) { return (f & kW) != 0; });
+    if (q < n && (fq & kFlagW))
+        e = run_while(s, n, q, [](uint8_t f) { return (f & kFlagW) != 0; });
     else if (last_w_end)
         e = last_w_end;
     else
@@ -389,31 +317,31 @@ inline size_t o200k_upper_lower(const uint8_t* s, size_t n, size_t p) {
 
 // `U+W*` then the optional contraction, from p: its end, or 0.
 inline size_t o200k_upper_then_lower(const uint8_t* s, size_t n, size_t p) {
-    const size_t q = run_while(s, n, p, [](uint8_t f) { return (f & kU) != 0; });
+    const size_t q = run_while(s, n, p, [](uint8_t f) { return (f & kFlagU) != 0; });
     if (q == p) return 0;
-    return contraction_o200k(s, n, run_while(s, n, q, [](uint8_t f) { return (f & kW) != 0; }));
+    return contraction_o200k(s, n, run_while(s, n, q, [](uint8_t f) { return (f & kFlagW) != 0; }));
 }
 
 __attribute__((always_inline)) inline size_t next_o200k(const uint8_t* s, size_t n, size_t i) {
     const Ch c = at(s, n, i);
-    const bool prefix = is_p(c.f) && i + c.len < n;
+    const bool prefix = flags_p(c.f) && i + c.len < n;
     if (prefix) {
         if (size_t e = o200k_upper_lower(s, n, i + c.len)) return e;
     }
-    if (c.f & (kU | kW)) {
+    if (c.f & (kFlagU | kFlagW)) {
         if (size_t e = o200k_upper_lower(s, n, i)) return e;
     }
     if (prefix) {
         if (size_t e = o200k_upper_then_lower(s, n, i + c.len)) return e;
     }
-    if (c.f & kU) {
+    if (c.f & kFlagU) {
         if (size_t e = o200k_upper_then_lower(s, n, i)) return e;
     }
-    if (c.f & kN) return digits_upto(s, n, i, 3);
-    if (is_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), true);
+    if (c.f & kFlagN) return digits_upto(s, n, i, 3);
+    if (flags_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), true);
     if (s[i] == ' ' && i + 1 < n) {
         const Ch d = at(s, n, i + 1);
-        if (is_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), true);
+        if (flags_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), true);
     }
     const WsRun w = ws_run(s, n, i);
     if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]+
@@ -431,16 +359,16 @@ __attribute__((always_inline)) inline size_t next_llama(const uint8_t* s, size_t
         if (size_t e = contraction_llama(s, n, i)) return e;
     }
     const Ch c = at(s, n, i);
-    if (c.f & kL) return run_letters(s, n, i + c.len);
-    if (is_p(c.f) && i + c.len < n) {
+    if (c.f & kFlagL) return run_letters(s, n, i + c.len);
+    if (flags_p(c.f) && i + c.len < n) {
         const Ch d = at(s, n, i + c.len);
-        if (d.f & kL) return run_letters(s, n, i + c.len + d.len);
+        if (d.f & kFlagL) return run_letters(s, n, i + c.len + d.len);
     }
-    if (c.f & kN) return digits_upto(s, n, i, kMaxDigits);
-    if (is_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
+    if (c.f & kFlagN) return digits_upto(s, n, i, kMaxDigits);
+    if (flags_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
     if (s[i] == ' ' && i + 1 < n) {
         const Ch d = at(s, n, i + 1);
-        if (is_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
+        if (flags_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
     }
     const WsRun w = ws_run(s, n, i);
     if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]+

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "batch.h"  // SignalCheck: Ctrl-C during a split
 #include "pretok.h"
 #include "pretok_rx.h"
 #include "pretok_blocks.h"
@@ -37,10 +38,13 @@ nb::list split_to_bytes(const std::string& name, nb::bytes data) {
     const auto* text = reinterpret_cast<const uint8_t*>(data.c_str());
     const size_t n = data.size();
     std::vector<size_t> ends;
+    bpe::SignalCheck check;
     {
         nb::gil_scoped_release release;  // `data` stays referenced (and immutable) by the caller's frame
+        bpe::StopScope scope(&check);
         bpe::pretok_split(kind, text, n, ends);
     }
+    check.raise_if_stopped();
     PyObject* list = PyList_New(static_cast<Py_ssize_t>(ends.size()));
     if (!list) throw nb::python_error();
     size_t start = 0;
@@ -57,21 +61,42 @@ nb::list split_to_bytes(const std::string& name, nb::bytes data) {
     return nb::steal<nb::list>(list);
 }
 
+// RxBudgetExceeded -> bpe_core.pretokenize.pretokenizer.PreTokenizeTimeout (a TimeoutError): the error the regex
+// path raises past its time limit, so that callers (the encoding pipeline's dead letters) treat both alike.
+void translate_budget(const std::exception_ptr& p, void*) {
+    try {
+        std::rethrow_exception(p);
+    } catch (const bpe::RxBudgetExceeded& e) {
+        PyObject* type = PyExc_TimeoutError;
+        nb::object cls;
+        try {
+            cls = nb::module_::import_("bpe_core.pretokenize.pretokenizer").attr("PreTokenizeTimeout");
+            type = cls.ptr();
+        } catch (...) {
+        }
+        PyErr_SetString(type, e.what());
+    }
+}
+
 }  // namespace
 
 void bind_pretok(nb::module_& m) {
+    nb::register_exception_translator(&translate_budget);
     m.def("pretok_names", &names_list, "Names of the presets with a hand-written pre-tokenizer, in enum order.");
     m.def("pretok_split", &split_to_bytes, nb::arg("name"), nb::arg("data"),
           "The pieces of UTF-8 `data` under the preset `name` (invalid bytes split as their surrogateescape "
           "characters would).");
     m.def(
         "pretok_compile",
-        [](const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes) {
-            return bpe::rx_name(bpe::rx_register(program, classes));
-        },
-        nb::arg("program"), nb::arg("classes"),
+        [](const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes,
+           const std::string& label) { return bpe::rx_name(bpe::rx_register(program, classes, label)); },
+        nb::arg("program"), nb::arg("classes"), nb::arg("label") = "",
         "Register a pre-tokenizer program of bpe_core/pretokenize/compiler.py; returns the name ('rx:N') that "
-        "pretok_split and the encoders take. Programs live for the process.");
+        "pretok_split and the encoders take; `label` names it in errors. Programs live for the process.");
+    m.def("pretok_rx_last_steps", &bpe::rx_last_steps,
+          "Steps the compiled matcher took on the last text it split on this thread (tests of its budget).");
+    m.def("pretok_rx_budget", []() { return nb::make_tuple(bpe::kRxStepsBase, bpe::kRxStepsPerByte); },
+          "(base, per_byte): the compiled matcher gives up past base + per_byte * n steps on a text of n bytes.");
     m.def(
         "pretok_split_ends",
         [](const std::string& name, nb::bytes data, const std::string& tier, size_t batch) {

@@ -30,6 +30,7 @@
 // o200k: the same with a start before an upper-case letter that follows a lower-case one, contractions as the
 // suffix of the letters before them, and `[\r\n/]*` after an O run.
 #include "pretok_blocks.h"
+#include "utf8.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -39,34 +40,11 @@ namespace bpe {
 
 namespace {
 
-#include "unicode_tables.inc"
-
 #define BPE_INLINE __attribute__((always_inline)) inline
-
-enum : uint8_t { kFlagL = 1, kFlagN = 2, kFlagS = 4, kFlagU = 8, kFlagW = 16, kFlagCrLf = 32 };  // gen_unicode_tables.py
 
 struct Masks {
     uint64_t l, n, w, nl, sp, ap, hi, up, sl;  // up: A-Z, sl: '/' (o200k)
 };
-
-// True when the tables agree with the classes the vector code computes for every ASCII byte (L = A-Z a-z, N = 0-9,
-// S = 9-13 and 32, CR/LF = 13 and 10; o200k's U = A-Z, W = a-z): checked once rather than assumed; when false, the
-// walker is the scalar one.
-bool ascii_classes_match_tables() {
-    static const bool ok = [] {
-        for (int b = 0; b < 128; ++b) {
-            const uint8_t f = kAsciiFlags[b];
-            const bool l = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'), d = b >= '0' && b <= '9';
-            const bool s = (b >= 9 && b <= 13) || b == ' ', nl = b == '\r' || b == '\n';
-            const bool up = b >= 'A' && b <= 'Z', lo = b >= 'a' && b <= 'z';
-            if (bool(f & kFlagL) != l || bool(f & kFlagN) != d || bool(f & kFlagS) != s || bool(f & kFlagCrLf) != nl ||
-                bool(f & kFlagU) != up || bool(f & kFlagW) != lo)
-                return false;
-        }
-        return true;
-    }();
-    return ok;
-}
 
 // ------------------------------------------------------------------------------------------ classification
 
@@ -139,38 +117,6 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
 
 // ------------------------------------------------------------------------------------------ non-ASCII characters
 
-inline uint8_t flags_of(uint32_t cp) {
-    return kStage2[(size_t(kStage1[cp >> kBlockShift]) << kBlockShift) | (cp & ((1u << kBlockShift) - 1))];
-}
-
-// Strict UTF-8 as CPython decodes (pretok.cpp's decode_multi): the code point of the valid sequence at s[j] (a byte
-// >= 0x80), or, where none starts there, the lone surrogate U+DC00+byte that surrogateescape gives that one byte.
-inline uint32_t decode_wide(const uint8_t* s, size_t avail, unsigned j, unsigned& len) {
-    const uint8_t b0 = s[j];
-    const size_t rem = avail - j;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        if (rem >= 2 && (s[j + 1] & 0xC0) == 0x80) {
-            len = 2;
-            return (uint32_t(b0 & 0x1F) << 6) | (s[j + 1] & 0x3F);
-        }
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-        if (rem >= 3 && s[j + 1] >= lo && s[j + 1] <= hi && (s[j + 2] & 0xC0) == 0x80) {
-            len = 3;
-            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[j + 1] & 0x3F) << 6) | (s[j + 2] & 0x3F);
-        }
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-        if (rem >= 4 && s[j + 1] >= lo && s[j + 1] <= hi && (s[j + 2] & 0xC0) == 0x80 && (s[j + 3] & 0xC0) == 0x80) {
-            len = 4;
-            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[j + 1] & 0x3F) << 12) | (uint32_t(s[j + 2] & 0x3F) << 6) |
-                   (s[j + 3] & 0x3F);
-        }
-    }
-    len = 1;
-    return 0xDC00u + b0;
-}
-
 // The non-ASCII characters of a block (r50k and the cl100k family), each classified by the Unicode tables and its
 // class spread over all its bytes: letters join L, the others (punctuation, symbols, marks, invalid bytes) are O by
 // default. A digit or a space (\p{N} groups count characters, \s runs split before their last character) or a
@@ -184,8 +130,8 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
     Wide w{0, 0, 64};
     while (hi) {
         const unsigned j = unsigned(__builtin_ctzll(hi));
-        unsigned len;
-        const uint32_t cp = decode_wide(s, avail, j, len);
+        uint32_t len;
+        const uint32_t cp = utf8_decode(s, avail, j, len);
         const uint8_t f = flags_of(cp);
         if (j + len > 64 || (f & (kFlagN | kFlagS))) {
             w.cut = j;

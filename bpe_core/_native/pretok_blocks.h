@@ -1,8 +1,8 @@
-// The 64-byte block splitter (issue 21, design note step 4): the pieces of the five presets (r50k, cl100k, o200k,
+// The 64-byte block splitter (issue 21): the pieces of the five presets (r50k, cl100k, o200k,
 // llama3, qwen2) found 64 bytes at a time by class masks and boundary algebra instead of one dispatch per piece. It
 // gives exactly pretok_split_some's pieces (pretok.cpp stays the ground truth and the fallback: non-ASCII zones,
 // block-edge cases and the last 64 bytes of a text go through it), proved piece for piece by
-// tests/test_native_pretok_blocks.py.
+// tests/native/test_native_pretok_blocks.py.
 #pragma once
 
 #include <cstddef>

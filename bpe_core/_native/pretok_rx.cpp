@@ -2,10 +2,13 @@
 // alternation, greedy quantifiers give back one character at a time, possessive ones never), over a program that
 // bpe_core/pretokenize/compiler.py builds and checks against the `regex` module.
 //
-// Characters: strict UTF-8 as CPython decodes; a byte that starts no valid sequence is one character, the lone
-// surrogate U+DC00+byte that surrogateescape gives it (as pretok.cpp). Each character's classes are one u32 mask: a
+// Characters: strict UTF-8 as CPython decodes (utf8.h); a byte that starts no valid sequence is one character, the
+// lone surrogate U+DC00+byte that surrogateescape gives it. Each character's classes are one u32 mask: a
 // 256-entry ASCII table, else two stages (code point >> 8 -> block of 256 equivalence ids -> mask).
 #include "pretok_rx.h"
+
+#include "encoder.h"  // stop_requested(): Ctrl-C while a long split runs
+#include "utf8.h"
 
 #include <array>
 #include <deque>
@@ -50,6 +53,7 @@ struct Program {
     std::vector<uint8_t> stage2;         // block * 256 + (cp & 255) -> equivalence id
     std::vector<uint32_t> eq_mask;       // equivalence id -> class mask
     std::vector<Pattern> patterns;
+    std::string label;  // the patterns, for messages
 };
 
 // Programs are never freed: a kind handed to a worker thread stays valid for the process.
@@ -135,30 +139,41 @@ std::vector<Seq> read_alts(Reader& r, uint32_t nclasses, int depth) {
 
 // ---- characters ----
 
-inline uint32_t decode(const uint8_t* s, size_t n, size_t i, uint32_t& len) {
-    const uint8_t b0 = s[i];
-    const size_t rem = n - i;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        if (rem >= 2 && (s[i + 1] & 0xC0) == 0x80) {
-            len = 2;
-            return (uint32_t(b0 & 0x1F) << 6) | (s[i + 1] & 0x3F);
-        }
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        const uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-        if (rem >= 3 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80) {
-            len = 3;
-            return (uint32_t(b0 & 0x0F) << 12) | (uint32_t(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-        }
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        const uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-        if (rem >= 4 && s[i + 1] >= lo && s[i + 1] <= hi && (s[i + 2] & 0xC0) == 0x80 && (s[i + 3] & 0xC0) == 0x80) {
-            len = 4;
-            return (uint32_t(b0 & 0x07) << 18) | (uint32_t(s[i + 1] & 0x3F) << 12) | (uint32_t(s[i + 2] & 0x3F) << 6) |
-                   (s[i + 3] & 0x3F);
-        }
+// The steps spent on the current text (one split at a time per thread), and when to look at them next.
+struct Budget {
+    const Program* program = nullptr;
+    const uint8_t* text = nullptr;
+    size_t n = 0;
+    uint64_t used = 0, limit = 0, next_check = 0;
+    size_t piece = 0;  // where the first-level piece being matched starts
+
+    void reset(const Program& p, const uint8_t* t, size_t size) {
+        program = &p, text = t, n = size;
+        used = 0, piece = 0;
+        limit = kRxStepsBase + kRxStepsPerByte * uint64_t(size);
+        next_check = kPollSteps;
     }
-    len = 1;
-    return 0xDC00u + b0;
+    bool fresh_for(const Program& p, const uint8_t* t, size_t size) const {
+        return program == &p && text == t && n == size;
+    }
+    static constexpr uint64_t kPollSteps = uint64_t(1) << 16;  // ~1 ms of matching between looks at Ctrl-C
+};
+thread_local Budget t_budget;
+
+struct RxStopped {};  // Ctrl-C: the split ends early, and its caller, which sees stopped(), throws the result away
+
+__attribute__((noinline, cold)) void budget_checkpoint(Budget& b) {
+    if (b.used > b.limit) {
+        const Program& p = *b.program;
+        throw RxBudgetExceeded("the compiled pre-tokenizer " + p.label + " took more than " +
+                                   std::to_string(b.limit) + " steps on a text of " + std::to_string(b.n) +
+                                   " bytes (the piece from byte " + std::to_string(b.piece) +
+                                   "): the pattern backtracks without bound (adjacent unbounded runs whose classes "
+                                   "overlap, as in a+a+b?)",
+                               b.piece);
+    }
+    if (stop_requested()) throw RxStopped{};
+    b.next_check = b.used + Budget::kPollSteps;
 }
 
 struct Matcher {
@@ -166,9 +181,15 @@ struct Matcher {
     const uint8_t* s;
     size_t n;
     std::vector<size_t>& stack;  // positions a greedy run may give back, shared by the nested runs
+    Budget& budget;
+
+    inline void spend(uint64_t steps) const {
+        budget.used += steps;
+        if (__builtin_expect(budget.used >= budget.next_check, 0)) budget_checkpoint(budget);
+    }
 
     __attribute__((noinline)) uint32_t eq_multi(size_t i, uint32_t& len) const {
-        const uint32_t cp = decode(s, n, i, len);
+        const uint32_t cp = utf8_decode(s, n, i, len);
         return p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)];
     }
     // The class mask of the character at i (< n), its length in len.
@@ -196,6 +217,7 @@ struct Matcher {
     // Does seq.items[idx:] then the continuation k match at pos? The end of the match in *end.
     bool match(const Seq* seq, size_t idx, size_t pos, const Cont* k, size_t* end) const {
         for (;;) {
+            spend(1);
             if (idx == seq->items.size()) {
                 if (k == nullptr) {
                     *end = pos;
@@ -262,6 +284,7 @@ struct Matcher {
                     pos += len;
                     ++c;
                 }
+                spend(c);
                 if (c < item.min) return false;
                 ++idx;
                 continue;
@@ -276,6 +299,7 @@ struct Matcher {
                 ++c;
                 stack.push_back(pos);
             }
+            spend(c);
             for (uint32_t t = c + 1; t-- > item.min;) {
                 if (match(seq, idx + 1, stack[base + t], k, end)) {
                     stack.resize(base);
@@ -299,15 +323,11 @@ struct Matcher {
         return pos;
     }
 
-    size_t char_len(size_t i) const {
-        if (s[i] < 0x80) return 1;
-        uint32_t len;
-        decode(s, n, i, len);
-        return len;
-    }
+    size_t char_len(size_t i) const { return utf8_char_len(s, n, i); }
 
     // The next piece from pos (< n) under pat: a match, or the run of text before the next match.
     size_t next_piece(const Pattern& pat, size_t pos) const {
+        budget.piece = size_t(s - budget.text) + pos;
         const size_t end = match_at(pat, pos);
         if (end > pos) return end;
         size_t i = pos + char_len(pos);
@@ -316,6 +336,7 @@ struct Matcher {
             if (b < 0x80) {
                 if (!pat.cand_ascii[b]) {  // no alternative starts here: part of the gap
                     ++i;
+                    spend(1);
                     continue;
                 }
             }
@@ -331,7 +352,7 @@ thread_local std::vector<size_t> t_stack;
 // Every piece of s[0:n] under the patterns from `level` on, their ends (plus base) appended to out.
 void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, size_t base, std::vector<size_t>& out,
                  std::vector<size_t>& stack) {
-    Matcher m{p, s, n, stack};
+    Matcher m{p, s, n, stack, t_budget};
     if (n != 0 && m.char_len(0) == n) {  // one character: every pattern leaves it whole
         out.push_back(base + n);
         return;
@@ -361,10 +382,12 @@ thread_local Pending t_pending;
 
 }  // namespace
 
-Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes) {
+Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes,
+                   const std::string& label) {
     if (classes.empty() || classes.size() > 32)
         throw std::invalid_argument("a compiled pre-tokenizer needs 1-32 character classes");
     auto prog = std::make_unique<Program>();
+    prog->label = label.empty() ? "(unnamed)" : label;
     // Class masks of every code point, painted from the ranges, then folded into equivalence ids.
     std::vector<uint32_t> mask(0x110000, 0);
     for (size_t c = 0; c < classes.size(); ++c) {
@@ -436,13 +459,23 @@ Pretok rx_from_name(std::string_view name) {
 
 std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int>(kind) - kRxBase); }
 
+uint64_t rx_last_steps() { return t_budget.used; }
+
 void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
-    split_level(program_of(kind), 0, text, n, 0, ends, t_stack);
+    const Program& p = program_of(kind);
+    t_budget.reset(p, text, n);
+    t_stack.clear();
+    const size_t first = ends.size();
+    try {
+        split_level(p, 0, text, n, 0, ends, t_stack);
+    } catch (const RxStopped&) {  // a tiling all the same: the rest as one piece
+        if (ends.size() == first || ends.back() < n) ends.push_back(n);
+    }
 }
 
-size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
-    const Program& p = program_of(kind);
-    if (max == 0 || *pos >= n) return 0;
+namespace {
+
+size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     Pending& pend = t_pending;
     std::vector<size_t>& stack = t_stack;
     const bool resume = *pos != 0 && pend.program == &p && pend.text == text && pend.n == n &&
@@ -459,14 +492,13 @@ size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, si
             pend.text = text;
             pend.n = n;
             const size_t start = *pos;
+            Matcher m{p, text, n, stack, t_budget};
             if (p.patterns.size() == 1) {
-                Matcher m{p, text, n, stack};
                 const size_t end = m.next_piece(p.patterns[0], start);
                 ends[k++] = end;
                 *pos = end;
                 continue;
             }
-            Matcher m{p, text, n, stack};
             const size_t end = m.next_piece(p.patterns[0], start);
             split_level(p, 1, text + start, end - start, start, pend.ends, stack);
         }
@@ -474,6 +506,25 @@ size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, si
         *pos = ends[k - 1];
     }
     return k;
+}
+
+}  // namespace
+
+size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
+    const Program& p = program_of(kind);
+    if (max == 0 || *pos >= n) return 0;
+    if (*pos == 0 || !t_budget.fresh_for(p, text, n)) t_budget.reset(p, text, n);
+    try {
+        return split_some_budgeted(p, text, n, pos, ends, max);
+    } catch (...) {
+        t_pending.ends.clear(), t_pending.next = 0;
+        t_stack.clear();
+        t_budget.program = nullptr;
+        if (!stopped()) throw;  // RxBudgetExceeded, or an allocation failure
+        ends[0] = n;  // Ctrl-C: a tiling all the same, the rest as one piece
+        *pos = n;
+        return 1;
+    }
 }
 
 }  // namespace bpe

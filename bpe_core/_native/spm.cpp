@@ -21,6 +21,7 @@ struct Symbol {
     uint32_t length;
     int32_t prev;
     int32_t next;
+    bool frozen;
 };
 
 struct Candidate {
@@ -59,8 +60,14 @@ int utf8_length(const unsigned char* p, size_t left, uint32_t* cp) {
 
 SpmEncoder::SpmEncoder(SpmConfig config, const std::vector<std::pair<uint32_t, int32_t>>& chars,
                        const std::vector<uint64_t>& pair_keys, const std::vector<uint64_t>& pair_values,
-                       const std::vector<int32_t>& byte_ids, const std::unordered_map<std::string, int32_t>& whole)
-    : config_(config), char_ids_(kMaxCodePoint, -1), byte_ids_(byte_ids), whole_(whole) {
+                       const std::vector<int32_t>& byte_ids, const std::unordered_map<std::string, int32_t>& whole,
+                       const std::vector<std::pair<std::string, int32_t>>& users)
+    : config_(config), char_ids_(kMaxCodePoint, -1), byte_ids_(byte_ids), whole_(whole), users_(256) {
+    for (const auto& u : users)
+        if (!u.first.empty()) users_[static_cast<unsigned char>(u.first[0])].push_back(u);
+    for (auto& list : users_)
+        std::stable_sort(list.begin(), list.end(),
+                         [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     for (const auto& [cp, id] : chars)
         if (cp < kMaxCodePoint) char_ids_[cp] = id;
     pairs_.build(pair_keys, pair_values);
@@ -194,12 +201,24 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
     const auto* data = reinterpret_cast<const unsigned char*>(word.data());
     for (size_t i = 0; i < word.size();) {
         uint32_t cp = 0;
-        int n = utf8_length(data + i, word.size() - i, &cp);
+        int n = 0;
         int32_t id = -1;
-        if (n == 0) n = 1;  // not reached: texts are checked UTF-8
-        else id = char_ids_[cp];
+        bool frozen = false;
+        for (const auto& [text, uid] : users_[data[i]]) {
+            if (text.size() <= word.size() - i && std::memcmp(word.data() + i, text.data(), text.size()) == 0) {
+                n = static_cast<int>(text.size());
+                id = uid;
+                frozen = true;
+                break;
+            }
+        }
+        if (!frozen) {
+            n = utf8_length(data + i, word.size() - i, &cp);
+            if (n == 0) n = 1;  // not reached: texts are checked UTF-8
+            else id = char_ids_[cp];
+        }
         const int32_t index = static_cast<int32_t>(symbols.size());
-        symbols.push_back({id, static_cast<uint32_t>(i), static_cast<uint32_t>(n), index - 1, index + 1});
+        symbols.push_back({id, static_cast<uint32_t>(i), static_cast<uint32_t>(n), index - 1, index + 1, frozen});
         i += n;
     }
     if (symbols.empty()) return;
@@ -208,7 +227,7 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
         if (left < 0 || right < 0) return;
         const Symbol& a = symbols[left];
         const Symbol& b = symbols[right];
-        if (a.id < 0 || b.id < 0) return;
+        if (a.id < 0 || b.id < 0 || a.frozen || b.frozen) return;
         const uint64_t* v = pairs_.find((uint64_t(uint32_t(a.id)) << 32) | uint32_t(b.id));
         if (!v) return;
         queue.push_back({uint32_t(*v >> 32), left, right, a.length + b.length, int32_t(uint32_t(*v))});

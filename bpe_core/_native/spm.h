@@ -78,7 +78,8 @@ class SpmEncoder {
 public:
     SpmEncoder(SpmConfig config, const std::vector<std::pair<uint32_t, int32_t>>& chars,
                const std::vector<uint64_t>& pair_keys, const std::vector<uint64_t>& pair_values,
-               const std::vector<int32_t>& byte_ids, const std::unordered_map<std::string, int32_t>& whole);
+               const std::vector<int32_t>& byte_ids, const std::unordered_map<std::string, int32_t>& whole,
+               const std::vector<std::pair<std::string, int32_t>>& users);
 
     // One text (UTF-8): normalized here when `normalize` (identity rules: prefix, space escaping, extra spaces),
     // else taken as the model's normalized text.
@@ -96,6 +97,9 @@ private:
     PairTable pairs_;  // (left << 32 | right) -> (priority << 32 | merged id)
     std::vector<int32_t> byte_ids_;
     std::unordered_map<std::string, int32_t> whole_;  // GGUF gemma4: newline runs that are tokens
+    // USER_DEFINED pieces by first byte, longest first: frozen symbols found in the normalized text (sentencepiece's
+    // PrefixMatcher), never merged.
+    std::vector<std::vector<std::pair<std::string, int32_t>>> users_;
 };
 
 // Strict UTF-8: the length of the sequence at p (1..4), 0 where it is invalid.

@@ -116,7 +116,8 @@ void bind_spm(nb::module_& m) {
                bool add_dummy_prefix, bool remove_extra_whitespaces, bool escape_whitespaces, bool cut_words,
                bool split_newlines, const std::vector<std::pair<uint32_t, int32_t>>& chars,
                const std::vector<uint64_t>& pair_keys, const std::vector<uint64_t>& pair_values,
-               const std::vector<int32_t>& byte_ids, const std::unordered_map<std::string, int32_t>& whole) {
+               const std::vector<int32_t>& byte_ids, const std::unordered_map<std::string, int32_t>& whole,
+               const std::vector<std::pair<std::string, int32_t>>& users) {
                 if (pair_keys.size() != pair_values.size()) throw nb::value_error("pair keys and values differ");
                 if (byte_ids.size() != 256) throw nb::value_error("byte_ids must hold 256 ids");
                 SpmConfig c;
@@ -130,12 +131,12 @@ void bind_spm(nb::module_& m) {
                 c.cut_words = cut_words;
                 c.split_newlines = split_newlines;
                 c.newline_runs = split_newlines && !whole.empty();
-                new (self) PySpmEncoder{SpmEncoder(c, chars, pair_keys, pair_values, byte_ids, whole), {}};
+                new (self) PySpmEncoder{SpmEncoder(c, chars, pair_keys, pair_values, byte_ids, whole, users), {}};
             },
             nb::arg("n_vocab"), nb::arg("byte_fallback"), nb::arg("unk_id"), nb::arg("fuse_unk"),
             nb::arg("add_dummy_prefix"), nb::arg("remove_extra_whitespaces"), nb::arg("escape_whitespaces"),
             nb::arg("cut_words"), nb::arg("split_newlines"), nb::arg("chars"), nb::arg("pair_keys"),
-            nb::arg("pair_values"), nb::arg("byte_ids"), nb::arg("whole"))
+            nb::arg("pair_values"), nb::arg("byte_ids"), nb::arg("whole"), nb::arg("users"))
         .def(
             "encode",
             [](PySpmEncoder& self, nb::bytes text, bool normalize, bool prefix) {

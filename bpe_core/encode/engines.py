@@ -1,8 +1,9 @@
 """The two encoding engines behind a :class:`~bpe_core.tokenizer.Tokenizer`, chosen once as an object.
 
-``Tokenizer`` keeps the vocabulary, the special-token policy and the public API; its ``_backend`` does the work:
-:class:`NativeBackend` (the C++ core, ``bpe_core/_native``) or :class:`ReferenceBackend` (the pure-Python reference,
-the oracle). Both give the same ids, text and errors; the tokenizer, :mod:`bpe_core.encode.flat` and
+An engine is built from a level (:class:`bpe_core.model.level.Level`: the tables and merges), the special-token
+finder and the pre-tokenizer, never from the Tokenizer: :class:`NativeBackend` (the C++ core, ``bpe_core/_native``)
+or :class:`ReferenceBackend` (the pure-Python reference, the oracle: the regex split, the chunk cache and the merge
+kernel). Both give the same ids, text and errors; the tokenizer, :mod:`bpe_core.encode.flat` and
 :mod:`bpe_core.encode.stream` call these methods instead of branching on ``tok.backend``.
 
 Every method takes texts whose special tokens the tokenizer has already resolved: ``allowed`` and ``disallowed``
@@ -12,12 +13,13 @@ are frozensets of special-token strings (``TokenFinder.resolve_allowed``/``resol
 from __future__ import annotations
 
 import codecs
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bpe_core import native
-from bpe_core.model.merges import merge_ids
+from bpe_core.model.level import Level
+from bpe_core.model.special_tokens import TokenFinder
+from bpe_core.pretokenize.pretokenizer import PreTokenizer
 from bpe_core.pretokenize.text import Text
 from bpe_core.pretokenize.text import as_str as _as_str
 from bpe_core.pretokenize.text import as_text as _as_text
@@ -25,7 +27,7 @@ from bpe_core.pretokenize.text import as_text as _as_text
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-Tokenizer = Any  # bpe_core.tokenizer.Tokenizer, which imports this module (no import back: no circle)
+CHUNK_CACHE_LIMIT = 1 << 18  # pieces in the reference's chunk cache before it is cleared
 
 # Python-split pieces per call into the native encoder when the core cannot split the texts itself (about 1 MB of
 # text; the pieces of a 20 MB batch held at once cost 530 MB).
@@ -33,20 +35,63 @@ NATIVE_BATCH_PIECES = 1 << 18
 
 
 class ReferenceBackend:
-    """The pure-Python reference: the regex split, the chunk cache and ``merge_ids`` (bpe_core.model.merges)."""
+    """The pure-Python reference: the regex split, the chunk cache and the merge kernel (``Level.encode_bytes``)."""
 
     name = "python"
 
-    def __init__(self, tok: Tokenizer) -> None:
-        self._tok = weakref.proxy(tok)  # the tokenizer owns its backend
+    def __init__(self, level: Level, finder: TokenFinder, pretokenizer: PreTokenizer | None) -> None:
+        self.level, self.finder, self.pretokenizer = level, finder, pretokenizer
+        self._chunk_cache: dict[str, list[int]] = {}
 
     def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
         text = _as_str(text)
-        self._tok._finder.check_disallowed(text, disallowed)
-        return self._tok._encode_text(text, allowed)
+        self.finder.check_disallowed(text, disallowed)
+        return self.encode_text(text, allowed)
 
     def encode_ordinary(self, text: Text) -> list[int]:
-        return self._tok._encode_text(_as_str(text), frozenset())
+        return self.encode_text(_as_str(text), frozenset())
+
+    def encode_text(self, text: str, allowed: frozenset[str]) -> list[int]:
+        """The reference: segments, then the regex split and BPE of each (with the chunk cache)."""
+        out: list[int] = []
+        for segment in self.finder.segments(text, allowed):
+            if isinstance(segment, int):
+                out.append(segment)
+            else:
+                out += self._encode_segment(segment)
+        return out
+
+    def pieces(self, text: str, allowed: frozenset[str]) -> list[str | int]:
+        """What the native encoder takes: the pre-tokenizer's pieces of each segment, token ids between them."""
+        items: list[str | int] = []
+        for segment in self.finder.segments(text, allowed):
+            if isinstance(segment, int):
+                items.append(segment)
+            else:
+                items += self.split(segment)
+        return items
+
+    def split(self, text: str) -> list[str]:
+        if self.pretokenizer is None:
+            raise ValueError(
+                "this tokenizer has no pre-tokenizer: give the one its counts were made with, e.g. "
+                "train(counts, vocab_size, pretokenizer='cl100k'), or Tokenizer.from_tiktoken(path, pretokenizer=...)"
+            )
+        return self.pretokenizer.split(text)
+
+    def _encode_segment(self, text: str) -> list[int]:
+        """Ordinary text: normalize, pre-tokenize, then BPE each piece (with the chunk cache)."""
+        cache = self._chunk_cache
+        out: list[int] = []
+        for piece in self.split(text):
+            ids = cache.get(piece)
+            if ids is None:
+                ids = self.level.encode_bytes(piece.encode("utf-8", "surrogateescape"))
+                if len(cache) >= CHUNK_CACHE_LIMIT:
+                    cache.clear()
+                cache[piece] = ids
+            out += ids
+        return out
 
     def batch(
         self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
@@ -62,8 +107,7 @@ class ReferenceBackend:
         return False
 
     def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
-        ids = [self._tok._byte_ids[b] for b in data]
-        return merge_ids(ids, self._tok._pairs.__getitem__, stats)
+        return self.level.merge_bytes(data, stats)
 
     def decode_bytes(self, ids: Sequence) -> bytes | None:
         """The bytes of ``ids``, or None where this engine leaves them to the tokenizer's checked path."""
@@ -74,11 +118,11 @@ class ReferenceBackend:
         if offsets[0] < 0 or offsets[-1] > n_ids or (offsets[1:] < offsets[:-1]).any():
             raise ValueError(f"offsets must rise from 0 to at most len(ids) = {n_ids}; got {offsets.tolist()[:10]}")
         bounds = offsets.tolist()
-        tok = self._tok
-        return [tok.decode(ids[a:b].tolist(), errors) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        decode = self.level.decode
+        return [decode(ids[a:b].tolist()).decode("utf-8", errors) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def stream_state(self, errors: str, skip_special: bool) -> ReferenceStream:
-        return ReferenceStream(self._tok, errors, skip_special)
+        return ReferenceStream(self.level, errors, skip_special)
 
 
 class ReferenceStream:
@@ -87,20 +131,20 @@ class ReferenceStream:
 
     native = False
 
-    def __init__(self, tok: Tokenizer, errors: str, skip_special: bool) -> None:
-        self._tok = tok
+    def __init__(self, level: Level, errors: str, skip_special: bool) -> None:
+        self._level = level
         self._skip_special = skip_special
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors)
 
     def step(self, token_id: int) -> str:
-        if self._skip_special and self._tok.is_special(token_id):
+        if self._skip_special and token_id in self._level.special_ids:
             return ""
-        return self._decoder.decode(self._tok.token_bytes(token_id))
+        return self._decoder.decode(self._level.token(token_id))
 
     def feed(self, ids: list) -> str:
         if self._skip_special:
-            ids = [i for i in ids if not self._tok.is_special(i)]
-        return self._decoder.decode(self._tok.decode_bytes(ids))
+            ids = [i for i in ids if i not in self._level.special_ids]
+        return self._decoder.decode(self._level.decode(ids))
 
     def flush(self) -> str:
         text = self._decoder.decode(b"", final=True)
@@ -118,30 +162,30 @@ class NativeBackend(ReferenceBackend):
 
     name = "native"
 
-    def __init__(self, tok: Tokenizer) -> None:
-        super().__init__(tok)
+    def __init__(self, level: Level, finder: TokenFinder, pretokenizer: PreTokenizer | None) -> None:
+        super().__init__(level, finder, pretokenizer)
         self._encoder: Any = None
         self._decoder: Any = None
         self.kind: str | None = None  # set with the encoder
 
     def encoder(self) -> Any:
         if self._encoder is None:
-            tok = self._tok
-            pairs = None if tok._merge_ids is None else tok._pairs
-            self._encoder = native.make_encoder(tok._encodable_vocab(), pairs, tok.ignore_merges)
-            pre = tok.pretokenizer
+            level = self.level
+            pairs = None if level.rank_only else level.pairs
+            self._encoder = native.make_encoder(level.encodable_vocab(), pairs, level.ignore_merges)
+            pre = self.pretokenizer
             self.kind = None if pre is None else getattr(pre, "native_kind", None)
         return self._encoder
 
     def decoder(self) -> Any:
         if self._decoder is None:
-            self._decoder = native.make_decoder(self._tok._id_to_bytes, self._tok._special_ids)
+            self._decoder = native.make_decoder(self.level.token_bytes, self.level.special_ids)
         return self._decoder
 
     # ------------------------------------------------------------------------------------------- encoding
     def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
         text = _as_text(text)
-        self._tok._finder.check_disallowed(text, disallowed)
+        self.finder.check_disallowed(text, disallowed)
         encoder = self.encoder()
         return encoder.encode(self.request(text, allowed), self.kind)
 
@@ -156,7 +200,7 @@ class NativeBackend(ReferenceBackend):
         NATIVE_BATCH_PIECES Python-split pieces."""
         encoder = self.encoder()
         kind = self.kind
-        finder = self._tok._finder
+        finder = self.finder
         if kind is not None and finder.is_plain(allowed):
             docs = self._whole_texts(texts, disallowed)
             return encoder.encode_batch(docs, kind, threads)
@@ -175,7 +219,7 @@ class NativeBackend(ReferenceBackend):
 
     def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
         self.encoder()  # sets kind
-        return self.kind is not None and self._tok._finder.is_plain(allowed)
+        return self.kind is not None and self.finder.is_plain(allowed)
 
     def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: np.dtype) -> tuple:
         """(ids, offsets) of whole texts, split and encoded by the core (only where ``splits_whole_texts``)."""
@@ -197,24 +241,24 @@ class NativeBackend(ReferenceBackend):
     def _whole_texts(self, texts: Iterable[Text], disallowed: frozenset[str]) -> list:
         docs = [t if type(t) is str or type(t) is bytes else _as_text(t) for t in texts]
         for text in docs if disallowed else ():
-            self._tok._finder.check_disallowed(text, disallowed)
+            self.finder.check_disallowed(text, disallowed)
         return docs
 
     def request(self, text: Text, allowed: frozenset[str]) -> Text | Sequence[Text | int]:
         """What the native encoder takes for one text. With a hand-written pre-tokenizer: the text itself when it
         is one plain segment (bytes stay bytes: invalid UTF-8 splits as its surrogateescape decoding), else its
         normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
-        tok = self._tok
+        finder = self.finder
         kind = self.kind
-        if kind is not None and tok._finder.is_plain(allowed):
+        if kind is not None and finder.is_plain(allowed):
             return text
         text = _as_str(text)
         if kind is None:
-            return tok._pieces(text, allowed)
-        pre = tok.pretokenizer
+            return self.pieces(text, allowed)
+        pre = self.pretokenizer
         if pre is None or not pre.normalizer:
-            return list(tok._finder.segments(text, allowed))
-        return [s if isinstance(s, int) else pre.normalize(s) for s in tok._finder.segments(text, allowed)]
+            return list(finder.segments(text, allowed))
+        return [s if isinstance(s, int) else pre.normalize(s) for s in finder.segments(text, allowed)]
 
     def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
         ids, pushes, pops = self.encoder().merge_bytes(bytes(data), stats is not None)
@@ -230,7 +274,7 @@ class NativeBackend(ReferenceBackend):
         texts, bad = self.decoder().decode_flat(ids, offsets, errors)
         if texts is not None:
             return texts
-        self._tok.decode_bytes(ids[offsets[bad] : offsets[bad + 1]].tolist())  # raises the reference's error
+        self.level.decode(ids[offsets[bad] : offsets[bad + 1]].tolist())  # raises the reference's error
         raise AssertionError("decode_flat: the native decoder refused ids that decode_bytes took")  # pragma: no cover
 
     def stream_state(self, errors: str, skip_special: bool) -> Any:
@@ -239,9 +283,9 @@ class NativeBackend(ReferenceBackend):
         return native.make_stream_state(self.decoder(), errors, skip_special)
 
 
-def make_backend(tok: Tokenizer, name: str) -> ReferenceBackend:
-    """The engine named by ``native.resolve_backend``: ``"native"`` or ``"python"``."""
-    return NativeBackend(tok) if name == "native" else ReferenceBackend(tok)
+def make_backend(name: str, level: Level, finder: TokenFinder, pretokenizer: PreTokenizer | None) -> ReferenceBackend:
+    """The engine named by ``native.resolve_backend`` (``"native"`` or ``"python"``) of one level."""
+    return (NativeBackend if name == "native" else ReferenceBackend)(level, finder, pretokenizer)
 
 
 __all__ = ["NATIVE_BATCH_PIECES", "NativeBackend", "ReferenceBackend", "ReferenceStream", "make_backend"]

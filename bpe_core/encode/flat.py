@@ -78,7 +78,7 @@ def encode_flat(
     """(ids, offsets) of ``tok.encode_batch(texts, allowed_special=..., disallowed_special=...)``: the same policy
     (a disallowed special token in any text raises tiktoken's ValueError)."""
     threads = native.resolve_threads(num_threads)
-    finder = tok._finder
+    finder = tok.token_finder
     allowed = finder.resolve_allowed(allowed_special)
     return _encode(tok, texts, allowed, finder.resolve_disallowed(disallowed_special, allowed), threads)
 
@@ -89,7 +89,7 @@ def decode_flat(tok: Tokenizer, ids: Any, offsets: Any, *, errors: str = "replac
     ``len(ids)``."""
     ids_array = _as_id_array(ids)
     offsets_array = _as_offsets(offsets)
-    return tok._backend.decode_flat(ids_array, offsets_array, errors)
+    return tok.engine.decode_flat(ids_array, offsets_array, errors)
 
 
 # ----------------------------------------------------------------------------------------------- encoding
@@ -116,9 +116,9 @@ def _encode(
 def _encode_texts(
     tok: Tokenizer, texts: list, allowed: frozenset[str], disallowed: frozenset[str], threads: int, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
-    if not tok._backend.splits_whole_texts(allowed):
+    if not tok.engine.splits_whole_texts(allowed):
         return _from_lists(_encode_lists(tok, texts, allowed, disallowed, threads), dtype)
-    return tok._backend.flat(texts, disallowed, threads, dtype)
+    return tok.engine.flat(texts, disallowed, threads, dtype)
 
 
 def _encode_lists(
@@ -140,7 +140,7 @@ def _encode_arrow(
     _, offsets_buf, data_buf = chunk.buffers()
     offsets_addr = 0 if offsets_buf is None else offsets_buf.address + chunk.offset * width
     data_addr, data_size = (0, 0) if data_buf is None else (data_buf.address, data_buf.size)
-    fast = tok._backend.splits_whole_texts(allowed)
+    fast = tok.engine.splits_whole_texts(allowed)
     if n == 0 or not fast or offsets_buf is None:
         _validate_arrow(chunk, offsets_addr, width, data_addr, data_size)
         texts = chunk.to_pylist()
@@ -148,11 +148,11 @@ def _encode_arrow(
             _check_disallowed_all(tok, texts, disallowed)
         if not fast:
             return _from_lists(_encode_lists(tok, texts, allowed, frozenset(), threads), dtype)
-        return tok._backend.flat(texts, frozenset(), threads, dtype)
+        return tok.engine.flat(texts, frozenset(), threads, dtype)
     if disallowed:
         _validate_arrow(chunk, offsets_addr, width, data_addr, data_size)
         _check_disallowed_arrow(tok, chunk, offsets_addr, width, data_buf, disallowed)
-    result = tok._backend.flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, dtype)
+    result = tok.engine.flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, dtype)
     if result[0] is None:
         _, index, problem, at = result
         raise InvalidTextError(index, _problem_text(problem, at, chunk, index))
@@ -192,7 +192,7 @@ def _check_nulls(chunk: Any) -> None:
 
 def _check_disallowed_all(tok: Tokenizer, texts: Iterable[str], disallowed: frozenset[str]) -> None:
     for text in texts:
-        tok._finder.check_disallowed(text, disallowed)
+        tok.token_finder.check_disallowed(text, disallowed)
 
 
 def _check_disallowed_arrow(
@@ -202,7 +202,7 @@ def _check_disallowed_arrow(
     texts does not count; the search goes on after its first byte."""
     from bpe_core.model.special_tokens import raise_disallowed
 
-    matcher = tok._finder._matcher(disallowed, as_bytes=True)
+    matcher = tok.token_finder._matcher(disallowed, as_bytes=True)
     if matcher is None:  # a token without UTF-8 (a lone surrogate) cannot be in valid UTF-8 text
         return
     _, offsets_buf, _ = chunk.buffers()

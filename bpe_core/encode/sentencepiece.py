@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import codecs
 import weakref
-from functools import cached_property
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Any
 
 from bpe_core import native
@@ -39,11 +39,13 @@ class SentencePieceBackend:
         self._native: Any = None
         self._native_tried = False
         self.kind = None
+        if name == "native":  # the core's tables with the tokenizer, as sentencepiece builds its own at load
+            self.native_encoder()
 
     # ------------------------------------------------------------------------------------------- encoding
     def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
         text = _as_str(text)
-        self._tok._finder.check_disallowed(text, disallowed)
+        self._tok.token_finder.check_disallowed(text, disallowed)
         return self._encode_text(text, allowed)
 
     def encode_ordinary(self, text: Text) -> list[int]:
@@ -54,7 +56,7 @@ class SentencePieceBackend:
         out: list[int] = []
         prefix = True
         at_start = True
-        for segment in self._tok._finder.segments(text, allowed):
+        for segment in self._tok.token_finder.segments(text, allowed):
             if isinstance(segment, int):
                 out.append(segment)
                 prefix = model.prefix_after_special
@@ -89,13 +91,15 @@ class SentencePieceBackend:
         return [self.encode(t, allowed, disallowed) for t in texts]
 
     def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
-        return self.native_encoder() is not None and not self.model.charsmap and self._tok._finder.is_plain(allowed)
+        return (
+            self.native_encoder() is not None and not self.model.charsmap and self._tok.token_finder.is_plain(allowed)
+        )
 
     def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype) -> tuple:
         import numpy as np
 
         for text in texts if disallowed else ():
-            self._tok._finder.check_disallowed(text, disallowed)
+            self._tok.token_finder.check_disallowed(text, disallowed)
         docs = [_as_str(t) for t in texts]
         return self.native_encoder().encode_flat(docs, threads, dtype == np.uint32)
 
@@ -128,7 +132,7 @@ class SentencePieceBackend:
                 raise IndexError
             data = b"".join([table[i] for i in ids])  # type: ignore[misc]
         except (IndexError, TypeError):
-            data = self._tok._decode_checked(ids)  # raises the reference's error for a bad id
+            data = self._tok.levels[-1].decode(ids)  # raises the reference's error for a bad id
         strip = self._leading_strip(ids)
         return data[strip:] if strip else data
 
@@ -136,7 +140,7 @@ class SentencePieceBackend:
     def decode_table(self) -> list[bytes | None]:
         """The tokenizer's bytes per id, with sentencepiece's surface for ``<unk>`` (`` ⁇ ``) in a ``.model``'s
         rules (Hugging Face and llama.cpp show the piece)."""
-        table = list(self._tok._id_to_bytes)
+        table = list(self._tok.levels[-1].token_bytes)
         model = self.model
         if model.rules == "sentencepiece" and model.unk_id is not None:
             table[model.unk_id] = model.unk_surface.encode("utf-8")
@@ -153,7 +157,7 @@ class SentencePieceBackend:
             i = int(i)
             kind = model.types[i] if 0 <= i < len(model.types) else 0
             if kind == CONTROL:
-                return 0 if self._tok._id_to_bytes[i] else 0
+                return 0 if self._tok.levels[-1].token_bytes[i] else 0
             if kind == BYTE or kind not in (1, 4, 5):
                 return 0
             return 1 if model.pieces[i].startswith(SPACE) and model.escape_whitespaces else 0
@@ -195,7 +199,7 @@ class SpmStream:
             return ""
         if self._started:
             if _has_bad(ids, self._backend.decode_table):
-                self._tok._decode_checked(ids)  # raises the reference's error
+                self._tok.levels[-1].decode(ids)  # raises the reference's error
             table = self._backend.decode_table
             data = b"".join([table[i] for i in ids])  # type: ignore[misc]
         else:

@@ -16,40 +16,17 @@ from bpe_core.model.sentencepiece import SPACE, UNUSED, USER_DEFINED, SpmModel
 
 
 def make_spm_encoder(model: SpmModel) -> Any:
-    if model.rules == "sentencepiece" and (
-        model.treat_whitespace_as_suffix or any(t in (USER_DEFINED, UNUSED) for t in model.types)
-    ):
+    if model.rules == "sentencepiece" and (model.treat_whitespace_as_suffix or UNUSED in model.types):
         return None
+    users = []
+    if model.user_matcher is not None:
+        users = [(p, i) for i, (p, t) in enumerate(zip(model.pieces, model.types, strict=True)) if t == USER_DEFINED]
+        if any(" " in p for p, _ in users):
+            return None  # the normalizer leaves a user piece's spaces alone: the reference does that
     n_vocab = len(model.pieces)
     table = model.mergeable
     ids: dict[str, int] = dict(table)
-    keys: list[int] = []
-    values: list[int] = []
-    if model.rules == "merges":
-        pieces = model.pieces
-        for rank, (a, b) in enumerate(model.merges):
-            merged = table.get(pieces[a] + pieces[b])
-            if merged is None:
-                continue
-            keys.append(a << 32 | b)
-            values.append(rank << 32 | merged)
-    else:
-        ranks = {s: r for r, s in enumerate(sorted({model.scores[i] for i in table.values()}, reverse=True))}
-        seen: set[int] = set()
-        for piece, merged in table.items():
-            if len(piece) < 2:
-                continue
-            for k in range(1, len(piece)):
-                left, right = piece[:k], piece[k:]
-                for half in (left, right):
-                    if half not in ids and len(half) == 1:
-                        ids[half] = n_vocab + len(ids)
-                if left in ids and right in ids:
-                    key = ids[left] << 32 | ids[right]
-                    if key not in seen:
-                        seen.add(key)
-                        keys.append(key)
-                        values.append(ranks[model.scores[merged]] << 32 | merged)
+    keys, values = _merge_pairs(model, ids) if model.rules == "merges" else _score_pairs(model, ids, n_vocab)
     chars = [(ord(p), i) for p, i in ids.items() if len(p) == 1]
     cut = not any(_has_inner_space(p) for p in table)
     whole = {p: i for p, i in table.items() if p and set(p) == {"\n"}} if model.split_newlines else {}
@@ -69,7 +46,42 @@ def make_spm_encoder(model: SpmModel) -> Any:
         values,
         byte_ids,
         whole,
+        users,
     )
+
+
+def _merge_pairs(model: SpmModel, ids: dict[str, int]) -> tuple[list[int], list[int]]:
+    keys: list[int] = []
+    values: list[int] = []
+    pieces, table = model.pieces, model.mergeable
+    for rank, (a, b) in enumerate(model.merges):
+        merged = table.get(pieces[a] + pieces[b])
+        if merged is not None:
+            keys.append(a << 32 | b)
+            values.append(rank << 32 | merged)
+    return keys, values
+
+
+def _score_pairs(model: SpmModel, ids: dict[str, int], n_vocab: int) -> tuple[list[int], list[int]]:
+    """Every split of a mergeable piece into two symbols; ``ids`` gains pseudo ids for one-character halves."""
+    table = model.mergeable
+    ranks = {s: r for r, s in enumerate(sorted({model.scores[i] for i in table.values()}, reverse=True))}
+    keys: list[int] = []
+    values: list[int] = []
+    seen: set[int] = set()
+    for piece, merged in table.items():
+        for k in range(1, len(piece)):
+            left, right = piece[:k], piece[k:]
+            for half in (left, right):
+                if half not in ids and len(half) == 1:
+                    ids[half] = n_vocab + len(ids)
+            if left in ids and right in ids:
+                key = ids[left] << 32 | ids[right]
+                if key not in seen:
+                    seen.add(key)
+                    keys.append(key)
+                    values.append(ranks[model.scores[merged]] << 32 | merged)
+    return keys, values
 
 
 def _has_inner_space(piece: str) -> bool:

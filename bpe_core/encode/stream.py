@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from bpe_core.encode.engines import ReferenceBackend, ReferenceStream
+from bpe_core.encode.engines import ReferenceStream
 from bpe_core.model.vocab import as_token_id
 
 if TYPE_CHECKING:  # stream -> tokenizer only: the Tokenizer never imports this module
@@ -36,10 +36,7 @@ class StreamingDecoder:
         # The backend's byte state (bpe_core.encode.engines): the native one holds the same pending bytes and runs
         # CPython's stateful UTF-8 decoder without a Python call per token; its bad ids come back as None and are
         # reported here as the reference reports them. The reference's raises its errors itself.
-        backend = getattr(tokenizer, "_backend", None)
-        if backend is None:
-            backend = ReferenceBackend(tokenizer)
-        self._state = backend.stream_state(errors, skip_special)
+        self._state = tokenizer.engine.stream_state(errors, skip_special)
         self._native = None if isinstance(self._state, ReferenceStream) else self._state
 
     def step(self, token_id: int) -> str:

@@ -49,6 +49,7 @@ import base64
 import binascii
 import hashlib
 import json
+import warnings
 from typing import TYPE_CHECKING
 
 from bpe_core._io import read_bytes, write_bytes_atomic
@@ -146,8 +147,10 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
     patterns = reader.field("pretokenizer", json.loads)
     pre_name = reader.field("pretokenizer_name", json.loads)
     ignore_merges = reader.field("ignore_merges", json.loads)
-    for key in ("beam_bpe_version", "regex_version", "regex_unicode_version"):
-        reader.field(key, json.loads)
+    made_with = {
+        key: reader.field(key, json.loads) for key in ("beam_bpe_version", "regex_version", "regex_unicode_version")
+    }
+    _warn_other_unicode(path, made_with["regex_unicode_version"])
     vocab = dict(reader.section("vocab", _parse_vocab_line))
     if len(vocab) != reader.last_count:
         raise TokenizerFileError(path, "duplicate token id in the vocab section", line=reader.pos)
@@ -169,6 +172,20 @@ def loads_artifact(data: bytes, path: str = "<bytes>") -> TokenizerData:
         source=str(path),
         superword=superword,
     )
+
+
+def _warn_other_unicode(path, recorded) -> None:
+    """A file trained where the pre-tokenizer's Unicode tables were of another version: the characters assigned in
+    between are letters or numbers to one and unassigned to the other, so they split (and encode) differently."""
+    current = regex_unicode_version()
+    if isinstance(recorded, str) and recorded != current:
+        warnings.warn(
+            f"beam-bpe: {path} was written where the pre-tokenizer's Unicode tables were Unicode {recorded}; this "
+            f"beam-bpe splits with Unicode {current} (the regex module's): text with characters assigned between the "
+            "two may split, and so encode, differently from where the file was made",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _superword(reader: _Reader, vocab: dict[int, bytes]):

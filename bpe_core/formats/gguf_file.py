@@ -48,7 +48,8 @@ def load_gguf(path: str, *, pretokenizer: PreTokenizerSpec | None = None) -> Tok
         kind = _UNSUPPORTED_MODELS.get(model, "unknown") if isinstance(model, str) else "missing"
         raise TokenizerFileError(
             path,
-            f"tokenizer.ggml.model is {model!r} ({kind}); supported: 'gpt2' (byte-level BPE), 'llama' and 'gemma4' (SentencePiece-style BPE)",
+            f"tokenizer.ggml.model is {model!r} ({kind}); supported: 'gpt2' (byte-level BPE), 'llama' and 'gemma4' "
+            "(SentencePiece-style BPE)",
         )
     tokens = _string_list(meta, "tokenizer.ggml.tokens", path)
     types = _token_types(meta.get("tokenizer.ggml.token_type"), len(tokens), path)

@@ -68,7 +68,11 @@ def _numbers(meta: dict, key: str, count: int, path: str, *, required: bool) -> 
     if values is None and not required:
         return [0.0] * count
     if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        raise TokenizerFileError(path, f"{key} is missing or not an array of numbers")
+        raise TokenizerFileError(
+            path,
+            f"{key} is missing or not an array of numbers (tokenizer.ggml.model 'llama', SentencePiece-style BPE, "
+            "merges by score: one score per token)",
+        )
     if len(values) != count:
         raise TokenizerFileError(path, f"{count} tokens but {len(values)} scores in {key}")
     bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)

@@ -98,7 +98,8 @@ def load_sentencepiece(path: str) -> TokenizerData:
     try:
         proto.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
-        raise TokenizerFileError(path, f"is not a readable SentencePiece model (truncated or garbled protobuf: {exc})")
+        problem = f"is not a readable SentencePiece model (truncated or garbled protobuf: {exc})"
+        raise TokenizerFileError(path, problem) from None
     if not proto.pieces:
         raise TokenizerFileError(path, "is a protobuf without pieces: not a SentencePiece model")
     return model_data(proto, path)

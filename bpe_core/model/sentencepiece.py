@@ -62,6 +62,7 @@ class SpmModel:
     prefix_after_special: bool = False  # llama.cpp: the prefix space also after each special/user token
     split_newlines: bool = False  # GGUF gemma4: BPE inside runs of "\n" and runs of other characters
     unk_surface: str = UNK_SURFACE
+    frozen_users: bool = False  # USER_DEFINED pieces frozen in the normalized text also outside sentencepiece's rules
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def identity(self) -> dict:
@@ -83,6 +84,23 @@ class SpmModel:
             "charsmap": hashlib.sha256(self.charsmap).hexdigest(),
             "prefix_after_special": self.prefix_after_special,
             "split_newlines": self.split_newlines,
+            "frozen_users": self.frozen_users,
+        }
+
+    def describe(self) -> dict:
+        """What ``beam-bpe info`` shows of the model."""
+        return {
+            "rules": self.rules,
+            "pieces": len(self.pieces),
+            "merges": len(self.merges) if self.rules == "merges" else None,
+            "byte_fallback": self.byte_fallback,
+            "unk_id": self.unk_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "add_dummy_prefix": self.add_dummy_prefix,
+            "remove_extra_whitespaces": self.remove_extra_whitespaces,
+            "precompiled_charsmap": bool(self.charsmap),
+            "treat_whitespace_as_suffix": self.treat_whitespace_as_suffix,
         }
 
     # ------------------------------------------------------------------------------------------- tables
@@ -117,7 +135,7 @@ class SpmModel:
     @cached_property
     def user_matcher(self) -> re.Pattern | None:
         """sentencepiece: the USER_DEFINED pieces, longest first (its PrefixMatcher)."""
-        if self.rules != "sentencepiece":
+        if self.rules != "sentencepiece" and not self.frozen_users:
             return None
         users = sorted({p for p, t in zip(self.pieces, self.types, strict=True) if t == USER_DEFINED}, key=len)
         return re.compile("|".join(re.escape(u) for u in reversed(users))) if users else None
@@ -201,6 +219,11 @@ class SpmModel:
 
         for i in range(1, n):
             add(i - 1, i)
+        self._run(heap, pieces, nxt, prv, add)
+        return self._finish(pieces, nxt, rev)
+
+    @staticmethod
+    def _run(heap: list, pieces: list[str], nxt: list[int], prv: list[int], add) -> None:
         while heap:
             _, left, right, size = heapq.heappop(heap)
             if not pieces[left] or not pieces[right] or len(pieces[left]) + len(pieces[right]) != size:
@@ -212,6 +235,8 @@ class SpmModel:
                 prv[nxt[right]] = left
             add(prv[left], left)
             add(left, nxt[left])
+
+    def _finish(self, pieces: list[str], nxt: list[int], rev: dict) -> list[int]:
         out: list[int] = []
         i = 0
         prev_unk = False
@@ -270,36 +295,19 @@ class SpmModel:
 
 def normalize_spm(model: SpmModel, text: str, prefix: bool) -> str:
     """sentencepiece's ``Normalizer::Normalize`` (normalizer.cc), character for character."""
-    trie = model.charsmap_trie
-    matcher = model.user_matcher
-    escape = model.escape_whitespaces
-    remove = model.remove_extra_whitespaces
-    pos = 0
-    n = len(text)
-    data = text.encode("utf-8", "surrogatepass") if trie is not None else None
-
-    def prefix_at(i: int) -> tuple[str, int]:
-        if matcher is not None:
-            m = matcher.match(text, i)
-            if m:
-                return m.group(), m.end() - i
-        if trie is not None:
-            return trie.normalize_prefix(text, i, data)
-        return text[i], 1
-
-    if remove:
-        while pos < n:
-            s, used = prefix_at(pos)
-            if s != " ":
-                break
-            pos += used
+    prefix_at = _prefix_reader(model, text)
+    escape, remove = model.escape_whitespaces, model.remove_extra_whitespaces
+    pos, n = 0, len(text)
+    while remove and pos < n:
+        s, used = prefix_at(pos)
+        if s != " ":
+            break
+        pos += used
     if pos >= n:
         return ""
-    out: list[str] = []
     space = SPACE if escape else " "
     dummy = prefix and model.add_dummy_prefix
-    if dummy and not model.treat_whitespace_as_suffix:
-        out.append(space)
+    out: list[str] = [space] if dummy and not model.treat_whitespace_as_suffix else []
     prev_space = remove
     while pos < n:
         s, used = prefix_at(pos)
@@ -309,15 +317,28 @@ def normalize_spm(model: SpmModel, text: str, prefix: bool) -> str:
             out.append(s.replace(" ", SPACE) if escape else s)
             prev_space = s.endswith(" ")
         pos += used
-        if not remove:
-            prev_space = False
+        prev_space = prev_space and remove
     result = "".join(out)
-    if remove:
-        while result.endswith(space):
-            result = result[: -len(space)]
-    if dummy and model.treat_whitespace_as_suffix:
-        result += space
-    return result
+    while remove and result.endswith(space):
+        result = result[: -len(space)]
+    return result + space if dummy and model.treat_whitespace_as_suffix else result
+
+
+def _prefix_reader(model: SpmModel, text: str):
+    """``NormalizePrefix``: (replacement, characters consumed) at a position: a USER_DEFINED piece as it is, else
+    the charsmap's longest match, else the character."""
+    trie, matcher = model.charsmap_trie, model.user_matcher
+
+    def prefix_at(i: int) -> tuple[str, int]:
+        if matcher is not None:
+            m = matcher.match(text, i)
+            if m:
+                return m.group(), m.end() - i
+        if trie is not None:
+            return trie.normalize_prefix(text, i)
+        return text[i], 1
+
+    return prefix_at
 
 
 class PrecompiledCharsmap:

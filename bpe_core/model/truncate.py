@@ -16,10 +16,11 @@ True
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from bpe_core.model.data import TokenizerLike as Tokenizer  # annotations only: no import of tokenizer
+# A bpe_core.Tokenizer, read through its public attributes (typed Any: this module imports neither it nor
+# model/data.py, whose annotations name superword.reference, which re-exports word_model_arguments from here).
+Tokenizer = Any
 
 
 def truncated_arguments(tok: Tokenizer, n_vocab: int) -> dict | None:
@@ -78,7 +79,7 @@ def _check_merge_order(tok: Tokenizer, vocab: dict[int, bytes]) -> list[tuple[in
         raise _refuse("its BPE ids are not contiguous from 0")
     if any(len(vocab[i]) != 1 for i in range(min(256, len(vocab)))) or len(vocab) < 256:
         raise _refuse("ids 0-255 are not the 256 single bytes")
-    unreachable = getattr(tok, "_unreachable", frozenset())
+    unreachable = [i for i in sorted(vocab) if vocab[i] and tok.token_id(vocab[i]) != i]  # spelled as raw text
     if unreachable:
         raise _refuse(f"{len(unreachable)} of its tokens are made by no merge (e.g. id {min(unreachable)})")
     if tok.kind == "ranks":

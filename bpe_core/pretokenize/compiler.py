@@ -6,7 +6,10 @@ behind one-character lookaheads, as llama.cpp's ``((?=[\\p{L}])([^a-z]))``), rep
 ``{m}``, ``{m,n}``, ``{m,}``, greedy or possessive; ``(?:...)``, ``(?i:...)`` and capturing groups, optional or not;
 one-character lookaheads ``(?!\\S)``; ``$``. Anything else (lazy quantifiers, lookbehind, backreferences, inline
 flags, an alternative that can match the empty string, ...) is not compiled: :func:`compile_patterns` returns None
-and the `regex` module splits, as before.
+and the `regex` module splits, as before. A pattern that backtracks without
+bound (``a+a+a+a+a+b``: adjacent unbounded runs whose classes overlap) is bounded by the matcher's step budget
+(``pretok_rx.h``): past it the split raises ``PreTokenizeTimeout`` naming the patterns, in milliseconds (`regex`
+itself runs over its 10 s limit on 800 a's of that one).
 
 Every one-character atom becomes a class whose members are found by the `regex` module itself, over every code point
 (surrogates included): the native matcher and `regex` agree on every character by construction, whatever the
@@ -339,6 +342,6 @@ def native_name(patterns: tuple[str, ...]) -> str | None:
     compiled = compile_patterns(patterns)
     if compiled is not None and native.available() and hasattr(native._core, "pretok_compile"):
         ranges = [list(class_ranges(c)) for c in compiled.classes]
-        name = native._core.pretok_compile(list(compiled.program), ranges)
+        name = native._core.pretok_compile(list(compiled.program), ranges, repr(list(patterns)))
     _registered[patterns] = name
     return name

@@ -34,8 +34,6 @@ Runs are keyed here as the pipeline stores them: the token ids as little-endian 
 
 from __future__ import annotations
 
-import array
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,91 +42,58 @@ from typing import Any, NamedTuple
 from bpe_core.constants import TIE_BREAKS
 from bpe_core.model.merge_loop import hf_rank, run_merge_loop
 from bpe_core.model.merges import MergeTable, merge_ids
-from bpe_core.model.truncate import word_model_arguments as word_model_arguments  # the first level, re-exported
+from bpe_core.model.truncate import word_model_arguments
 from bpe_core.pretokenize.text import Text
 from bpe_core.pretokenize.text import as_str as _as_str
+from bpe_core.superword.runs import (
+    DEFAULT_RULE,
+    RULES,
+    RunColumns,
+    check_rule,
+    eligible_table,
+    is_eligible_token,
+    letter_table,
+    run_columns,
+    run_columns_to_dict,
+    run_ids,
+    run_key,
+)
 
-# The word model is a bpe_core.Tokenizer; it is typed Any here so that this module imports nothing that imports it
-# (tokenizer.py builds its superword engine from here).
+# The word model is a bpe_core.Tokenizer, or the first level of a superword tokenizer as a WordModel (its engine
+# builds one); typed Any here so that this module imports nothing that imports the Tokenizer.
 Tokenizer = Any
 
-# The eligibility rules (the artifact names its rule, so that a reader refuses one it does not know):
-# - "letter-run": a run is a maximal run of >= 2 consecutive pre-tokens that the word model encodes as one token each,
-#   and it counts (in training and in encoding) where one of its tokens holds a letter.
-# - "letter-token": fastboundlessbpe's rule: every pre-token of the run is one token holding a letter.
-# Measured on the shared corpora, cl100k, every 20th document held out (total tokens against the plain tokenizer of
-# the same size trained on the same documents; benchmarks/bench_superword.py): 16000/2000: letter-run 12.7% fewer,
-# letter-token 3.2%; 8000/2000: 8.1% and -0.2%; 8000/1000: 8.6% and 1.4%. Punctuation, digits and whitespace
-# pre-tokens (",", "\n   ") are single tokens without a letter: letter-token ends a run at each, so phrases like
-# "LORD, and" or "\n    return" never form.
-RULES = ("letter-run", "letter-token")
-DEFAULT_RULE = "letter-run"
+
+class WordModel(NamedTuple):
+    """What phase 2 reads of its word model: its level (tables and merges), its special-token finder, its
+    pre-tokenizer and its engine (``bpe_core.encode.engines``)."""
+
+    level: Any
+    finder: Any
+    pretokenizer: Any
+    engine: Any
 
 
-def run_key(ids: Sequence[int]) -> bytes:
-    """A run's key: its token ids as little-endian u32 (the ``chunk`` column of ``runs/``)."""
-    arr = array.array("I", ids)
-    if sys.byteorder != "little":  # pragma: no cover - no big-endian machine here
-        arr.byteswap()
-    return arr.tobytes()
-
-
-def run_ids(key: bytes) -> list[int]:
-    """The token ids of a run key (the inverse of :func:`run_key`)."""
-    if len(key) % 4:
-        raise ValueError(f"a run key is a whole number of little-endian u32 ids, got {len(key)} bytes")
-    arr = array.array("I")
-    arr.frombytes(key)
-    if sys.byteorder != "little":  # pragma: no cover
-        arr.byteswap()
-    return arr.tolist()
-
-
-def is_eligible_token(data: bytes | None) -> bool:
-    """True where a pre-token that is exactly this token may join a run: valid UTF-8 holding a letter (\\p{L})."""
-    if not data:
-        return False
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return any(ch.isalpha() for ch in text)
-
-
-def letter_table(token_bytes: Sequence[bytes | None]) -> bytearray:
-    """One flag per id: :func:`is_eligible_token` of its bytes (valid UTF-8 holding a letter)."""
-    return bytearray(is_eligible_token(b) for b in token_bytes)
-
-
-def eligible_table(token_bytes: Sequence[bytes | None], rule: str = DEFAULT_RULE) -> bytearray:
-    """One flag per id: may a whole pre-token that is this one token join a run under ``rule``."""
-    check_rule(rule)
-    if rule == "letter-token":
-        return letter_table(token_bytes)
-    return bytearray(1 if b else 0 for b in token_bytes)
-
-
-def check_rule(rule: str) -> str:
-    if rule not in RULES:
-        raise ValueError(f"superword eligibility rule must be one of {RULES}, got {rule!r}")
-    return rule
+def word_model_of(word_model: Tokenizer | WordModel) -> WordModel:
+    """A Tokenizer's first level as a WordModel (through its public attributes); a WordModel as it is."""
+    if isinstance(word_model, WordModel):
+        return word_model
+    return WordModel(word_model.levels[0], word_model.token_finder, word_model.pretokenizer, word_model.engine)
 
 
 def word_pieces(word_model: Tokenizer, text: Text, allowed: frozenset[str] = frozenset()) -> list[list[int] | int]:
     """The word model's ids of each pre-token of ``text`` (a list per pre-token); a special or added token found in
     the text is its id alone (an int), which ends any run. Pure Python: the word model's merge table, no cache."""
-    if word_model.pretokenizer is None:
+    word = word_model_of(word_model)
+    if word.pretokenizer is None:
         raise ValueError("a superword tokenizer needs a word model with a pre-tokenizer: runs are runs of pre-tokens")
     out: list[list[int] | int] = []
-    lookup = word_model._pairs.__getitem__
-    byte_ids = word_model._byte_ids
-    for segment in word_model._finder.segments(_as_str(text), allowed):
+    for segment in word.finder.segments(_as_str(text), allowed):
         if isinstance(segment, int):
             out.append(segment)
             continue
-        for piece in word_model.pretokenizer.split(segment):
-            data = piece.encode("utf-8", "surrogateescape")
-            out.append(merge_ids([byte_ids[b] for b in data], lookup))
+        for piece in word.pretokenizer.split(segment):
+            out.append(word.level.merge_bytes(piece.encode("utf-8", "surrogateescape")))
     return out
 
 
@@ -161,9 +126,10 @@ def count_runs(texts: Iterable[Text], word_model: Tokenizer, rule: str = DEFAULT
 
     >>> # count_runs(["the cat sat"], word_model) == {run_key([id_the, id_cat, id_sat]): 1}
     """
+    word = word_model_of(word_model)
     counts: Counter[bytes] = Counter()
     for text in texts:
-        for item in split_runs(word_pieces(word_model, text), word_model._id_to_bytes, rule):
+        for item in split_runs(word_pieces(word, text), word.level.token_bytes, rule):
             if isinstance(item, tuple):
                 counts[run_key(item)] += 1
     return dict(counts)
@@ -235,7 +201,8 @@ def encode_reference(
     """Superword encoding, the oracle: word-model ids per pre-token, then supermerges over each run that counts."""
     lookup = supermerges.pairs().__getitem__
     out: list[int] = []
-    for item in split_runs(word_pieces(word_model, text, allowed), word_model._id_to_bytes, supermerges.rule):
+    word = word_model_of(word_model)
+    for item in split_runs(word_pieces(word, text, allowed), word.level.token_bytes, supermerges.rule):
         if isinstance(item, tuple):
             out += merge_ids(list(item), lookup)
         else:
@@ -275,57 +242,24 @@ def train_supermerges(
     )  # fmt: skip
 
 
-class RunColumns(NamedTuple):
-    """Runs as three columns: ``ids`` (uint32, the runs' word-model ids one after another), ``offsets`` (int64,
-    ``n + 1``: run ``i`` is ``ids[offsets[i]:offsets[i + 1]]``) and ``counts`` (int64)."""
-
-    ids: Any
-    offsets: Any
-    counts: Any
-
-    def __len__(self) -> int:  # runs, not fields
-        return len(self.counts)
-
-
-def run_columns_to_dict(columns: RunColumns) -> dict[bytes, int]:
-    """The columns as a dict keyed by :func:`run_key` (tests and the reference's backend)."""
-    import numpy as np
-
-    data, o = np.asarray(columns.ids, dtype="<u4").tobytes(), columns.offsets
-    return {data[4 * o[i] : 4 * o[i + 1]]: int(c) for i, c in enumerate(columns.counts)}
-
-
-def run_columns(run_counts: Mapping[bytes, int]) -> RunColumns:
-    """Runs as columns, sorted by key: (ids uint32, offsets int64, counts int64)."""
-    import numpy as np
-
-    keys = sorted(run_counts)
-    for key in keys:
-        if len(key) % 4:
-            raise ValueError(f"a run key is a whole number of little-endian u32 ids, got {len(key)} bytes: {key!r}")
-    ids = np.frombuffer(b"".join(keys), dtype="<u4").astype(np.uint32, copy=False)
-    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum([len(k) // 4 for k in keys], out=offsets[1:])
-    counts = np.array([run_counts[k] for k in keys], dtype=np.int64)
-    return RunColumns(ids, offsets, counts)
-
-
 class SuperwordPass:
     """The native superword pass over a word model's flat output (``_native/superword.cpp``), built once per
     tokenizer. ``native_pass`` is None where the core cannot align ids with pieces (no hand-written pre-tokenizer,
     a normalizer, or no native core): the callers then take the reference."""
 
-    def __init__(self, word_model: Tokenizer, supermerges: Supermerges | None, rule: str | None = None) -> None:
+    def __init__(
+        self, word_model: Tokenizer | WordModel, supermerges: Supermerges | None, rule: str | None = None
+    ) -> None:
         from bpe_core import native
 
-        self.word_model = word_model
+        self.word = word = word_model_of(word_model)
         self.supermerges = supermerges
         self.rule = check_rule(rule or (supermerges.rule if supermerges else DEFAULT_RULE))
-        pre = word_model.pretokenizer
+        pre = word.pretokenizer
         kind = None if pre is None or pre.normalizer else getattr(pre, "native_kind", None)
         self.native_pass = None
-        if kind is not None and native.available() and word_model.backend == "native":
-            id_to_bytes = word_model._id_to_bytes
+        if kind is not None and native.available() and word.engine.name == "native":
+            id_to_bytes = word.level.token_bytes
             merges = supermerges.merges if supermerges else ()
             results = supermerges.results if supermerges else ()
             self.native_pass = native.core().SuperwordPass(
@@ -344,11 +278,18 @@ class SuperwordPass:
         word model's flat ids of them."""
         import numpy as np
 
+        from bpe_core import native
+
         docs = [t if type(t) is str or type(t) is bytes else _as_str(t) for t in texts]
-        if word_flat is None:
-            ids, id_offsets = self.word_model.encode_ordinary_flat(docs, num_threads=num_threads)
-        else:
+        if word_flat is not None:
             ids, id_offsets = word_flat(docs)
+        elif self.word.engine.splits_whole_texts(frozenset()):
+            ids, id_offsets = self.word.engine.flat(docs, frozenset(), native.resolve_threads(num_threads), np.uint32)
+        else:
+            lists = self.word.engine.batch(docs, frozenset(), frozenset(), native.resolve_threads(num_threads))
+            id_offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+            np.cumsum([len(x) for x in lists], out=id_offsets[1:])
+            ids = np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(id_offsets[-1]))
         return docs, np.ascontiguousarray(ids, dtype=np.uint32), np.asarray(id_offsets, dtype=np.int64)
 
     def encode_flat(self, texts: Sequence[Text], num_threads: int | None = None, word_flat=None):
@@ -362,7 +303,7 @@ class SuperwordPass:
             return out, offsets
         lists = [out[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
         for i in failed.tolist():
-            lists[i] = encode_reference(self.word_model, self.supermerges, docs[i])
+            lists[i] = encode_reference(self.word, self.supermerges, docs[i])
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)
         np.cumsum([len(x) for x in lists], out=offsets[1:])
         return np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(offsets[-1])), offsets
@@ -370,7 +311,7 @@ class SuperwordPass:
     def count_runs(self, texts: Sequence[Text], num_threads: int | None = None) -> dict[bytes, int]:
         """:func:`count_runs` through the native pass (documents it cannot align go through the reference)."""
         if self.native_pass is None:
-            return count_runs(texts, self.word_model, self.rule)
+            return count_runs(texts, self.word, self.rule)
         texts = list(texts)
         docs, ids, id_offsets = self._word_ids(texts, num_threads)
         run_ids_, run_offsets, counts, failed = self.native_pass.count_texts(docs, ids, id_offsets)
@@ -380,114 +321,13 @@ class SuperwordPass:
             {keys[a:b]: int(c) for a, b, c in zip(bounds[:-1], bounds[1:], counts.tolist(), strict=True)}
         )
         if len(failed):
-            out.update(count_runs([docs[i] for i in failed.tolist()], self.word_model, self.rule))
+            out.update(count_runs([docs[i] for i in failed.tolist()], self.word, self.rule))
         return dict(out)
 
 
-class SuperwordBackend:
-    """The engine of a superword tokenizer (``Tokenizer._backend``, see bpe_core/encode/engines.py): the word model's
-    engine for the ids of each pre-token, then the superword pass (native where it aligns, else the reference);
-    decoding is ``plain``'s, the tokenizer's own engine over the whole vocabulary."""
-
-    def __init__(self, tok: Tokenizer, plain: Any, word_model: Tokenizer) -> None:
-        import weakref
-
-        self._tok = weakref.proxy(tok)
-        self._plain = plain
-        self._word = word_model
-        self.name = plain.name
-        self._pass = SuperwordPass(word_model, tok.superword)
-
-    @property
-    def kind(self) -> str | None:
-        return getattr(self._word._backend, "kind", None)
-
-    def encoder(self) -> Any:
-        return self._word._backend.encoder()
-
-    def decoder(self) -> Any:
-        return self._plain.decoder()
-
-    # ------------------------------------------------------------------------------------------- encoding
-    def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
-        self._tok._finder.check_disallowed(_as_str(text), disallowed)
-        return self._segments(text, allowed)
-
-    def encode_ordinary(self, text: Text) -> list[int]:
-        return self._segments(text, frozenset())
-
-    def _segments(self, text: Text, allowed: frozenset[str]) -> list[int]:
-        """Bytes stay bytes to the pass (invalid UTF-8 reads as its surrogateescape characters, as the plain engine
-        reads it); a str's lone surrogates read as U+FFFD (the reference, through as_str)."""
-        sup = self._tok.superword
-        raw = isinstance(text, (bytes, bytearray, memoryview))
-        if raw:
-            text = bytes(text)
-        if self._pass.native_pass is None:
-            return encode_reference(self._word, sup, text, allowed)
-        segments = list(self._tok._finder.segments(_as_str(text), allowed))
-        pieces = [s.encode("utf-8", "surrogateescape") if raw else s for s in segments if not isinstance(s, int)]
-        ids, offsets = self._pass.encode_flat(pieces, 1)
-        bounds = offsets.tolist()
-        out: list[int] = []
-        k = 0
-        for s in segments:
-            if isinstance(s, int):
-                out.append(s)
-            else:
-                out += ids[bounds[k] : bounds[k + 1]].tolist()
-                k += 1
-        return out
-
-    def batch(
-        self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
-    ) -> list[list[int]]:
-        texts = list(texts)
-        if not self.splits_whole_texts(allowed):
-            return [self.encode(t, allowed, disallowed) for t in texts]
-        for text in texts if disallowed else ():
-            self._tok._finder.check_disallowed(_as_str(text), disallowed)
-        ids, offsets = self._pass.encode_flat(texts, threads)
-        bounds = offsets.tolist()
-        return [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-    def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
-        return self._pass.native_pass is not None and self._word._backend.splits_whole_texts(allowed)
-
-    def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: Any) -> tuple:
-        for text in texts if disallowed else ():
-            self._tok._finder.check_disallowed(_as_str(text), disallowed)
-        ids, offsets = self._pass.encode_flat(texts, threads)
-        return ids.astype(dtype, copy=False), offsets
-
-    def flat_arrow(
-        self, offsets_addr: int, width: int, data_addr: int, data_size: int, n: int, threads: int, dtype: Any
-    ) -> tuple:
-        """The Arrow array read in place by the word model's engine, its bytes viewed for the pass."""
-        import ctypes
-
-        import numpy as np
-
-        result = self._word._backend.flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, np.uint32)
-        if result[0] is None:
-            return result
-        kind = ctypes.c_int64 if width == 8 else ctypes.c_int32
-        offsets = np.ctypeslib.as_array((kind * (n + 1)).from_address(offsets_addr)).astype(np.int64)
-        data = np.ctypeslib.as_array((ctypes.c_uint8 * max(data_size, 1)).from_address(data_addr or 1))
-        data = data[offsets[0] : offsets[-1]] if data_size else np.zeros(0, dtype=np.uint8)
-        texts = [bytes(data[a:b]) for a, b in zip((offsets - offsets[0])[:-1], (offsets - offsets[0])[1:], strict=True)]
-        ids, out_offsets = self._pass.encode_flat(texts, threads, word_flat=lambda _docs: (result[0], result[1]))
-        return ids.astype(dtype, copy=False), out_offsets
-
-    def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
-        return self._word._backend.merge_piece(data, stats)
-
-    # ------------------------------------------------------------------------------------------- decoding
-    def decode_bytes(self, ids: Sequence) -> bytes | None:
-        return self._plain.decode_bytes(ids)
-
-    def decode_flat(self, ids: Any, offsets: Any, errors: str) -> list[str]:
-        return self._plain.decode_flat(ids, offsets, errors)
-
-    def stream_state(self, errors: str, skip_special: bool) -> Any:
-        return self._plain.stream_state(errors, skip_special)
+__all__ = [
+    "DEFAULT_RULE", "RULES", "RunColumns", "Supermerges", "SuperwordPass", "WordModel", "check_rule", "count_runs",
+    "eligible_table", "encode_reference", "is_eligible_token", "letter_table", "run_columns", "run_columns_to_dict",
+    "run_ids", "run_key", "split_runs", "train_supermerges", "train_supermerges_reference", "word_model_arguments",
+    "word_model_of", "word_pieces",
+]  # fmt: skip

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pipeline.corpus.formats import FORMATS as CORPUS_FORMATS
 from pipeline.corpus.names import AUTO, format_of_name
 from pipeline.corpus.plan import (
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -29,6 +30,7 @@ from pipeline.errors import CorpusError, UsageError
 from pipeline.launch.sizes import size_argument
 
 VERBOSE_ENV = "BEAM_BPE_VERBOSE"
+_SUFFIXES_HELP = ", ".join("/".join(f.suffixes) for f in CORPUS_FORMATS.values())  # .txt/.text/.md/.rst, ...
 
 
 BEAM_OPTIONS = """any other --flag is a Beam pipeline option and passes through, e.g. --runner FnApiRunner (the
@@ -81,7 +83,7 @@ def add_corpus_arguments(p: argparse.ArgumentParser, *, title: str, range_help: 
         "--input", action="append", default=[], metavar="GLOB", help="file, directory, glob or fsspec URL (repeatable)"
     )
     src.add_argument("--format", choices=FORMATS, default=None,
-                     help="default: each file's own name (.jsonl/.json/.ndjson, .txt/.text/.md/.rst, .parquet/.pq, "
+                     help=f"default: each file's own name ({_SUFFIXES_HELP}, "
                           "each optionally .gz/.bz2/.zst); a file whose name says none is refused unless --format "
                           "is given (every file is then read as that format)")  # fmt: skip
     src.add_argument(

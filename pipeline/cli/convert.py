@@ -20,6 +20,7 @@ import warnings
 from bpe_core import Tokenizer
 from pipeline.errors import UsageError
 
+# --out's suffix -> what it writes; the suffixes are those of the tokenizer-file registry (bpe_core/formats/detect.py)
 SUFFIXES = {".bpe": "tokenizer.bpe", ".json": "tokenizer.json", ".tiktoken": ".tiktoken rank file"}
 FOLDER = "vocab.json + merges.txt"
 

@@ -11,12 +11,16 @@ files read as JSONL gave "encoded 0 of 6 documents" and exit 0.
 
 from __future__ import annotations
 
+from pipeline.corpus.formats import FORMATS
 from pipeline.errors import CorpusError
 
 AUTO = "auto"  # CorpusSpec.format: each file's format from its name
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst")
-FORMAT_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".text": "text",
-                   ".md": "text", ".rst": "text", ".parquet": "parquet", ".pq": "parquet"}  # fmt: skip
+
+
+def format_suffixes() -> dict[str, str]:
+    """Suffix -> format, from the registry (``pipeline/corpus/formats/__init__.py``)."""
+    return {suffix: f.name for f in FORMATS.values() for suffix in f.suffixes}
 
 
 def format_of_name(path: str) -> str | None:
@@ -24,17 +28,17 @@ def format_of_name(path: str) -> str | None:
     name = path.rstrip("/").rsplit("/", 1)[-1].lower()
     for ext in COMPRESSION_SUFFIXES:
         name = name.removesuffix(ext)
-    return FORMAT_SUFFIXES.get("." + name.rsplit(".", 1)[-1]) if "." in name else None
+    return format_suffixes().get("." + name.rsplit(".", 1)[-1]) if "." in name else None
 
 
 def format_of_file(path: str) -> str:
     """The format of one input file under ``--format auto``; a name that says none is refused, naming the file."""
     found = format_of_name(path)
     if found is None:
-        known = ", ".join(FORMAT_SUFFIXES)
+        known = ", ".join(format_suffixes())
         raise CorpusError(
             f"{path}: its name says no input format (known suffixes: {known}, each optionally .gz/.bz2/.zst), and "
-            "no --format was given: rename it, leave it out of --input, or give --format text|jsonl|parquet to read "
+            f"no --format was given: rename it, leave it out of --input, or give --format {'|'.join(FORMATS)} to read "
             "every input file as that format"
         )
     return found

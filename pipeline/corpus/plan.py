@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 import fsspec
 import pyarrow.parquet as pq
 
+from pipeline.corpus.formats import FORMATS as CORPUS_FORMATS
 from pipeline.corpus.names import AUTO, format_of_file
-from pipeline.corpus.records import CorpusRange
+from pipeline.corpus.records import ROW, CorpusRange
 from pipeline.errors import CorpusError, NothingWrittenError
 from pipeline.storage.paths import full_url, is_url
 
-FORMATS = ("text", "jsonl", "parquet")
+FORMATS = tuple(CORPUS_FORMATS)  # the registry (pipeline/corpus/formats/__init__.py): --format's choices
 TEXT_UNITS = ("line", "file")
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 # 4 MiB ranges: a 50 MB file spreads over 12 workers, and a range (plus its Python strings) stays small in memory.
@@ -50,7 +51,7 @@ class CorpusSpec:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS and self.format != AUTO:
+        if self.format not in CORPUS_FORMATS and self.format != AUTO:
             raise CorpusError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.text_unit not in TEXT_UNITS:
             raise CorpusError(f"--text-unit must be one of {', '.join(TEXT_UNITS)}, got {self.text_unit!r}")
@@ -196,7 +197,7 @@ def _cut(source: SourceFile, source_index: int, spec: CorpusSpec, range_bytes: i
     common = {"source": source.path, "source_index": source_index, "weight": source.weight}
     if spec.format == AUTO:
         common["format"] = fmt
-    if fmt == "parquet":
+    if CORPUS_FORMATS[fmt].position_kind == ROW:  # rows: ranges are row groups
         return _row_group_ranges(source, first_index, common)
     if compression_of(source.path) or spec.text_unit == "file" or source.size == 0:
         return [CorpusRange(first_index, kind="file", start=0, end=source.size, **common)]

@@ -15,5 +15,8 @@ streams.py      hashed, complete-or-absent files (HashedStream, ShardFiles, writ
 resume.py       the job's identity and fingerprint; finish, resume, refuse or start afresh; complete shards
 manifest.py     manifest.json from the shards' stats; the summary line
 readback.py     load_manifest, iter_documents, find_document (decode --shards)
+integrity.py    what a resume checks before it adopts a shard, and a run before it writes COMPLETED
+several.py      one read, several tokenizers: OUT/<stem>/ each (encode --tokenizer A --tokenizer B)
+count_tokens.py count-tokens as a Beam job
 formats/        one module per shard format and the registry FORMATS (formats/__init__.py)
 """

@@ -28,9 +28,9 @@ import posixpath
 from dataclasses import dataclass, field
 
 import fsspec
-import numpy as np
 
-from pipeline.encode.formats import FORMATS
+from pipeline.encode.audit_documents import check_documents
+from pipeline.encode.audit_sample import compare_sample
 from pipeline.encode.layout import JOB_FILE, STATS_DIR
 from pipeline.encode.receipts import fingerprint_of, receipts_of, run_hash_of
 from pipeline.encode.resume import sha256_json
@@ -81,10 +81,26 @@ def audit_output(out: str, *, sample: int = 0, seed: int = 0) -> Audit:
             _check_file(audit, name, record)
     _check_unexpected(audit, manifest, receipts)
     _check_ranges(audit, manifest, receipts)
-    from pipeline.encode.audit_documents import check_documents
-
-    check_documents(audit, manifest, receipts, sample=sample, seed=seed)
+    picked = check_documents(audit, manifest, receipts, sample=sample, seed=seed)
+    if sample:
+        compare_sample(audit, manifest, receipts, picked)
+    _check_packs(audit, manifest)
     return audit
+
+
+def _check_packs(audit: Audit, manifest: dict) -> None:
+    """The pack indexes beside the shards (``packs/<L>/``): each file against ``pack.json``, its totals against the
+    output's."""
+    from pipeline.encode.packing import pack_receipts
+
+    try:
+        files, problems = pack_receipts(audit.out, manifest)
+    except (OSError, ValueError, KeyError) as exc:
+        audit.problems.append(f"packs/: unreadable pack record ({exc!r})")
+        return
+    audit.problems.extend(problems)
+    for name, record in sorted(files.items()):
+        _check_file(audit, name, record)
 
 
 def _manifest(audit: Audit) -> dict | None:
@@ -220,30 +236,3 @@ def _check_overlaps(audit: Audit, by_source: dict) -> None:
 
 def _range_text(r: dict) -> str:
     return f"{r['source']} {r.get('kind', '')} {r.get('start', '')}..{r.get('end', '')}".strip()
-
-
-def parse_doc_id(doc_id: str) -> tuple[str, int] | None:
-    """``(source, position)`` of ``path@123`` / ``path#45``, or None where it is not such an id. The separator is
-    not taken from the shard: one shard may hold ranges of a JSONL file (offsets) and of a Parquet file (rows)."""
-    cut = max(doc_id.rfind("@"), doc_id.rfind("#"))
-    position = doc_id[cut + 1 :]
-    return (doc_id[:cut], int(position)) if cut > 0 and position.isdigit() else None
-
-
-def format_reader(shard_format: str):
-    """The format's reader of ``(doc_id, ids)``, or None where its shards keep no document ids."""
-    fmt = FORMATS.get(shard_format)
-    return None if fmt is None else fmt.reader
-
-
-def ids_differ(a: np.ndarray, b: np.ndarray) -> str | None:
-    """Where two id sequences first differ, in words, or None where they are equal."""
-    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    n = min(a.size, b.size)
-    diff = np.flatnonzero(a[:n] != b[:n])
-    if diff.size:
-        k = int(diff[0])
-        return f"ids differ at position {k}: the shard has {int(a[k])}, the encoder gives {int(b[k])}"
-    if a.size != b.size:
-        return f"the shard has {a.size} ids, the encoder gives {b.size}"
-    return None

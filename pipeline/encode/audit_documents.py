@@ -18,14 +18,14 @@ import pyarrow.compute as pc
 
 from pipeline.corpus.plan import AUTO, CorpusSpec, format_of_file
 from pipeline.corpus.records import CorpusRange
-from pipeline.encode.audit import parse_doc_id
 from pipeline.encode.formats import FORMATS
 from pipeline.storage.paths import join
 
 MAX_LINES = 20  # problems of one kind named per shard; the rest are counted
 
 
-def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int) -> None:
+def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int) -> list:
+    """Walk every shard's documents against its ranges; return the sampled ones: ``(shard, doc_id, range, ids)``."""
     shard_format = manifest["settings"]["shard_format"]
     fmt = FORMATS.get(shard_format)
     if fmt is None or fmt.reader is None:
@@ -33,7 +33,7 @@ def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed:
             f"{shard_format} shards keep no document ids: each document once and --sample were not checked "
             "(the files, the ranges and the counts were)"
         )
-        return
+        return []
     batches_of = fmt.doc_batches or functools.partial(_batches_from_reader, fmt.reader)
     wanted = _draw(sum(s["documents"] for s in receipts["shards"]), sample, seed)
     owners = _range_owners(receipts)
@@ -59,10 +59,7 @@ def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed:
             continue
         walk.finish()
         audit.checked["documents"] += walk.seen
-    if sample:
-        from pipeline.encode.audit_sample import compare_sample
-
-        compare_sample(audit, manifest, receipts, picked)
+    return picked
 
 
 def _batches_from_reader(reader, prefix: str, shard: dict, size: int = 8192):
@@ -78,6 +75,14 @@ def _batches_from_reader(reader, prefix: str, shard: dict, size: int = 8192):
             values = np.concatenate(ids) if ids else np.zeros(0, np.int64)
             yield pa.array(doc_ids, pa.string()), (lambda v=values, o=offsets: (v, o))
             doc_ids, ids = [], []
+
+
+def parse_doc_id(doc_id: str) -> tuple[str, int] | None:
+    """``(source, position)`` of ``path@123`` / ``path#45``, or None where it is not such an id. The separator is
+    not taken from the shard: one shard may hold ranges of a JSONL file (offsets) and of a Parquet file (rows)."""
+    cut = max(doc_id.rfind("@"), doc_id.rfind("#"))
+    position = doc_id[cut + 1 :]
+    return (doc_id[:cut], int(position)) if cut > 0 and position.isdigit() else None
 
 
 def _draw(total: int, sample: int, seed: int) -> np.ndarray:

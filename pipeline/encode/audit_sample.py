@@ -8,9 +8,10 @@ No pipeline runs (``encode_batch`` lives beside its DoFn, so Beam is imported).
 
 from __future__ import annotations
 
+import numpy as np
+
 from pipeline.corpus.readers import read_range
-from pipeline.encode.audit import ids_differ, parse_doc_id
-from pipeline.encode.audit_documents import corpus_range, corpus_spec_of
+from pipeline.encode.audit_documents import corpus_range, corpus_spec_of, parse_doc_id
 from pipeline.encode.documents import encode_batch
 from pipeline.encode.policy import EncodePolicy
 from pipeline.storage.identity import input_identity
@@ -90,3 +91,16 @@ def _reachable(audit, source: str, recorded: dict | None) -> bool:
             f"{now['version']}; a copy, or edited at the same size): its documents compared all the same"
         )
     return True
+
+
+def ids_differ(a: np.ndarray, b: np.ndarray) -> str | None:
+    """Where two id sequences first differ, in words, or None where they are equal."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    n = min(a.size, b.size)
+    diff = np.flatnonzero(a[:n] != b[:n])
+    if diff.size:
+        k = int(diff[0])
+        return f"ids differ at position {k}: the shard has {int(a[k])}, the encoder gives {int(b[k])}"
+    if a.size != b.size:
+        return f"the shard has {a.size} ids, the encoder gives {b.size}"
+    return None

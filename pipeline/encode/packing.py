@@ -267,3 +267,23 @@ def pack_names(out: str) -> list[int]:
         return []
     names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
     return sorted(int(n) for n in names if n.isdigit() and exists(join(out, PACK_DIR, n, COMPLETED)))
+
+
+def pack_receipts(out: str, manifest: dict) -> tuple[dict[str, dict], list[str]]:
+    """For ``beam-bpe verify``: every file of every finished pack with its recorded size and sha256 (names relative
+    to ``out``), and the problems found in the packs' own records (totals that disagree with the output's)."""
+    files: dict[str, dict] = {}
+    problems = []
+    for length in pack_names(out):
+        pack = load_pack(out, length)
+        base = f"{PACK_DIR}/{length}"
+        for entry in [*pack["files"], *pack.get("sequence_rows", [])]:
+            files[f"{base}/{entry['name']}"] = {"bytes": entry["bytes"], "sha256": entry["sha256"]}
+        for key, want in (("documents", manifest.get("documents_written")), ("tokens", manifest.get("tokens"))):
+            if want is not None and pack.get(key) != want:
+                problems.append(f"{base}/{PACK_MANIFEST}: {key} {pack.get(key)}, the output holds {want}")
+        if len(pack["files"]) != len(manifest["shards"]):
+            problems.append(
+                f"{base}/{PACK_MANIFEST}: {len(pack['files'])} index files for {len(manifest['shards'])} shards"
+            )
+    return files, problems

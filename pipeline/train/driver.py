@@ -64,6 +64,14 @@ class _StageHandler(logging.Handler):
         self.reporter.stage("memory", estimate=record.getMessage())
 
 
+def write_tokenizers(tok: Tokenizer, settings: TrainSettings, out_dir: str) -> dict:
+    """The manifest's ``artifacts`` (and, with several sizes, ``vocabularies``) of the tokenizer files of a trained
+    ``tok``: in ``out_dir`` for one size, in ``out_dir/v{N}/`` for each of several (``write_tokenizer_sizes``)."""
+    if len(settings.vocab_sizes) > 1:  # one merge loop to the largest size, each smaller one cut from it
+        return write_tokenizer_sizes(tok, settings, out_dir)
+    return {"artifacts": write_tokenizer_files(tok, out_dir)}
+
+
 def write_tokenizer_sizes(tok: Tokenizer, settings: TrainSettings, out_dir: str) -> dict:
     """The tokenizer of each of several sizes, cut from ``tok`` (trained to the largest) into ``out_dir/v{N}/``;
     return the manifest's ``artifacts`` (keyed ``v{N}/file``) and ``vocabularies`` (merges and n_vocab per size).
@@ -87,11 +95,11 @@ def write_tokenizer_sizes(tok: Tokenizer, settings: TrainSettings, out_dir: str)
 def write_tokenizer_files(tok: Tokenizer, out_dir: str) -> dict:
     """Write the artifact and its exports; return ``{file: {"sha256", "bytes"}}`` for the manifest.
 
-    ``tokenizer.json`` is written when ``Tokenizer.to_huggingface`` exists in the installed bpe_core.
+    A superword tokenizer is ``tokenizer.bpe`` alone: a rank file or ``tokenizer.json`` cannot hold its supermerges.
     """
     tok.save(join(out_dir, "tokenizer.bpe"))
-    tok.to_tiktoken(join(out_dir, "tokenizer.tiktoken"))
-    if hasattr(tok, "to_huggingface"):
+    if tok.superword is None:
+        tok.to_tiktoken(join(out_dir, "tokenizer.tiktoken"))
         tok.to_huggingface(join(out_dir, "tokenizer.json"))
     written = {}
     for name in TOKENIZER_FILES:

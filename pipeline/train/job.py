@@ -34,7 +34,7 @@ from pipeline.train.counts_files import (
     read_stats,
     write_missing_shards,
 )
-from pipeline.train.driver import TOKENIZER_FILES, train_tokenizer, write_tokenizer_files, write_tokenizer_sizes
+from pipeline.train.driver import TOKENIZER_FILES, train_tokenizer, write_tokenizers
 from pipeline.train.settings import TrainSettings
 
 if TYPE_CHECKING:
@@ -265,10 +265,7 @@ def _train_stage(counts_dir: str, job: TrainJob, reporter: Reporter) -> dict:
     reached = (
         {"vocab_size_reached": {"asked": s.vocab_size, "reached": tok.n_vocab}} if tok.n_vocab < s.vocab_size else {}
     )
-    if len(s.vocab_sizes) > 1:  # one merge loop to the largest size, each smaller one cut from it
-        written = write_tokenizer_sizes(tok, s, job.out)
-    else:
-        written = {"artifacts": write_tokenizer_files(tok, job.out)}
+    written = write_tokenizers(tok, s, job.out)
     seconds = round(time.perf_counter() - t1, 3)
     reporter.stage("train", merges=len(tok.merges), n_vocab=tok.n_vocab, seconds=seconds)
     return {

@@ -16,7 +16,6 @@ hands the rest to the merge loop as columns.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 from collections.abc import Iterator
@@ -256,7 +255,7 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     from bpe_core.train.trainer import superword_from_runs
     from pipeline.errors import UsageError
     from pipeline.train.counts_files import load_chunk_table, read_stats
-    from pipeline.train.driver import train_tokenizer
+    from pipeline.train.driver import train_tokenizer, write_tokenizers
 
     job, s = plan.job, plan.job.settings
     rule = "letter-run"
@@ -303,15 +302,7 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
     tok = superword_from_runs(
         word, runs, n, rule=rule, min_frequency=s.min_frequency, tie_break=s.tie_break, name=s.name
     )
-    artifacts, vocabularies = {}, {}
-    for size in s.vocab_sizes:
-        sub = tok.truncated(min(size, tok.n_vocab))
-        folder = f"v{size}/" if len(s.vocab_sizes) > 1 else ""
-        path = join(job.out, folder + "tokenizer.bpe")
-        sub.save(path)
-        data = read_bytes(path)
-        artifacts[folder + "tokenizer.bpe"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
-        vocabularies[folder.rstrip("/") or f"v{size}"] = {"vocab_size": size, "n_vocab": sub.n_vocab}
+    written = write_tokenizers(tok, s, job.out)
     if job.report:  # the plain tokenizer of each size from the same counts, for the report to show beside it
         counts, _ = load_chunk_table(plan.counts_dir, min_chunk_count=s.min_chunk_count, max_chunks=s.max_chunks)
         plain = train_tokenizer(counts, s, reporter)
@@ -329,7 +320,6 @@ def superword_stage(plan, beam_args: list[str], reporter) -> dict:
         **out,
         "merges": len(tok.merge_ids),
         "n_vocab": tok.n_vocab,
-        "artifacts": artifacts,
-        **({"vocabularies": vocabularies} if len(s.vocab_sizes) > 1 else {}),
+        **written,
         "train_seconds": seconds,
     }

@@ -49,6 +49,7 @@ def test_odd_node_is_carried_up_and_left_out_of_the_level_means():
     assert [(p.units, p.nodes, p.words) for p in curve] == [(1, 3, 1.0), (2, 1, 2.0), (3, 1, 3.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exponent", [0.5, 0.7])
 def test_tail_exponent_predicts_unique_words_of_a_zipf_corpus(exponent):
     """A 5% sample (8 of 160 units) predicts the words of all 160 units within 20%; the counted words come from

@@ -28,6 +28,7 @@ def test_adversarial_cases_match_tiktoken(preset):
     assert compared > 3000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("name", CORPORA)
 def test_corpus_documents_match_tiktoken(preset, name):

@@ -107,6 +107,7 @@ def docs_counts():
     return bpe_core.count_chunks(_docs_lines(), GPT2_HF_PATTERN)
 
 
+@pytest.mark.slow
 def test_huggingface_tie_break_reproduces_bpetrainer(docs_counts):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -128,6 +129,7 @@ def test_huggingface_tie_break_reproduces_bpetrainer(docs_counts):
     assert ours.merges == expected
 
 
+@pytest.mark.slow
 def test_ids_tie_break_reproduces_rustbpe(docs_counts):
     import rustbpe
 

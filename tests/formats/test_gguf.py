@@ -42,6 +42,7 @@ def test_llamacpp_cases_with_the_python_reference(name):
     assert [tok.encode_ordinary(c["text"]) for c in llamacpp_cases(name)] == [c["ids"] for c in llamacpp_cases(name)]
 
 
+@pytest.mark.slow
 def test_reader_agrees_with_the_gguf_package():
     path = str(data_path("llamacpp", "ggml-vocab-deepseek-coder.gguf"))
     reference = gguf.GGUFReader(path)

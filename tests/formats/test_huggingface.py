@@ -94,6 +94,7 @@ def test_shared_file_corpus_documents_match_tokenizers(name):
     assert assert_same_ids(ours, hf, docs, [f"{name} document {i}" for i in range(len(docs))]) >= min(50, len(docs))
 
 
+@pytest.mark.slow
 def test_shared_file_round_trips_through_to_huggingface(tmp_path):
     ours, hf = anthropic()
     out = tmp_path / "tokenizer.json"
@@ -146,6 +147,7 @@ def test_trained_tokenizer_with_normalizer_and_added_tokens_round_trips(tmp_path
     assert again.token_flags == ours.token_flags and again.added_tokens == ours.added_tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ("cl100k", "r50k", "o200k") if FULL else ("cl100k",))
 def test_rank_only_vocabulary_exported_matches_tiktoken(preset, tmp_path):
     """A .tiktoken vocabulary goes out with derived merges and ignore_merges (special ids with gaps kept)."""

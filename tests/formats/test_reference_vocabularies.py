@@ -21,6 +21,8 @@ from bpe_core import Tokenizer
 from bpe_core.formats.gguf_reader import read_gguf_metadata
 from bpe_core.model.bytelevel import unicode_to_bytes
 
+pytestmark = pytest.mark.slow  # real vocabularies against their peers: make test, not make test-core
+
 LLAMA = "llama-cpp-python-0.3.36"
 WHISPER = "openai-whisper-20250625"
 MODELS = "vendor/llama.cpp/models"

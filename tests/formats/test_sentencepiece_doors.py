@@ -73,3 +73,50 @@ def test_bos_and_eos_without_a_value_take_the_declared_tokens(where, bos, eos):
         path = reference_path("llama-cpp-python-0.3.36", f"vendor/llama.cpp/models/{where}")
     policy = resolve_policy(Tokenizer.from_file(str(path)), bos="auto", eos="auto")
     assert (policy.bos_id, policy.eos_id) == (bos, eos)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ("spm", "tokenizer.model.v1"),
+        ("spm", "mistral_instruct_tokenizer_240323.model.v3"),
+        ("spm", "ggml-vocab-llama-spm.gguf"),
+        "ggml-vocab-phi-3.gguf",
+        "ggml-vocab-gemma-4.gguf",
+    ],
+)
+def test_convert_to_tokenizer_json_gives_the_same_ids_under_hf_tokenizers(tmp_path, where):
+    tokenizers = pytest.importorskip("tokenizers")
+    if isinstance(where, tuple):
+        path = data_path(*where)
+    else:
+        path = reference_path("llama-cpp-python-0.3.36", f"vendor/llama.cpp/models/{where}")
+    out = tmp_path / "tokenizer.json"
+    assert main(["convert", "--tokenizer", str(path), "--out", str(out)]) == 0
+    tok = Tokenizer.from_file(str(path))
+    hf = tokenizers.Tokenizer.from_file(str(out))
+    # Not here: text spelling a USER_DEFINED piece ("[REFERENCE_DOC_1] x"): tokenizers drops the "▁" before it
+    docs = corpus("fortunes_multi", 200) + corpus("multi_udhr", 20) + ["  two spaces", "", "🤖\n\n\nx", "x [REF"]
+    expected = [tok.encode_ordinary(d) for d in docs]
+    assert [e.ids for e in hf.encode_batch(docs, add_special_tokens=False)] == expected
+    assert [hf.decode(e, skip_special_tokens=False) for e in expected[:50]] == [tok.decode(e) for e in expected[:50]]
+    back = Tokenizer.from_file(str(out))
+    assert [back.encode_ordinary(d) for d in docs] == expected
+
+
+@pytest.mark.parametrize("suffix", [".bpe", ".tiktoken"])
+def test_convert_refuses_what_a_target_cannot_hold(tmp_path, suffix, capsys):
+    model = str(data_path("spm", "tokenizer.model.v1"))
+    assert main(["convert", "--tokenizer", model, "--out", str(tmp_path / f"t{suffix}")]) == 2
+    err = capsys.readouterr().err
+    assert "SentencePiece-style vocabulary" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / f"t{suffix}").exists()
+
+
+def test_v3_runs_in_the_native_core_with_its_user_defined_pieces():
+    model = str(data_path("spm", "mistral_instruct_tokenizer_240323.model.v3"))
+    tok = Tokenizer.from_file(model, backend="native")
+    assert tok._backend.native_encoder() is not None
+    sp = spm.SentencePieceProcessor(model_file=model)
+    text = "see [REFERENCE_DOC_1] and[REFERENCE_DOC_12]x [REFERENCE_DOC_1"
+    assert tok.encode_ordinary(text) == sp.encode(text)

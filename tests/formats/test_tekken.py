@@ -17,6 +17,8 @@ from bpe_core import Tokenizer
 from bpe_core.errors import TokenizerFileError
 from bpe_core.formats.tekken import FAMILY
 
+pytestmark = pytest.mark.slow  # real vocabularies against their peers: make test, not make test-core
+
 FLAG = "BEAM_BPE_REQUIRE_FORMATS"
 INSTALL = "pip install -e '.[test]' (mistral-common is in the test extra)"
 FILES = ("tekken_240718.json", "tekken_240911.json")

@@ -161,3 +161,16 @@ def test_ffd_pack_without_eos_on_parquet(r50k_file, tmp_path):  # noqa: F811
     assert sum(starts.size for _, starts in seqs) == len(docs)  # each document starts exactly once
     assert all(ids.size <= 128 for ids, _ in seqs)
     assert Path(out / "packs" / "128" / "COMPLETED").exists()
+
+
+def test_verify_checks_the_pack_files(encoded, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(encoded, copy)
+    assert cli(["verify", str(copy)]) == 0
+    index = sorted((copy / "packs" / "512").glob("index-*.parquet"))[0]
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 1
+    index.write_bytes(bytes(data))
+    assert cli(["verify", str(copy)]) == 4

@@ -63,6 +63,8 @@ def test_a_finished_output_of_every_format_verifies(shard_format, r50k_file, inp
     code, problems, printed = verify(out, capsys, "--sample", "20")
     assert (code, problems) == (0, [])
     assert "all hold" in printed
+    if FORMATS[shard_format].reader is not None:  # the formats that keep document ids
+        assert f"{m['documents_written']:,} documents once, 20 sampled documents re-encoded" in printed
     # and one changed byte in its first data file is named, whatever the format
     name = sorted(m["receipts"]["shards"][1]["files"])[0]
     data = bytearray((out / name).read_bytes())
@@ -183,3 +185,21 @@ def test_run_hash_is_the_runs_and_not_the_runners(r50k_file, inputs, tmp_path, c
     assert eos["run_hash"] != one["run_hash"]
     assert one["run_versions"]["pretokenizer_unicode"] == eos["run_versions"]["pretokenizer_unicode"]
     assert {"beam_bpe", "apache_beam", "pyarrow", "numpy", "python"} <= set(one["run_versions"])
+
+
+def test_an_output_on_an_fsspec_url_verifies_and_its_damage_is_named(parquet_out):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.put(str(parquet_out), "/verify-url/out", recursive=True)
+    try:
+        audit = audit_output("memory://verify-url/out", sample=10)
+        assert audit.ok, audit.problems
+        assert (
+            audit.checked["sampled"] == 10 and audit.checked["documents"] == manifest(parquet_out)["documents_written"]
+        )
+        name = manifest(parquet_out)["shards"][0]["name"] + ".parquet"
+        fs.rm(f"/verify-url/out/{name}")
+        assert any(p.endswith(f"{name}: missing") for p in audit_output("memory://verify-url/out").problems)
+    finally:
+        fs.rm("/verify-url", recursive=True)

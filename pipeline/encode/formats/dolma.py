@@ -22,8 +22,10 @@ empty after ``str.strip()``; here every document the encode job keeps is written
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import io
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -150,6 +152,33 @@ def read_dolma_shard(prefix: str, shard: dict) -> Iterator[tuple[str, np.ndarray
         yield doc_id, ids[start:end]
 
 
+def dolma_doc_batches(prefix: str, shard: dict, size: int = 65536):
+    """Per ``size`` documents: their ids, streamed from the ``.csv.gz``, and a loader of their ids read from the
+    ``.npy`` by offset (``beam-bpe verify``: the memory of one batch, not of the shard)."""
+    import fsspec
+    import pyarrow as pa
+
+    with fsspec.open(prefix + ".csv.gz", "rb") as raw, gzip.open(raw, "rt", encoding="utf-8", newline="") as text:
+        rows = csv.reader(text)
+        while batch := [(int(r[0]), int(r[1]), r[2]) for r in itertools.islice(rows, size)]:
+            yield pa.array([r[2] for r in batch], pa.string()), functools.partial(_npy_slice, prefix, shard, batch)
+
+
+def _npy_slice(prefix: str, shard: dict, batch: list) -> tuple[np.ndarray, np.ndarray]:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(prefix + ".npy")
+    width = fs.size(path) // shard["tokens"] if shard.get("tokens") else 2
+    first, last = batch[0][0], max(r[1] for r in batch)
+    with fs.open(path, "rb") as f:
+        f.seek(first * width)
+        ids = np.frombuffer(f.read((last - first) * width), f"<u{width}")
+    if all(a[1] == b[0] for a, b in zip(batch, batch[1:], strict=False)):  # back to back, as the writer puts them
+        return ids, np.array([r[0] for r in batch] + [batch[-1][1]], dtype=np.int64) - first
+    parts = [ids[start - first : end - first] for start, end, _ in batch]
+    return np.concatenate(parts), np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+
+
 FORMAT = ShardFormat(
     name="npy",
     label="npy (dolma/OLMo memmap)",
@@ -157,6 +186,7 @@ FORMAT = ShardFormat(
     dtype=lambda n_vocab: memmap_dtype(n_vocab).name,  # uint8 for 256 ids, as dolma chooses
     writer=DolmaShardWriter,
     reader=read_dolma_shard,
+    doc_batches=dolma_doc_batches,
     separators=eos_after_each,
     separator_help="an EOS after each document",
 )
