@@ -7,7 +7,7 @@ partial file; no COMPLETED marker, no manifest), and a rerun of the same command
 undisturbed run (the training manifest compared without its timings). On Dask, which retries the tasks of a lost
 worker, the output after a killed worker is identical to the in-process output.
 
-tests/pipeline/test_encode_e2e.py has the original interrupted-rerun test (FinalizeShard's ``fail_at_shard``
+tests/pipeline/test_encode_e2e.py has the original interrupted-rerun test (EncodeShardFn's ``fail_at_shard``
 hook, reused here) and a resume after deleted stats files; this module sweeps the stages, the kill points and the
 runners with one promise."""
 
