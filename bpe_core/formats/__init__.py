@@ -9,6 +9,9 @@
                      SentencePiece-style ones (llama, gemma4) in gguf_spm.py
     sentencepiece.py SentencePiece .model files (ModelProto) of BPE models
     tekken.py        Mistral's Tekken files
+    sentencepiece_json.py  tokenizer.json of SentencePiece-style BPE (byte_fallback, ▁ spaces), written and read
+    methods.py       the Tokenizer's file methods (a mixin): load, save, the readers and the exports
+    identity.py      Tokenizer.digest (what decides the ids) and Tokenizer.describe (beam-bpe info)
 
 Readers return plain data (``bpe_core/model/data.py``); writers read anything shaped like a tokenizer.
 """
