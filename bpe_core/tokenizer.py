@@ -1,9 +1,8 @@
-"""The Tokenizer: a byte-level BPE vocabulary, its pre-tokenizer and its special tokens, with encode and decode.
+"""The Tokenizer: a BPE vocabulary (byte-level, or SentencePiece-style), its pre-tokenizer and special tokens.
 
-Two kinds of vocabulary share one encoder: a merge list (Hugging Face, llama.cpp, our trainer), where a pair
-merges if it is in the list, by list order; and a rank-only vocabulary (tiktoken files), where a pair merges if the
-concatenated bytes are a token, by that token's rank. See :mod:`bpe_core.model.merges` for the merge kernels.
-"""
+Byte-level vocabularies are a merge list (Hugging Face, llama.cpp, our trainer: a pair merges if listed, by list
+order) or rank-only (tiktoken files: a pair merges if its bytes are a token, by that token's rank); both are levels
+(:mod:`bpe_core.model.level`) and share one encoder. SentencePiece-style ones: :mod:`bpe_core.model.sentencepiece`."""
 
 from __future__ import annotations
 
@@ -227,11 +226,6 @@ class Tokenizer(TokenizerFiles):
         :mod:`bpe_core.model.truncate`."""
         from bpe_core.model.truncate import truncated_arguments
 
-        if self.sentencepiece is not None:
-            raise ValueError(
-                "truncated() cuts byte-level merge lists; a SentencePiece-style vocabulary merges by piece score, "
-                "and its ids do not follow merge order (control and byte pieces first): it cannot be truncated"
-            )
         arguments = truncated_arguments(self, n_vocab)
         return self if arguments is None else Tokenizer(arguments.pop("vocab"), **arguments)
 
@@ -393,16 +387,9 @@ class Tokenizer(TokenizerFiles):
             if data.source is None or isinstance(exc, TokenizerFileError):
                 raise
             raise TokenizerFileError(data.source, data.context + str(exc)) from None
-        ready = getattr(tok._backend, "ready", None)  # the native encoder built at load (issue 37 item 1)
-        if ready is not None:
+        if (ready := getattr(tok._backend, "ready", None)) is not None:  # the native encoder, built at load
             ready()
         return tok
-
-    def describe(self) -> dict:
-        """What `beam-bpe info` prints."""
-        from bpe_core.formats.identity import describe
-
-        return describe(self)
 
     def __repr__(self) -> str:
         pre = self.pretokenizer.describe() if self.pretokenizer else "no pre-tokenizer"

@@ -16,6 +16,12 @@ Tokenizer = Any  # bpe_core.tokenizer.Tokenizer, which inherits this class (no i
 class TokenizerFiles:
     """Loading and saving; ``cls.from_data`` is the Tokenizer's."""
 
+    def describe(self) -> dict:
+        """What `beam-bpe info` prints."""
+        from bpe_core.formats.identity import describe
+
+        return describe(self)
+
     def save(self, path: str) -> None:
         """Write the project's own artifact (``tokenizer.bpe``): versioned, text-first, hashed."""
         from bpe_core.formats.artifact import save_artifact

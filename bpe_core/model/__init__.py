@@ -5,5 +5,6 @@
 the one policy), ``truncate`` (the smaller tokenizers inside a larger one), ``data`` (what a tokenizer file holds, as
 plain data), ``level`` (a level of BPE: the alphabet, the ranked merges, the tie-break; every engine is built
 from levels), ``merge_loop`` (the Python merge loop of one level of BPE, the reference of the native one),
-``sentencepiece`` (SentencePiece-style BPE: the model, its normalizer, the reference merge, the decode rules).
+``sentencepiece`` (SentencePiece-style BPE: the model, its normalizer, the reference merge, the decode rules),
+``spm_charsmap`` (its ``precompiled_charsmap`` trie).
 """

@@ -28,6 +28,11 @@ def truncated_arguments(tok: Tokenizer, n_vocab: int) -> dict | None:
     follow the kept tokens in their order) that a training stopped earlier would have made; None when
     ``n_vocab == tok.n_vocab`` (``tok`` itself). Plain data: ``Tokenizer.truncated`` builds it. A superword
     tokenizer is cut level by level (``_truncated_superword``)."""
+    if tok.sentencepiece is not None:
+        raise ValueError(
+            "truncated() cuts byte-level merge lists; a SentencePiece-style vocabulary merges by piece score, "
+            "and its ids do not follow merge order (control and byte pieces first): it cannot be truncated"
+        )
     if tok.superword is not None:
         return _truncated_superword(tok, n_vocab)
     if isinstance(n_vocab, bool) or not isinstance(n_vocab, int):
