@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from conftest import corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ def test_the_loop_over_an_alphabet_equals_the_naive_recount(words, n_tokens, tie
     assert got == expected
 
 
+@pytest.mark.slow
 def test_phase_two_on_a_word_model_equals_the_naive_recount():
     docs = corpus("en_bible_kjv", 400)
     for tie_break in TIE_BREAKS:
@@ -47,6 +49,7 @@ def test_phase_two_on_a_word_model_equals_the_naive_recount():
         assert len(expected[0]) >= 40  # the check ran on real merges
 
 
+@pytest.mark.slow
 def test_phase_one_is_the_same_loop_over_the_bytes():
     counts = bpe_core.count_chunks(corpus("docs_python_rst", 200), "cl100k")
     words = [list(c) for c in sorted(counts) if len(c) >= 2]

@@ -62,6 +62,7 @@ def _encodable(text: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["native", "python"])
 @pytest.mark.parametrize("name", MISTRAL_WHEEL)
 def test_mistral_models_give_sentencepiece_ids_and_text(name, backend):
@@ -81,6 +82,7 @@ def test_v1_fact_from_the_shared_readme():
     assert tok.n_vocab == 32000 and tok.special_tokens["</s>"] == 2
 
 
+@pytest.mark.slow
 def test_every_door_gives_the_same_ids():
     import pyarrow as pa
 
@@ -111,6 +113,7 @@ def test_control_tokens_follow_the_special_token_policy():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["llama-spm", "phi-3", "gemma-4"])
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_llamacpp_ggufs_give_llamacpp_ids(name, backend):
@@ -149,6 +152,7 @@ NORMALIZERS = [
 HARD = ["ｆｕｌｌｗｉｄｔｈ  ①  ﬁne   spaces  ", "  lead", "Ⅻ ㍿ \u00a0nbsp ß", "<tag>ab<tag> x", "日本語 🤖", "\t\tx"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [json.dumps(o) for o in NORMALIZERS])
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_trained_models_every_normalizer(tmp_path, options, backend):

@@ -19,6 +19,8 @@ from pipeline.encode.readback import iter_documents
 
 spm = pytest.importorskip("sentencepiece")
 
+pytestmark = pytest.mark.slow  # Beam runs and the CLI on real vocabularies: make test, not make test-core
+
 
 def _inputs(root: Path, docs: list[str]) -> list[Path]:
     root.mkdir(parents=True, exist_ok=True)
