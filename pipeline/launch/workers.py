@@ -9,6 +9,11 @@ so only the launcher sees the Ctrl-C; its handler kills every worker it started 
 does when it leaves the run by any exception, so none goes on writing after the summary line. They stay in the
 launcher's process group: a SIGKILL of that group (a preempted machine, a job scheduler) still ends them all.
 
+A worker that dies on its own (killed by the kernel's OOM killer, a SIGKILL) is not noticed by Beam 2.77's
+multi-process runner when its bundle was writing shards: the launcher waits on that bundle for ever (measured: still
+waiting after 10 minutes). A watcher thread polls the workers twice a second; the first that exits with a non-zero
+code wakes the launcher (a SIGINT to itself), whose handler kills the rest and fails the run with one line naming it.
+
 >>> with workers_ignore_ctrl_c():  # doctest: +SKIP
 ...     pipeline.run().wait_until_finish()
 """
@@ -16,6 +21,7 @@ launcher's process group: a SIGKILL of that group (a preempted machine, a job sc
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import threading
@@ -57,25 +63,54 @@ def workers_ignore_ctrl_c() -> Iterator[list]:
     with _LOCK:
         previous = local_job_service.subprocess
         local_job_service.subprocess = _Subprocess(started)
-    handler = None
+    handler, dead, done = None, [], threading.Event()
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C: the workers go first (Beam's own shutdown joins each worker's thread, which waits for a worker
         # that no longer stops by itself), then the launcher's KeyboardInterrupt as usual
         def stop(signum, frame):
             kill_trees(started)
+            if dead:
+                raise WorkerDiedError(dead[0])
             raise KeyboardInterrupt
 
         handler = signal.signal(signal.SIGINT, stop)
+        threading.Thread(target=_watch, args=(started, dead, done), name="beam-bpe-workers", daemon=True).start()
     try:
         yield started
     except BaseException:
         kill_trees(started)
         raise
     finally:
+        done.set()
         if handler is not None:
             signal.signal(signal.SIGINT, handler)
         with _LOCK:
             local_job_service.subprocess = previous
+
+
+class WorkerDiedError(RuntimeError):
+    """A local Beam worker process ended on its own while the run needed it."""
+
+    def __init__(self, death: tuple[int, int]) -> None:
+        pid, code = death
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        if code in (137, -9):
+            how += " (SIGKILL: the kernel's OOM killer, or another process)"
+        super().__init__(
+            f"a local Beam worker process died (pid {pid}, {how}) and the multi-process runner does not redo its "
+            "work: rerun the same command (finished shards are kept), with fewer --workers if memory ran out"
+        )
+
+
+def _watch(started: list, dead: list, done: threading.Event) -> None:
+    """Wake the launcher when a worker exits with a non-zero code before the run is over."""
+    while not done.wait(0.5):
+        for process in list(started):
+            code = process.poll()
+            if code not in (None, 0) and not done.is_set():
+                dead.append((process.pid, code))
+                os.kill(os.getpid(), signal.SIGINT)
+                return
 
 
 def kill_trees(processes: list) -> None:
