@@ -68,6 +68,7 @@ def workers_ignore_ctrl_c() -> Iterator[list]:
         # Ctrl-C: the workers go first (Beam's own shutdown joins each worker's thread, which waits for a worker
         # that no longer stops by itself), then the launcher's KeyboardInterrupt as usual
         def stop(signum, frame):
+            done.set()  # the watcher must not take the workers killed here for deaths
             kill_trees(started)
             if dead:
                 raise WorkerDiedError(dead[0])
@@ -78,6 +79,7 @@ def workers_ignore_ctrl_c() -> Iterator[list]:
     try:
         yield started
     except BaseException:
+        done.set()
         kill_trees(started)
         raise
     finally:
