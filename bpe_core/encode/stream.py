@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from bpe_core.encode.engines import ReferenceStream
 from bpe_core.model.vocab import as_token_id
 
-if TYPE_CHECKING:  # stream -> tokenizer only: the Tokenizer never imports this module
-    from bpe_core.tokenizer import Tokenizer
+if TYPE_CHECKING:  # the floor below the Tokenizer: its shape (model/data.py), not the class
+    from bpe_core.model.data import TokenizerLike as Tokenizer
 
 __all__ = ["StreamingDecoder", "as_token_id"]
 
