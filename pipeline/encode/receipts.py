@@ -73,7 +73,8 @@ def fingerprint_of(manifest: dict) -> str:
     """The resume fingerprint recomputed from what the manifest records (the identity of ``job_identity``)."""
     identity = {
         "tokenizer": {"digest": manifest["tokenizer"]["digest"]},
-        "inputs": [{"path": i["path"], "bytes": i["bytes"]} for i in manifest["inputs"]],
+        # as resume.job_identity records them: columns (one object per file made job.json ~100 bytes a file)
+        "inputs": {"paths": [i["path"] for i in manifest["inputs"]], "bytes": [i["bytes"] for i in manifest["inputs"]]},
         "settings": manifest["settings"],
         "beam_bpe_version": manifest["run_versions"]["beam_bpe"],
     }
