@@ -69,6 +69,7 @@ def workers_ignore_ctrl_c() -> Iterator[list]:
         # that no longer stops by itself), then the launcher's KeyboardInterrupt as usual
         def stop(signum, frame):
             done.set()  # the watcher must not take the workers killed here for deaths
+            _quiet_beam_shutdown()
             kill_trees(started)
             if dead:
                 raise WorkerDiedError(dead[0])
@@ -113,6 +114,17 @@ def _watch(started: list, dead: list, done: threading.Event) -> None:
                 dead.append((process.pid, code))
                 os.kill(os.getpid(), signal.SIGINT)
                 return
+
+
+def _quiet_beam_shutdown() -> None:
+    """The run is stopping: the launcher's Beam threads that lose their workers now log ERROR lines ("Failed to
+    read inputs in the data plane", "Error closing worker_handler") between the progress bar and the one summary
+    line. Unless --log-level asked for Beam's lines (a level below error), they are dropped."""
+    import logging
+
+    beam = logging.getLogger("apache_beam")
+    if beam.getEffectiveLevel() >= logging.ERROR:
+        beam.setLevel(logging.CRITICAL + 1)
 
 
 def kill_trees(processes: list) -> None:
