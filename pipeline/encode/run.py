@@ -128,6 +128,10 @@ def finish_encode(out: Output, reporter: Reporter, beam_args: list[str], started
                        seconds=round(time.perf_counter() - started_merge, 3))  # fmt: skip
     if fmt.finish is not None:
         fmt.finish(layout, manifest)  # megatron_data_path.txt
+    # a shard writer killed mid-write (a lost worker whose unit a Dask retry redid) leaves its temporary file; the
+    # lease makes this run the folder's only writer, so every one left now is dead
+    for tmp in glob(layout.path(f".tmp-*-{layout.prefix}-*")):
+        remove(tmp)
     verify_before_completed(layout, out.lease)  # still our lease, every shard as recorded: else no COMPLETED
     finish_output(plan.job.out, manifest)
     remove(layout.path(TMP_DIR))
