@@ -441,8 +441,27 @@ def _terminal_lines(text: str) -> list[str]:
 TWO_WORKERS = [["--workers", "2"], ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]]
 
 
+def _workers_of_this_run(mark: str) -> list[int]:
+    """The Beam workers still alive that this test's run started (they inherit its marker variable): the workers
+    of runs in other test processes do not count."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "sdk_worker_main" in " ".join(proc.info["cmdline"] or ()) and proc.environ().get(RUN_MARK) == mark:
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+RUN_MARK = "BEAM_BPE_TEST_RUN_MARK"
+
+
 @pytest.mark.parametrize("workers", TWO_WORKERS, ids=["workers", "direct"])
-def test_ctrl_c_with_two_workers_under_a_pty_is_one_line(tmp_path, docs, workers, reliability):
+def test_ctrl_c_with_two_workers_under_a_pty_is_one_line(tmp_path, docs, workers, reliability, monkeypatch):
+    monkeypatch.setenv(RUN_MARK, str(tmp_path))  # inherited by the launcher under the pty and by its workers
     folder = _inputs(tmp_path, docs)
     out = tmp_path / "out"
     tok = str(data_path("tiktoken", "r50k_base.tiktoken"))
@@ -454,7 +473,7 @@ def test_ctrl_c_with_two_workers_under_a_pty_is_one_line(tmp_path, docs, workers
     assert len(after) <= 3 and "stopped (Ctrl-C)" in after[-1] and "shards complete in" in after[-1], after
     assert "Traceback" not in text and "KeyboardInterrupt" not in text and not BEAM_LINE.search(text)
     time.sleep(2)
-    assert not [p for p in _processes() if "sdk_worker_main" in p and str(ROOT) in p], "a worker outlived the run"
+    assert not _workers_of_this_run(str(tmp_path)), "a worker outlived the run"
     reliability.row(AREA, f"Ctrl-C under a pty, encode {' '.join(workers)}", "at most 3 lines after the stage "
                     "lines (the bar and the one stop line naming what is complete), no traceback, no Beam line, no "
                     "worker left running", lines=len(after))  # fmt: skip
