@@ -15,6 +15,8 @@
 #include "utf8.h"
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -225,32 +227,6 @@ __attribute__((always_inline)) inline size_t next_r50k(const uint8_t* s, size_t 
     return i + c.len;                             // \s
 }
 
-// ------------------------------------------------------------------------------------------ cl100k
-// '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|
-// \s+(?!\S)|\s
-__attribute__((always_inline)) inline size_t next_cl100k(const uint8_t* s, size_t n, size_t i) {
-    if (s[i] == '\'') {
-        if (size_t e = contraction_cl100k(s, n, i)) return e;
-    }
-    const Ch c = at(s, n, i);
-    if (c.f & kFlagL) return run_letters(s, n, i + c.len);
-    if (flags_p(c.f) && i + c.len < n) {
-        const Ch d = at(s, n, i + c.len);
-        if (d.f & kFlagL) return run_letters(s, n, i + c.len + d.len);
-    }
-    if (c.f & kFlagN) return digits_upto(s, n, i, 3);
-    if (flags_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
-    if (s[i] == ' ' && i + 1 < n) {
-        const Ch d = at(s, n, i + 1);
-        if (flags_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
-    }
-    const WsRun w = ws_run(s, n, i);
-    if (w.end == n) return n;                   // \s++$
-    if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]
-    if (w.last_start > i) return w.last_start;  // \s+(?!\S)
-    return i + c.len;                           // \s
-}
-
 // ------------------------------------------------------------------------------------------ o200k
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
@@ -350,32 +326,68 @@ __attribute__((always_inline)) inline size_t next_o200k(const uint8_t* s, size_t
     return w.end;                               // \s+
 }
 
-// ------------------------------------------------------------------------------------------ llama3, qwen2
-// (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
-// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+      (qwen2: \p{N} instead of \p{N}{1,3})
-template <int kMaxDigits>
-__attribute__((always_inline)) inline size_t next_llama(const uint8_t* s, size_t n, size_t i) {
+// ------------------------------------------------------------------------------------------ the cl100k family
+// C|[^\r\n\p{L}\p{N}]?X+|D| ?O+[\r\n]*|T (pretok.h, kFamilyBase): cl100k is
+// '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s,
+// llama3 (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+, qwen2 the same with \p{N}, Qwen 3.5 that with [\p{L}\p{M}]+ and
+//  ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*. With marks joining letters, a mark is never P's character: X takes it first.
+
+// A mark (\p{M}): in both of o200k's classes, which hold every mark, and not a letter (utf8.h; unicode_tables.py
+// checks [\p{L}\p{M}] against these bits on every code point).
+inline bool flags_mark(uint8_t f) { return (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW); }
+
+template <bool kMarks>
+inline bool flags_x(uint8_t f) {
+    return (f & kFlagL) || (kMarks && flags_mark(f));
+}
+
+template <bool kMarks>
+inline bool flags_ox(uint8_t f) {
+    return flags_o(f) && !(kMarks && flags_mark(f));
+}
+
+template <bool kMarks>
+__attribute__((always_inline)) inline size_t run_x(const uint8_t* s, size_t n, size_t i) {
+    if (!kMarks) return run_letters(s, n, i);
+    i = ascii_letters_end(s, n, i);
+    if (i >= n || s[i] < 0x80) return i;
+    return run_while(s, n, i, flags_x<true>);
+}
+
+template <unsigned kBits>
+__attribute__((always_inline)) inline size_t next_family(const uint8_t* s, size_t n, size_t i) {
+    constexpr bool kFold = kBits & kFamFold, kMarks = kBits & kFamMarks, kClWs = kBits & kFamClWs;
+    constexpr int kMaxDigits = (kBits & kFamDigits3) ? 3 : 1;
     if (s[i] == '\'') {
-        if (size_t e = contraction_llama(s, n, i)) return e;
+        if (size_t e = kFold ? contraction_cl100k(s, n, i) : contraction_llama(s, n, i)) return e;
     }
     const Ch c = at(s, n, i);
-    if (c.f & kFlagL) return run_letters(s, n, i + c.len);
+    if (flags_x<kMarks>(c.f)) return run_x<kMarks>(s, n, i + c.len);
     if (flags_p(c.f) && i + c.len < n) {
         const Ch d = at(s, n, i + c.len);
-        if (d.f & kFlagL) return run_letters(s, n, i + c.len + d.len);
+        if (flags_x<kMarks>(d.f)) return run_x<kMarks>(s, n, i + c.len + d.len);
     }
     if (c.f & kFlagN) return digits_upto(s, n, i, kMaxDigits);
-    if (flags_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), false);
+    if (flags_ox<kMarks>(c.f)) return run_crlf(s, n, run_while(s, n, i + c.len, flags_ox<kMarks>), false);
     if (s[i] == ' ' && i + 1 < n) {
         const Ch d = at(s, n, i + 1);
-        if (flags_o(d.f)) return run_crlf(s, n, run_other(s, n, i + 1 + d.len), false);
+        if (flags_ox<kMarks>(d.f)) return run_crlf(s, n, run_while(s, n, i + 1 + d.len, flags_ox<kMarks>), false);
     }
     const WsRun w = ws_run(s, n, i);
+    if (kClWs) {
+        if (w.end == n) return n;                   // \s++$
+        if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]
+        if (w.last_start > i) return w.last_start;  // \s+(?!\S)
+        return i + c.len;                           // \s
+    }
     if (w.crlf_end) return w.crlf_end;          // \s*[\r\n]+
     if (w.end == n) return n;                   // \s+(?!\S) at the end
     if (w.last_start > i) return w.last_start;  // \s+(?!\S)
     return w.end;                               // \s+
 }
+
+constexpr unsigned kBitsCl100k = kFamFold | kFamDigits3 | kFamClWs, kBitsLlama3 = kFamDigits3, kBitsQwen2 = 0;
 
 template <size_t (*Next)(const uint8_t*, size_t, size_t)>
 void split_with(const uint8_t* s, size_t n, std::vector<size_t>& ends) {
@@ -402,42 +414,97 @@ size_t split_some_with(const uint8_t* s, size_t n, size_t* pos, size_t* ends, si
     return k;
 }
 
+// The sixteen members of the cl100k family, one `case` each.
+#define BPE_FAMILY_CASES                                                                                           \
+    BPE_FAMILY_CASE(0) BPE_FAMILY_CASE(1) BPE_FAMILY_CASE(2) BPE_FAMILY_CASE(3) BPE_FAMILY_CASE(4) BPE_FAMILY_CASE(5) \
+    BPE_FAMILY_CASE(6) BPE_FAMILY_CASE(7) BPE_FAMILY_CASE(8) BPE_FAMILY_CASE(9) BPE_FAMILY_CASE(10)                  \
+    BPE_FAMILY_CASE(11) BPE_FAMILY_CASE(12) BPE_FAMILY_CASE(13) BPE_FAMILY_CASE(14) BPE_FAMILY_CASE(15)
+
 }  // namespace
+
+static int family_bits_or_throw(Pretok kind) {
+    const int bits = pretok_family_bits(kind);
+    if (bits < 0) throw std::invalid_argument("pretok_split: no hand-written pre-tokenizer for this kind");
+    return bits;
+}
 
 size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     if (rx_is(kind)) return rx_split_some(kind, text, n, pos, ends, max);  // a compiled pattern (pretok_rx.cpp)
-    switch (kind) {
-        case Pretok::kR50k: return split_some_with<next_r50k>(text, n, pos, ends, max);
-        case Pretok::kCl100k: return split_some_with<next_cl100k>(text, n, pos, ends, max);
-        case Pretok::kO200k: return split_some_with<next_o200k>(text, n, pos, ends, max);
-        case Pretok::kLlama3: return split_some_with<next_llama<3>>(text, n, pos, ends, max);
-        case Pretok::kQwen2: return split_some_with<next_llama<1>>(text, n, pos, ends, max);
-        case Pretok::kNone: break;
+    if (kind == Pretok::kR50k) return split_some_with<next_r50k>(text, n, pos, ends, max);
+    if (kind == Pretok::kO200k) return split_some_with<next_o200k>(text, n, pos, ends, max);
+    switch (family_bits_or_throw(kind)) {
+#define BPE_FAMILY_CASE(b) \
+    case b: return split_some_with<next_family<b>>(text, n, pos, ends, max);
+        BPE_FAMILY_CASES
+#undef BPE_FAMILY_CASE
     }
     throw std::invalid_argument("pretok_split: no hand-written pre-tokenizer for this kind");
 }
 
+Pretok pretok_family(unsigned bits) {
+    if (bits >= kFamBits) return Pretok::kNone;
+    if (bits == kBitsCl100k) return Pretok::kCl100k;
+    if (bits == kBitsLlama3) return Pretok::kLlama3;
+    if (bits == kBitsQwen2) return Pretok::kQwen2;
+    return static_cast<Pretok>(kFamilyBase + int(bits));
+}
+
+int pretok_family_bits(Pretok kind) {
+    if (kind == Pretok::kCl100k) return kBitsCl100k;
+    if (kind == Pretok::kLlama3) return kBitsLlama3;
+    if (kind == Pretok::kQwen2) return kBitsQwen2;
+    const int k = static_cast<int>(kind) - kFamilyBase;
+    return k >= 0 && k < int(kFamBits) && pretok_family(unsigned(k)) == kind ? k : -1;
+}
+
+namespace {
+
+std::string family_name(unsigned bits) {
+    return std::string("family:") + (bits & kFamFold ? "ci" : "ascii") + (bits & kFamDigits3 ? "-d3" : "-d1") +
+           (bits & kFamMarks ? "-LM" : "-L") + (bits & kFamClWs ? "-cl100k" : "-llama");
+}
+
+// (name, kind) of every hand-written kind, in pretok_names' order.
+const std::vector<std::pair<std::string, Pretok>>& named_kinds() {
+    static const std::vector<std::pair<std::string, Pretok>> kinds = [] {
+        std::vector<std::pair<std::string, Pretok>> v{{"r50k", Pretok::kR50k},
+                                                      {"cl100k", Pretok::kCl100k},
+                                                      {"o200k", Pretok::kO200k},
+                                                      {"llama3", Pretok::kLlama3},
+                                                      {"qwen2", Pretok::kQwen2}};
+        for (unsigned b = 0; b < kFamBits; ++b)
+            if (static_cast<int>(pretok_family(b)) >= kFamilyBase) v.emplace_back(family_name(b), pretok_family(b));
+        return v;
+    }();
+    return kinds;
+}
+
+}  // namespace
+
 const std::vector<std::string_view>& pretok_names() {
-    static const std::vector<std::string_view> names{"r50k", "cl100k", "o200k", "llama3", "qwen2"};
+    static const std::vector<std::string_view> names = [] {
+        std::vector<std::string_view> v;
+        for (const auto& [name, kind] : named_kinds()) v.emplace_back(name);
+        return v;
+    }();
     return names;
 }
 
 Pretok pretok_from_name(std::string_view name) {
-    const auto& names = pretok_names();
-    for (size_t i = 0; i < names.size(); ++i)
-        if (names[i] == name) return static_cast<Pretok>(i);
+    for (const auto& [known, kind] : named_kinds())
+        if (known == name) return kind;
     return rx_from_name(name);
 }
 
 void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
     if (rx_is(kind)) return rx_split(kind, text, n, ends);
-    switch (kind) {
-        case Pretok::kR50k: return split_with<next_r50k>(text, n, ends);
-        case Pretok::kCl100k: return split_with<next_cl100k>(text, n, ends);
-        case Pretok::kO200k: return split_with<next_o200k>(text, n, ends);
-        case Pretok::kLlama3: return split_with<next_llama<3>>(text, n, ends);
-        case Pretok::kQwen2: return split_with<next_llama<1>>(text, n, ends);
-        case Pretok::kNone: break;
+    if (kind == Pretok::kR50k) return split_with<next_r50k>(text, n, ends);
+    if (kind == Pretok::kO200k) return split_with<next_o200k>(text, n, ends);
+    switch (family_bits_or_throw(kind)) {
+#define BPE_FAMILY_CASE(b) \
+    case b: return split_with<next_family<b>>(text, n, ends);
+        BPE_FAMILY_CASES
+#undef BPE_FAMILY_CASE
     }
     throw std::invalid_argument("pretok_split: no hand-written pre-tokenizer for this kind");
 }

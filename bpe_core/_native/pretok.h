@@ -16,9 +16,23 @@ namespace bpe {
 
 enum class Pretok : int { kNone = -1, kR50k = 0, kCl100k = 1, kO200k = 2, kLlama3 = 3, kQwen2 = 4 };
 
-// The preset named `name` ("r50k", "cl100k", "o200k", "llama3", "qwen2"), or kNone.
+// The cl100k family (issue 31): the split of `C|[^\r\n\p{L}\p{N}]?X+|D| ?O+[\r\n]*|T` with four parameters, one bit
+// each of kind - kFamilyBase: C the contractions, case-folded as cl100k's `(?i:...)` (bit 0) or ASCII-only as
+// llama.cpp's `'[sS]|...` (0); D `\p{N}{1,3}` (bit 1) or `\p{N}`; X `\p{L}` or `[\p{L}\p{M}]` (bit 2: marks join
+// letters, as Qwen 3.5; O is then `[^\s\p{L}\p{M}\p{N}]`); T the whitespace tail `\s++$|\s*[\r\n]|\s+(?!\S)|\s`
+// (bit 3, cl100k's) or `\s*[\r\n]+|\s+(?!\S)|\s+` (llama.cpp's). Three of the sixteen are presets (cl100k, llama3,
+// qwen2) and are named by them: pretok_family gives the preset's kind for those bits.
+constexpr int kFamilyBase = 16;
+enum : unsigned { kFamFold = 1, kFamDigits3 = 2, kFamMarks = 4, kFamClWs = 8, kFamBits = 16 };
+Pretok pretok_family(unsigned bits);
+// Its bits, or -1 when `kind` is not of the cl100k family.
+int pretok_family_bits(Pretok kind);
+
+// The kind named `name` (a preset's name, a family's as pretok_names gives it, or a compiled pattern's "rx:N"), or
+// kNone.
 Pretok pretok_from_name(std::string_view name);
-// The names, in enum order.
+// The names of the hand-written kinds, the five presets first, then the other thirteen of the cl100k family
+// ("family:ci-d3-LM-llama": contractions ci or ascii, digits d3 or d1, letters L or LM, tail cl100k or llama).
 const std::vector<std::string_view>& pretok_names();
 
 // Append the end offset (in bytes, exclusive) of each piece of text[0:n] to `ends`; the pieces tile the text, none is

@@ -126,6 +126,8 @@ struct Wide {
     unsigned cut;
 };
 
+// With kMarks (the cl100k family's `[\p{L}\p{M}]` letters), marks join the letters.
+template <bool kMarks>
 __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi) {
     Wide w{0, 0, 64};
     while (hi) {
@@ -138,7 +140,7 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
             break;
         }
         const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
-        if (f & kFlagL) w.letters |= bits;
+        if ((f & kFlagL) || (kMarks && (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW))) w.letters |= bits;
         w.cont |= bits & ~(uint64_t(1) << j);
         hi &= ~bits;
     }
@@ -200,7 +202,7 @@ BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
 }
 
 // The certain piece starts in (0, 64) of the block at s (s[0] starts a piece): bit j set = a piece starts at s[j].
-template <Family F, int kGroup>
+template <Family F, int kGroup, bool kMarks>
 BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m) {
     unsigned v = 64;
     uint64_t wide_letters = 0, cont = 0;
@@ -208,7 +210,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
         if (F == kFamO200k) {  // its letter classes (U, W, marks in both) are not spread here: the scalar takes them
             v = unsigned(__builtin_ctzll(m.hi));
         } else {
-            const Wide w = classify_wide(s, avail, m.hi);
+            const Wide w = classify_wide<kMarks>(s, avail, m.hi);
             v = w.cut, wide_letters = w.letters, cont = w.cont;
         }
     }
@@ -282,14 +284,14 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
 
 // ------------------------------------------------------------------------------------------ the walker
 
-template <Family F, int kGroup, Masks (*Classify)(const uint8_t*)>
+template <Family F, int kGroup, bool kMarks, Masks (*Classify)(const uint8_t*)>
 BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                        size_t* covered) {
     size_t i = *pos, k = 0;
     while (i < n && k < max) {
         if (n - i >= 64 && max - k >= 64) {
             const Masks m = Classify(s + i);
-            uint64_t bits = block_starts<F, kGroup>(s + i, n - i, m);
+            uint64_t bits = block_starts<F, kGroup, kMarks>(s + i, n - i, m);
             if (bits) {
                 do {
                     ends[k++] = i + unsigned(__builtin_ctzll(bits));
@@ -314,15 +316,34 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
     return k;
 }
 
-template <Family F, int kGroup>
+template <Family F, int kGroup, bool kMarks = false>
 size_t walk_sse2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max, size_t* covered) {
-    return walk<F, kGroup, classify_sse2>(kind, s, n, pos, ends, max, covered);
+    return walk<F, kGroup, kMarks, classify_sse2>(kind, s, n, pos, ends, max, covered);
 }
 
-template <Family F, int kGroup>
+template <Family F, int kGroup, bool kMarks = false>
 BPE_AVX2 size_t walk_avx2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                           size_t* covered) {
-    return walk<F, kGroup, classify_avx2>(kind, s, n, pos, ends, max, covered);
+    return walk<F, kGroup, kMarks, classify_avx2>(kind, s, n, pos, ends, max, covered);
+}
+
+// The cl100k family in a tier (pretok.h kFamilyBase): the block algebra depends only on the digit groups and on
+// whether marks join letters. The contractions' case folding only matters where a non-ASCII character follows the
+// apostrophe, which the block leaves to the scalar splitter; the two whitespace tails differ only where a run
+// reaches the end of the text, which no block decides (a run that reaches the block's known part is left too).
+size_t walk_family(unsigned bits, bool avx2, Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends,
+                   size_t max, size_t* covered) {
+    const bool d3 = bits & kFamDigits3, marks = bits & kFamMarks;
+    if (avx2) {
+        if (d3) return marks ? walk_avx2<kFamCl100k, 3, true>(kind, s, n, pos, ends, max, covered)
+                             : walk_avx2<kFamCl100k, 3, false>(kind, s, n, pos, ends, max, covered);
+        return marks ? walk_avx2<kFamCl100k, 1, true>(kind, s, n, pos, ends, max, covered)
+                     : walk_avx2<kFamCl100k, 1, false>(kind, s, n, pos, ends, max, covered);
+    }
+    if (d3) return marks ? walk_sse2<kFamCl100k, 3, true>(kind, s, n, pos, ends, max, covered)
+                         : walk_sse2<kFamCl100k, 3, false>(kind, s, n, pos, ends, max, covered);
+    return marks ? walk_sse2<kFamCl100k, 1, true>(kind, s, n, pos, ends, max, covered)
+                 : walk_sse2<kFamCl100k, 1, false>(kind, s, n, pos, ends, max, covered);
 }
 
 bool use_avx2() {
@@ -334,8 +355,8 @@ bool use_avx2() {
 }  // namespace
 
 bool pretok_blocks_covers(Pretok kind) {
-    return ascii_classes_match_tables() && (kind == Pretok::kR50k || kind == Pretok::kCl100k || kind == Pretok::kO200k ||
-                                            kind == Pretok::kLlama3 || kind == Pretok::kQwen2);
+    return ascii_classes_match_tables() &&
+           (kind == Pretok::kR50k || kind == Pretok::kO200k || pretok_family_bits(kind) >= 0);
 }
 
 const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
@@ -348,17 +369,14 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
         case Pretok::kR50k:
             return avx2 ? walk_avx2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered);
-        case Pretok::kCl100k:
-        case Pretok::kLlama3:
-            return avx2 ? walk_avx2<kFamCl100k, 3>(kind, text, n, pos, ends, max, covered)
-                        : walk_sse2<kFamCl100k, 3>(kind, text, n, pos, ends, max, covered);
-        case Pretok::kQwen2:
-            return avx2 ? walk_avx2<kFamCl100k, 1>(kind, text, n, pos, ends, max, covered)
-                        : walk_sse2<kFamCl100k, 1>(kind, text, n, pos, ends, max, covered);
         case Pretok::kO200k:
             return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
-        default: return pretok_split_some(kind, text, n, pos, ends, max);
+        default: {
+            const int bits = pretok_family_bits(kind);
+            if (bits >= 0) return walk_family(unsigned(bits), avx2, kind, text, n, pos, ends, max, covered);
+            return pretok_split_some(kind, text, n, pos, ends, max);
+        }
     }
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from bpe_core.pretokenize.families import family_kinds, structural_kind
 from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
 
 R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -66,21 +67,33 @@ for _alias, _target in (
 
 # The presets with a hand-written C++ pre-tokenizer (bpe_core/_native/pretok.cpp), by the name the core knows them.
 NATIVE_PRESETS: tuple[str, ...] = ("r50k", "cl100k", "o200k", "llama3", "qwen2")
+# Every hand-written kind, in the core's order (pretok_names): the presets, then the other members of the cl100k
+# family (families.py).
+NATIVE_KINDS: tuple[str, ...] = NATIVE_PRESETS + tuple(family_kinds())
+
+
+def native_kind_patterns(kind: str) -> tuple[str, ...]:
+    """The reference regexes of a hand-written kind (a preset's, or a family member's)."""
+    return PRESETS[kind].patterns if kind in NATIVE_PRESETS else family_kinds()[kind]
 
 
 def native_preset_for(patterns: tuple[str, ...]) -> str | None:
     """The name of the hand-written pre-tokenizer that splits exactly as ``patterns`` do, or None.
 
-    Compared by pattern text, not by name: a pattern read from a GGUF or tokenizer.json file that equals a preset's
-    gets the fast path too, and a renamed preset with a different regex does not. Besides each preset's own regex,
-    a few other spellings of the same split are known (:func:`native_aliases`), each checked piece for piece against
-    `regex` by tests/native/test_native_pretok.py.
+    Decided by the patterns, never by a name: a pattern read from a GGUF or tokenizer.json file that is a preset's
+    gets the fast path too, and a renamed preset with a different regex does not. Each preset's own regex and a few
+    other spellings of the same split (:func:`native_aliases`) are known by their text; any other pattern is parsed
+    and compared, node for node and class by class, with the spellings of the cl100k family
+    (:func:`bpe_core.pretokenize.families.structural_kind`): Qwen 3.5's, Hugging Face's spellings of cl100k or
+    Qwen2, whatever their file calls them. Each is checked piece for piece against `regex` by
+    tests/native/test_native_pretok.py.
     """
     patterns = tuple(patterns)
     for name in NATIVE_PRESETS:
         if PRESETS[name].patterns == patterns:
             return name
-    return native_aliases().get(patterns)
+    known = native_aliases().get(patterns)
+    return known if known is not None else structural_kind(patterns)
 
 
 @functools.cache

@@ -62,8 +62,14 @@ def flag_table(text: str) -> bytearray:
 
 def check_derived_classes(flags: bytearray, text: str) -> None:
     """pretok.cpp builds the patterns' negated classes from the bits: make sure regex agrees on every code point."""
-    L, N, S = FLAGS["kL"][0], FLAGS["kN"][0], FLAGS["kS"][0]
+    L, N, S, U, W = (FLAGS[k][0] for k in ("kL", "kN", "kS", "kU", "kW"))
+
+    def mark(cp: int) -> bool:  # pretok.cpp flags_mark: in both of o200k's classes and not a letter
+        return flags[cp] & (U | W | L) == U | W
+
     derived = {
+        r"[\p{L}\p{M}]": [cp for cp in range(N_CODE_POINTS) if flags[cp] & L or mark(cp)],
+        r"[^\s\p{L}\p{M}\p{N}]": [cp for cp in range(N_CODE_POINTS) if not flags[cp] & (S | L | N) and not mark(cp)],
         r"[^\s\p{L}\p{N}]": [cp for cp in range(N_CODE_POINTS) if not flags[cp] & (S | L | N)],
         r"[^\r\n\p{L}\p{N}]": [cp for cp in range(N_CODE_POINTS) if not flags[cp] & (CR_LF | L | N)],
         r"[\p{Lu}\p{Ll}\p{Lt}\p{Lm}\p{Lo}]": [cp for cp in range(N_CODE_POINTS) if flags[cp] & L],

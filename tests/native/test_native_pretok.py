@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 from bpe_core import native
 from bpe_core._versions import regex_unicode_version
 from bpe_core.pretokenize import pretokenizer as pretokenize
-from bpe_core.pretokenize.presets import NATIVE_PRESETS, PRESETS, lookup_preset, native_aliases
+from bpe_core.pretokenize.presets import (
+    NATIVE_KINDS,
+    NATIVE_PRESETS,
+    PRESETS,
+    lookup_preset,
+    native_aliases,
+    native_kind_patterns,
+)
 from bpe_core.pretokenize.pretokenizer import PreTokenizer
 
 if not native.available() or not hasattr(native._core, "pretok_split"):
@@ -35,7 +42,7 @@ SAMPLE_BYTES = 1 << 20
 
 @cache
 def reference(kind: str) -> regex.Pattern:
-    (pattern,) = PRESETS[kind].patterns
+    (pattern,) = native_kind_patterns(kind)
     return regex.compile(pattern)
 
 
@@ -61,7 +68,8 @@ def assert_same_pieces(kind: str, data: bytes, label: object = "") -> None:
 
 
 def test_names_and_tables_info():
-    assert core.pretok_names() == list(NATIVE_PRESETS)
+    assert core.pretok_names() == list(NATIVE_KINDS)
+    assert core.pretok_names()[: len(NATIVE_PRESETS)] == list(NATIVE_PRESETS)
     assert core.unicode_tables_info() == {
         "regex_version": regex.__version__,
         "unicode_version": regex_unicode_version(),  # the tables come from regex: its Unicode, not unicodedata's
@@ -80,7 +88,7 @@ def spread_sample(docs: list[str], budget: int) -> list[str]:
 
 
 @pytest.mark.parametrize("name", CORPORA)
-@pytest.mark.parametrize("kind", NATIVE_PRESETS)
+@pytest.mark.parametrize("kind", NATIVE_KINDS)
 def test_corpora(kind, name):
     docs = corpus(name, 10**9)
     sample = spread_sample(docs, SAMPLE_BYTES)
@@ -89,7 +97,7 @@ def test_corpora(kind, name):
         assert_same_pieces(kind, as_bytes(doc), (name, doc[:40]))
 
 
-@pytest.mark.parametrize("kind", NATIVE_PRESETS)
+@pytest.mark.parametrize("kind", NATIVE_KINDS)
 def test_adversarial_cases(kind):
     cases = adversarial_cases()
     assert len(cases) > 3000
@@ -118,21 +126,21 @@ fuzz = settings(max_examples=3000 if FULL else 300, deadline=None, derandomize=n
 @fuzz
 @given(edge_text)
 def test_hypothesis_edge_text(text):
-    for kind in NATIVE_PRESETS:
+    for kind in NATIVE_KINDS:
         assert_same_pieces(kind, as_bytes(text), text)
 
 
 @fuzz
 @given(unicode_text)
 def test_hypothesis_all_categories(text):
-    for kind in NATIVE_PRESETS:
+    for kind in NATIVE_KINDS:
         assert_same_pieces(kind, as_bytes(text), text)
 
 
 @fuzz
 @given(raw_bytes)
 def test_hypothesis_invalid_utf8(data):
-    for kind in NATIVE_PRESETS:
+    for kind in NATIVE_KINDS:
         assert_same_pieces(kind, data, data)
 
 
@@ -161,7 +169,7 @@ def sweep_bytes() -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-@pytest.mark.parametrize("kind", NATIVE_PRESETS)
+@pytest.mark.parametrize("kind", NATIVE_KINDS)
 def test_every_code_point(kind):
     data = sweep_bytes()
     assert len(data) > 0x40000 * len(SWEEP_CONTEXT)
@@ -260,3 +268,55 @@ def test_split_bytes_equals_split(spec, normalizer):
         assert pre.split_bytes(data) == [p.encode("utf-8", "surrogateescape") for p in pre.split(text)]
     with pytest.raises(TypeError, match="use split"):
         pre.split_bytes("text")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ the cl100k family
+
+# Spellings found in files users have (Hugging Face tokenizer.json, llama.cpp's table) and by hand, with the kind the
+# structure gives. Each is then checked piece for piece against `regex` on that spelling itself.
+QWEN35_HF = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"  # noqa: E501
+CL100K_HF = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"  # noqa: E501
+SPELLINGS = [
+    (QWEN35_HF, "family:ci-d1-LM-llama"),
+    (lookup_preset("qwen35").patterns[0], "family:ascii-d1-LM-llama"),
+    (CL100K_HF, "family:ci-d3-L-llama"),
+    # the same classes written otherwise, the contraction group without its brackets, possessive where it changes
+    # nothing, cl100k's tail with `\s+$` and `[\r\n]+`
+    (QWEN35_HF.replace(r"[\p{L}\p{M}]+", r"[\p{M}\p{Lu}\p{Ll}\p{Lt}\p{Lm}\p{Lo}]++"), "family:ci-d1-LM-llama"),
+    (QWEN35_HF.replace(r"\p{N}|", r"[\p{Nd}\p{Nl}\p{No}]|"), "family:ci-d1-LM-llama"),
+    (r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]" + lookup_preset("qwen2").patterns[0].split(")", 1)[1], "qwen2"),
+    (PRESETS["cl100k"].patterns[0].replace(r"\s++$", r"\s+$").replace(r"\s*[\r\n]|", r"\s*[\r\n]+|"), "cl100k"),
+    (PRESETS["cl100k"].patterns[0].replace("++", "+").replace("?+", "?").replace("*+", "*").replace(r"\s+$", r"\s++$"),
+     "cl100k"),
+]  # fmt: skip
+# Near misses: one class, bound or alternative changed; none is a hand-written kind.
+NEAR_MISSES = [
+    QWEN35_HF.replace(r"\p{N}|", r"\p{N}{1,2}|"),
+    QWEN35_HF.replace(r"[\p{L}\p{M}]+", r"[\p{L}\p{M}\p{N}]+"),
+    QWEN35_HF.replace(r"(?i:'s|'t|", r"(?i:'s|'x|"),
+    QWEN35_HF.replace(r"[\r\n]*|", r"[\r\n/]*|"),
+    QWEN35_HF.replace(r"|\s+(?!\S)", ""),
+    CL100K_HF.replace(r"]?\p{L}+", r"]?+\p{L}*"),
+    lookup_preset("deepseek-v3").patterns[-1],
+]
+
+
+def test_the_spellings_of_the_family_are_known_by_their_structure():
+    for pattern, kind in SPELLINGS:
+        assert PreTokenizer(pattern, name="anything").native_kind == kind, pattern
+        assert core.pretok_split(kind, b"x")  # a kind the core splits
+    assert PreTokenizer.from_spec("qwen35").native_kind == "family:ascii-d1-LM-llama"
+    for pattern in NEAR_MISSES:
+        assert PreTokenizer(pattern).native_kind not in NATIVE_KINDS, pattern  # the compiled matcher, or regex
+
+
+@pytest.mark.parametrize("pattern, kind", SPELLINGS, ids=[f"{k}-{i}" for i, (_, k) in enumerate(SPELLINGS)])
+def test_each_spelling_splits_as_regex_on_that_spelling(pattern, kind):
+    compiled = regex.compile(pattern)
+    texts = [as_bytes(v) for _, v in adversarial_cases()]
+    for name in CORPORA:
+        texts += [as_bytes(d) for d in spread_sample(corpus(name, 10**9), SAMPLE_BYTES // 8)]
+    texts.append(sweep_bytes()[: 1 << 20])
+    for data in texts:
+        want = [p.encode("utf-8", "surrogateescape") for p in compiled.findall(data.decode("utf-8", "surrogateescape"))]
+        assert core.pretok_split(kind, data) == want, data[:60]

@@ -1,0 +1,180 @@
+"""The cl100k family of hand-written splits, and how a pattern is recognised as one of them: by its structure.
+
+The native core (``bpe_core/_native/pretok.h``, ``kFamilyBase``) splits ``C|[^\\r\\n\\p{L}\\p{N}]?X+|D| ?O+[\\r\\n]*|T``
+with four parameters: the contractions C case-folded (cl100k's ``(?i:...)``, which also takes U+017F for s) or
+ASCII-only (llama.cpp's ``'[sS]|...``); the digits D ``\\p{N}{1,3}`` or ``\\p{N}``; the letters X ``\\p{L}`` or
+``[\\p{L}\\p{M}]`` (marks join letters, as Qwen 3.5; O is then ``[^\\s\\p{L}\\p{M}\\p{N}]``); the whitespace tail T
+cl100k's ``\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` or llama.cpp's ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``. cl100k, llama3 and
+qwen2 are three of the sixteen; the others are named as the core names them (``family:ci-d1-LM-llama``).
+
+A pattern gets a family when it *is* one, whatever it is called and however it is spelled: :func:`structural_kind`
+parses it with the compiled matcher's parser (``compiler.py``) and compares the tree with each family's spellings,
+node for node, every one-character class by the code points `regex` puts in it (``class_ranges``). Equal trees are the
+same regex, so the same split; no name and no string comparison decides. Two rewrites that cannot change a match are
+applied first: a group alone in an alternative is spliced into the alternation around it, and a possessive run with
+nothing after it that could fail (the end of its alternative, or only optional items) loses its ``+``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+from bpe_core.pretokenize.compiler import Atom, End, Group, Look, NotCompiled, Repeat, _Parser, class_ranges
+
+FOLD, DIGITS3, MARKS, CL100K_TAIL = 1, 2, 4, 8
+N_FAMILY = 16
+# The bits the presets have (pretok.cpp kBitsCl100k, kBitsLlama3, kBitsQwen2).
+PRESET_BITS = {"cl100k": FOLD | DIGITS3 | CL100K_TAIL, "llama3": DIGITS3, "qwen2": 0}
+
+_CONTRACTIONS = {
+    True: (r"'(?i:[sdmt]|ll|ve|re)", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"),
+    False: (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])", r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"),
+}
+# Whitespace tails: the first of each is the reference; the others split the same (pretok.cpp's notes):
+# `\s*[\r\n]` and `\s*[\r\n]+` end after the run's last newline, `\s` and `\s+` take one character where
+# `\s+(?!\S)` failed, `\s+$` and `\s++$` match the same runs.
+_TAILS = {
+    True: tuple(
+        f"{end}|{nl}|\\s+(?!\\S)|{one}"
+        for end, nl, one in itertools.product((r"\s++$", r"\s+$"), (r"\s*[\r\n]", r"\s*[\r\n]+"), (r"\s", r"\s+"))
+    ),
+    False: tuple(
+        f"{nl}|\\s+(?!\\S)|{one}" for nl, one in itertools.product((r"\s*[\r\n]+", r"\s*[\r\n]"), (r"\s+", r"\s"))
+    ),
+}
+
+
+def family_name(bits: int) -> str:
+    """The name the native core gives the family member ``bits`` (the preset's name for the presets' bits)."""
+    for name, preset_bits in PRESET_BITS.items():
+        if bits == preset_bits:
+            return name
+    return (
+        f"family:{'ci' if bits & FOLD else 'ascii'}-{'d3' if bits & DIGITS3 else 'd1'}-"
+        f"{'LM' if bits & MARKS else 'L'}-{'cl100k' if bits & CL100K_TAIL else 'llama'}"
+    )
+
+
+def _spellings(bits: int, reference_only: bool = False) -> list[str]:
+    fold, marks = bool(bits & FOLD), bool(bits & MARKS)
+    letters = r"[\p{L}\p{M}]" if marks else r"\p{L}"
+    other = r"[^\s\p{L}\p{M}\p{N}]" if marks else r"[^\s\p{L}\p{N}]"
+    digits = r"\p{N}{1,3}" if bits & DIGITS3 else r"\p{N}"
+    out = []
+    for contraction, opt, tail in itertools.product(_CONTRACTIONS[fold], ("?", "?+"), _TAILS[bool(bits & CL100K_TAIL)]):
+        out.append(f"{contraction}|[^\\r\\n\\p{{L}}\\p{{N}}]{opt}{letters}+|{digits}| ?{other}+[\\r\\n]*|{tail}")
+        if reference_only:
+            break
+    return out
+
+
+def family_pattern(bits: int) -> str:
+    """The reference regex of the family member ``bits`` (what tests compare the native split with)."""
+    return _spellings(bits, reference_only=True)[0]
+
+
+def family_kinds() -> dict[str, tuple[str, ...]]:
+    """Every family member not a preset: its native name -> its reference patterns, in the core's order."""
+    return {
+        family_name(bits): (family_pattern(bits),) for bits in range(N_FAMILY) if bits not in PRESET_BITS.values()
+    }
+
+
+# ------------------------------------------------------------------------------------------ structure
+
+
+def _canonical_alts(group: Group) -> list[list[object]]:
+    alts: list[list[object]] = []
+    for seq in group.alts:
+        only = seq[0] if len(seq) == 1 else None
+        if isinstance(only, Repeat) and isinstance(only.node, Group) and (only.min, only.max) == (1, 1):
+            if not only.possessive:
+                alts += _canonical_alts(only.node)
+                continue
+        alts.append(_canonical_seq(seq))
+    return alts
+
+
+def _cannot_fail(rest: list[object]) -> bool:
+    return all(isinstance(n, Repeat) and n.min == 0 and isinstance(n.node, Atom) for n in rest)
+
+
+def _canonical_seq(seq: list[object]) -> list[object]:
+    out: list[object] = []
+    for k, node in enumerate(seq):
+        if isinstance(node, Repeat):
+            inner = Group(_canonical_alts(node.node)) if isinstance(node.node, Group) else node.node
+            possessive = node.possessive and not (isinstance(node.node, Atom) and _cannot_fail(seq[k + 1 :]))
+            node = Repeat(inner, node.min, node.max, possessive)
+        out.append(node)
+    return out
+
+
+def _tree(pattern: str) -> Group | None:
+    try:
+        return Group(_canonical_alts(_Parser(pattern).parse()))
+    except (NotCompiled, RecursionError):
+        return None
+
+
+def _shape(node: object) -> object:
+    """The tree with every class left out (a cheap key; classes are compared after)."""
+    if isinstance(node, Group):
+        return ("g", tuple(tuple(_shape(n) for n in seq) for seq in node.alts))
+    if isinstance(node, Repeat):
+        return ("r", _shape(node.node), node.min, node.max, node.possessive)
+    if isinstance(node, Look):
+        return ("l", node.negative)
+    if isinstance(node, End):
+        return ("$",)
+    return ("c",)
+
+
+def _classes(node: object, out: list[str]) -> list[str]:
+    if isinstance(node, Group):
+        for seq in node.alts:
+            for n in seq:
+                _classes(n, out)
+    elif isinstance(node, Repeat):
+        _classes(node.node, out)
+    elif isinstance(node, Look):
+        out.append(node.atom.source)
+    elif isinstance(node, Atom):
+        out.append(node.source)
+    return out
+
+
+@functools.cache
+def _templates() -> dict[object, list[tuple[tuple[str, ...], str]]]:
+    by_shape: dict[object, list[tuple[tuple[str, ...], str]]] = {}
+    for bits in range(N_FAMILY):
+        for spelling in _spellings(bits):
+            tree = _tree(spelling)
+            assert tree is not None, spelling
+            by_shape.setdefault(_shape(tree), []).append((tuple(_classes(tree, [])), family_name(bits)))
+    return by_shape
+
+
+def _same_class(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return class_ranges(a) == class_ranges(b)
+    except NotCompiled:
+        return False
+
+
+@functools.cache
+def structural_kind(patterns: tuple[str, ...]) -> str | None:
+    """The family member (native name) whose regex ``patterns`` is, node for node, or None."""
+    if len(patterns) != 1:
+        return None
+    tree = _tree(patterns[0])
+    if tree is None:
+        return None
+    classes = _classes(tree, [])
+    for template_classes, name in _templates().get(_shape(tree), []):
+        if all(_same_class(a, b) for a, b in zip(classes, template_classes, strict=True)):
+            return name
+    return None
