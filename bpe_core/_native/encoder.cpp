@@ -378,6 +378,24 @@ bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache
 // fallback pretok_split_some), each batch through encode_pieces_to.
 uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                                   BadPiece* bad) const {
+    if (!literals_) return encode_plain_to(kind, text, n, cache, dst, bad);
+    // Cut at the added tokens: the text before each is a text of its own, then the token's id. The ids of a
+    // segment take no more room than its bytes (+ kPieceSlack past them, which the token's id then overwrites).
+    size_t pos = 0, a, b;
+    uint32_t id;
+    while (literals_->next(text, n, pos, &a, &b, &id)) {
+        if (a > pos) {
+            dst = encode_plain_to(kind, text + pos, a - pos, cache, dst, bad);
+            if (!dst || stopped()) return dst;
+        }
+        *dst++ = id;
+        pos = b;
+    }
+    return pos < n ? encode_plain_to(kind, text + pos, n - pos, cache, dst, bad) : dst;
+}
+
+uint32_t* Encoder::encode_plain_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
+                                   BadPiece* bad) const {
     size_t ends[kSplitBatch];
     size_t pos = 0;
     while (pos < n) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "literals.h"
 #include "piece_table.h"
 #include "pretok.h"
 #include "tables.h"
@@ -188,8 +189,19 @@ class Encoder {
     size_t cache_limit() const { return cache_limit_.load(std::memory_order_relaxed); }
     uint64_t cache_resets() const { return resets_.load(std::memory_order_relaxed); }
     int64_t byte_id(uint8_t b) const { return byte_ids_[b]; }
+    // Added tokens every text is cut at (literals.h), set once before the encoder is used: encode_text_to then
+    // emits a token's id where one is found and splits the text between them as texts of their own. Only for
+    // tokens that Python's TokenFinder finds the same way (one leftmost-longest pass over the raw text, no flags:
+    // engines.py decides); text that Python already cut at them holds none, so the search is idempotent.
+    void set_literals(const std::vector<std::pair<std::string, uint32_t>>& tokens) {
+        literals_ = std::make_unique<Literals>(tokens);
+        if (literals_->empty()) literals_.reset();
+    }
+    bool has_literals() const { return literals_ != nullptr; }
 
   private:
+    uint32_t* encode_plain_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
+                              BadPiece* bad) const;
     uint64_t value(uint32_t left, uint32_t right) const {
         const uint64_t* v = pairs_.find(uint64_t(left) << 32 | right);
         return v ? *v : kNoMerge;
@@ -221,6 +233,7 @@ class Encoder {
     mutable std::atomic<uint64_t> resets_{0};
     U64Map<uint64_t> pairs_;  // pair key -> merge value
     bool ignore_merges_;
+    std::unique_ptr<Literals> literals_;
 };
 
 }  // namespace bpe

@@ -263,6 +263,18 @@ class PyEncoder {
     size_t cache_limit() const { return enc_->cache_limit(); }
     void set_cache_limit(size_t bytes) { enc_->set_cache_limit(bytes); }
     uint64_t cache_resets() const { return enc_->cache_resets(); }
+    // The added tokens every text is cut at (Encoder::set_literals), once, before the first encode.
+    void set_literals(nb::handle tokens) {
+        if (enc_->has_literals()) throw nb::value_error("set_literals: this encoder has its added tokens already");
+        std::vector<std::pair<std::string, uint32_t>> v;
+        for (nb::handle item : tokens) {
+            nb::tuple t = nb::cast<nb::tuple>(item);
+            nb::bytes b = nb::cast<nb::bytes>(t[0]);
+            v.emplace_back(std::string(b.c_str(), b.size()), nb::cast<uint32_t>(t[1]));
+        }
+        enc_->set_literals(v);
+    }
+    bool has_literals() const { return enc_->has_literals(); }
 
   private:
     // encode_flat's work: the documents on threads without the GIL, then (with it) the documents whose str needs
@@ -496,6 +508,9 @@ void bind_encoder(nb::module_& m) {
              nb::arg("wide"))
         .def("merge_bytes", &PyEncoder::merge_bytes, nb::arg("data"), nb::arg("with_stats") = false)
         .def("clear_cache", &PyEncoder::clear_cache)
+        .def("set_literals", &PyEncoder::set_literals, nb::arg("tokens"),
+             "Cut every text at these (bytes, id) added tokens, leftmost-longest (once, before the first encode).")
+        .def_prop_ro("has_literals", &PyEncoder::has_literals)
         .def_prop_ro("cache_size", &PyEncoder::cache_size)
         .def_prop_ro("pair_count", &PyEncoder::pair_count)
         .def_prop_ro("seed_count", &PyEncoder::seed_count,

@@ -170,15 +170,43 @@ class NativeBackend(ReferenceBackend):
         self._encoder: Any = None
         self._decoder: Any = None
         self.kind: str | None = None  # set with the encoder
+        self._literals = False  # the core cuts texts at the added tokens (set with the encoder)
 
     def encoder(self) -> Any:
         if self._encoder is None:
             level = self.level
             pairs = None if level.rank_only else level.pairs
-            self._encoder = native.make_encoder(level.encodable_vocab(), pairs, level.ignore_merges)
+            encoder = native.make_encoder(level.encodable_vocab(), pairs, level.ignore_merges)
             pre = self.pretokenizer
             self.kind = None if pre is None else getattr(pre, "native_kind", None)
+            literals = self._native_literals()
+            if literals:
+                encoder.set_literals(literals)
+            self._literals = bool(literals)
+            self._encoder = encoder
         return self._encoder
+
+    def _native_literals(self) -> list[tuple[bytes, int]] | None:
+        """The added tokens as (bytes, id) for the core to cut texts at (issue 31 item 3: GGUF user-defined tokens,
+        flagless added tokens; mpt's runs of spaces), where that is exactly what the TokenFinder does for an
+        ordinary encode: one leftmost-longest pass over the raw text. Not with a normalizer, flags (lstrip, rstrip,
+        single_word), a mix of normalized and raw tokens (two passes), or a token without UTF-8."""
+        finder = self.finder
+        if self.kind is None or not finder.added_tokens:
+            return None
+        if self.pretokenizer is not None and self.pretokenizer.normalizer:
+            return None
+        flags = [finder.flags(t) for t in finder.added_tokens]
+        if any(f.lstrip or f.rstrip or f.single_word for f in flags) or len({f.normalized for f in flags}) > 1:
+            return None
+        try:
+            return [(t.encode("utf-8"), i) for t, i in sorted(finder.added_tokens.items(), key=lambda kv: kv[1]) if t]
+        except UnicodeEncodeError:
+            return None
+
+    def _cut_natively(self, allowed: frozenset[str]) -> bool:
+        """True where the core takes whole texts: nothing to find, or only the added tokens it finds itself."""
+        return self.finder.is_plain(allowed) or (self._literals and not allowed)
 
     def ready(self) -> None:
         """The encoder built at load, not inside the first call (issue 37 item 1: 0.08 s for cl100k, 0.18 s for
@@ -213,7 +241,7 @@ class NativeBackend(ReferenceBackend):
         encoder = self.encoder()
         kind = self.kind
         finder = self.finder
-        if kind is not None and finder.is_plain(allowed):
+        if kind is not None and self._cut_natively(allowed):
             docs = self._whole_texts(texts, disallowed)
             return encoder.encode_batch(docs, kind, threads)
         out: list[list[int]] = []
@@ -231,7 +259,7 @@ class NativeBackend(ReferenceBackend):
 
     def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
         self.encoder()  # sets kind
-        return self.kind is not None and self.finder.is_plain(allowed)
+        return self.kind is not None and self._cut_natively(allowed)
 
     def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: np.dtype) -> tuple:
         """(ids, offsets) of whole texts, split and encoded by the core (only where ``splits_whole_texts``)."""
@@ -262,7 +290,7 @@ class NativeBackend(ReferenceBackend):
         normalized segments and token ids. Otherwise the pieces of the regex split and token ids."""
         finder = self.finder
         kind = self.kind
-        if kind is not None and finder.is_plain(allowed):
+        if kind is not None and self._cut_natively(allowed):
             return text
         text = _as_str(text)
         if kind is None:

@@ -165,3 +165,61 @@ def test_batches_cut_into_several_native_calls_keep_order(monkeypatch):
     expected = [python_twin_cl100k().encode(d, allowed_special="all") for d in docs]
     assert ours.encode_batch(docs, allowed_special="all") == expected
     assert ours.encode_ordinary_batch(docs[:-1]) == expected[:-2] + [[]]
+
+
+# Added tokens the core finds itself (literals.h): tokens that share first bytes and prefixes, runs of spaces (mpt's
+# user-defined tokens), a token of one character, multi-byte ones; every way of encoding against the reference.
+LITERALS = {"<s>": 1501, "<s><s>": 1502, "  ": 1503, "    ": 1504, "   \n": 1505, "[PAD7]": 1506, "[PAD77]": 1507,
+            "é": 1508, "\u4e00\u4e01": 1509, "x": 1510}  # fmt: skip
+literal_text = st.lists(
+    st.sampled_from([*LITERALS, "<", "s>", " ", "\n", "[PAD", "7", "]", "a", "Ab", "\u4e00", "'s", "1234", "\t"])
+    | st.text(max_size=6),
+    max_size=30,
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def literal_pair():
+    counts = bpe_core.count_chunks(corpus("en_bible_kjv", 200), "qwen2")
+    trained = bpe_core.train(counts, 1500)
+    ours = bpe_core.Tokenizer(trained.vocab, merges=trained.merge_ids, pretokenizer="qwen2", added_tokens=LITERALS)
+    return ours, python_twin(ours)
+
+
+def test_added_tokens_are_cut_by_the_core_as_the_reference_cuts_them(literal_pair):
+    ours, ref = literal_pair
+    assert ours.engine.encoder().has_literals and ours.engine.splits_whole_texts(frozenset())
+    docs = [d[:2000] + " <s><s><s> [PAD77]x    \n  é[PAD7]\u4e00\u4e01a   \nb" for d in corpus("en_bible_kjv", 40)]
+    docs += [t for _, t in adversarial_cases()[:400]] + ["", "x", "<s>", "    ", "     ", "[PAD7"]
+    expected = [ref.encode_ordinary(d) for d in docs]
+    assert ours.encode_ordinary_batch(docs) == expected
+    assert ours.encode_ordinary_batch(docs, num_threads=2) == expected
+    assert [ours.encode_ordinary(d) for d in docs] == expected
+    ids, offsets = ours.encode_ordinary_flat(docs)
+    assert [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(docs))] == expected
+    assert all(t in sum(expected, []) for t in LITERALS.values())
+    # with special tokens allowed, Python cuts first and the core finds nothing more
+    assert ours.encode_batch(docs[:50], allowed_special="all") == expected[:50]
+
+
+def test_flagged_added_tokens_stay_with_the_python_finder(literal_pair):
+    ours, ref = literal_pair
+    from bpe_core.model.added_tokens import AddedTokenFlags
+
+    flagged = bpe_core.Tokenizer(
+        ours.vocab, merges=ours.merge_ids, pretokenizer="qwen2", added_tokens=LITERALS,
+        token_flags={"<s>": AddedTokenFlags(lstrip=True)},
+    )  # fmt: skip
+    assert not flagged.engine.encoder().has_literals
+    text = "a <s>b"
+    assert flagged.encode_ordinary(text) == python_twin(flagged).encode_ordinary(text) != ref.encode_ordinary(text)
+
+
+@settings(max_examples=1000 if FULL else 200, deadline=None)
+@given(literal_text)
+def test_hypothesis_added_tokens_cut_by_the_core(literal_pair, text):
+    ours, ref = literal_pair
+    expected = ref.encode_ordinary(text)
+    assert ours.encode_ordinary(text) == expected
+    raw = text.encode("utf-8", "surrogatepass")
+    assert ours.encode_ordinary_batch([raw]) == [ref.encode_ordinary(raw)]

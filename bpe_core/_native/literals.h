@@ -1,0 +1,106 @@
+// Added tokens found in text by the core (issue 31 item 3): a set of literal strings (GGUF user-defined tokens,
+// Hugging Face added tokens without flags, mpt's runs of spaces), found leftmost-longest in one pass, as
+// bpe_core/model/added_tokens.py's TokenMatcher finds them (its regex alternation, longest first). The text between
+// two of them is an ordinary text of its own (the pre-tokenizer sees its end as the end of a text).
+//
+// One pass: the positions whose byte starts some token are found with memchr when one byte starts them all (`[`,
+// `<`, ` `), else by a 256-entry table; at such a position the first two bytes are looked up in a 65,536-bit set of
+// the tokens' first two bytes, and only then the tokens' distinct lengths are tried, longest first, in a hash set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace bpe {
+
+class Literals {
+  public:
+    // (token bytes, id); empty tokens are left out; of two equal tokens the first is kept.
+    explicit Literals(const std::vector<std::pair<std::string, uint32_t>>& tokens) {
+        store_.reserve(tokens.size());
+        for (const auto& t : tokens)
+            if (!t.first.empty()) store_.push_back(t);
+        ids_.reserve(store_.size() * 2);
+        pairs_.assign(65536 / 64, 0);
+        for (const auto& [bytes, id] : store_) {
+            if (!ids_.emplace(std::string_view(bytes), id).second) continue;
+            const uint8_t a = static_cast<uint8_t>(bytes[0]);
+            starts_[a] = true;
+            std::vector<uint32_t>& lens = lens_[a];
+            const uint32_t len = static_cast<uint32_t>(bytes.size());
+            bool known = false;
+            for (uint32_t l : lens) known |= l == len;
+            if (!known) lens.push_back(len);
+            if (len >= 2) {
+                const unsigned pair = unsigned(a) << 8 | static_cast<uint8_t>(bytes[1]);
+                pairs_[pair >> 6] |= uint64_t(1) << (pair & 63);
+            }
+        }
+        int distinct = 0;
+        for (int b = 0; b < 256; ++b) {
+            std::vector<uint32_t>& lens = lens_[b];
+            for (size_t i = 1; i < lens.size(); ++i)  // longest first (a few lengths: insertion sort)
+                for (size_t j = i; j > 0 && lens[j - 1] < lens[j]; --j) std::swap(lens[j - 1], lens[j]);
+            if (starts_[b]) distinct++, only_ = b;
+        }
+        if (distinct != 1) only_ = -1;
+    }
+
+    Literals(const Literals&) = delete;  // ids_ views store_'s strings
+    Literals& operator=(const Literals&) = delete;
+
+    bool empty() const { return ids_.empty(); }
+
+    // The first token in s[pos, n), leftmost and then longest: true with its span [*a, *b) and its id.
+    bool next(const uint8_t* s, size_t n, size_t pos, size_t* a, size_t* b, uint32_t* id) const {
+        size_t i = pos;
+        while (i < n) {
+            if (only_ >= 0) {
+                const void* hit = std::memchr(s + i, only_, n - i);
+                if (!hit) return false;
+                i = static_cast<size_t>(static_cast<const uint8_t*>(hit) - s);
+            } else {
+                while (i < n && !starts_[s[i]]) ++i;
+                if (i >= n) return false;
+            }
+            if (size_t len = match_at(s, n, i, id)) {
+                *a = i;
+                *b = i + len;
+                return true;
+            }
+            ++i;
+        }
+        return false;
+    }
+
+  private:
+    // The length of the longest token at s[i] (s[i] starts one), or 0.
+    size_t match_at(const uint8_t* s, size_t n, size_t i, uint32_t* id) const {
+        const std::vector<uint32_t>& lens = lens_[s[i]];
+        const bool pair = i + 1 < n && ((pairs_[(unsigned(s[i]) << 8 | s[i + 1]) >> 6] >> (s[i + 1] & 63)) & 1);
+        for (uint32_t len : lens) {
+            if (len > n - i || (len >= 2 && !pair)) continue;
+            auto it = ids_.find(std::string_view(reinterpret_cast<const char*>(s + i), len));
+            if (it != ids_.end()) {
+                *id = it->second;
+                return len;
+            }
+        }
+        return 0;
+    }
+
+    std::vector<std::pair<std::string, uint32_t>> store_;  // the bytes the views of ids_ point into
+    std::unordered_map<std::string_view, uint32_t> ids_;
+    std::vector<uint32_t> lens_[256];
+    std::vector<uint64_t> pairs_;
+    bool starts_[256] = {};
+    int only_ = -1;
+};
+
+}  // namespace bpe
