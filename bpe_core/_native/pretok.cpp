@@ -389,6 +389,78 @@ __attribute__((always_inline)) inline size_t next_family(const uint8_t* s, size_
 
 constexpr unsigned kBitsCl100k = kFamFold | kFamDigits3 | kFamClWs, kBitsLlama3 = kFamDigits3, kBitsQwen2 = 0;
 
+// ------------------------------------------------------------------------------------------ deepseek-v3
+// llama.cpp's cascade: (1) \p{N}{1,3}; (2) [一-龥\u3040-ゟ゠-ヿ]+ on what (1) left; (3) on each fragment then left,
+// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|
+// \s*[\r\n]+|\s+(?!\S)|\s+; the text between two matches of a regex is a piece too. So every digit group is a piece
+// (no later rule matches inside digits), and the rest is cut into fragments of one zone each, the CJK ranges of (2) or
+// the others, which (3) splits as texts of their own: no run, lookahead or optional next character reaches into
+// another zone or a digit, and `\s+(?!\S)` takes a whole run that ends a fragment. A piece start tells its zone (the
+// zone of its first character), so each piece is found from its start alone.
+inline bool dsv3_cjk(uint32_t cp) { return (cp - 0x3040u) <= 0xBFu || (cp - 0x4E00u) <= 0x51A5u; }
+inline bool flags_lm(uint8_t f) { return (f & kFlagL) || flags_mark(f); }
+inline bool dsv3_prefix(uint8_t f) { return !(f & (kFlagCrLf | kFlagL | kFlagPS)); }  // [^\r\n\p{L}\p{P}\p{S}]
+
+// The end of the run from j of characters of the zone (`cjk`) that satisfy pred.
+template <class Pred>
+inline size_t dsv3_run(const uint8_t* s, size_t n, size_t j, bool cjk, Pred pred) {
+    while (j < n) {
+        const Ch d = at(s, n, j);
+        if ((d.f & kFlagN) || dsv3_cjk(d.cp) != cjk || !pred(d.f)) break;
+        j += d.len;
+    }
+    return j;
+}
+
+// Whether a match of (3) starts at e (in the zone), the character after it being at j.
+inline bool dsv3_match_starts(const uint8_t* s, size_t n, const Ch& e, size_t j, bool cjk) {
+    if (flags_lm(e.f) || (e.f & (kFlagPS | kFlagS))) return true;
+    if (!dsv3_prefix(e.f) || j >= n) return false;
+    const Ch g = at(s, n, j);
+    return !(g.f & kFlagN) && dsv3_cjk(g.cp) == cjk && flags_lm(g.f);
+}
+
+inline size_t next_deepseek_v3(const uint8_t* s, size_t n, size_t i) {
+    const Ch c = at(s, n, i);
+    if (c.f & kFlagN) return digits_upto(s, n, i, 3);
+    const bool cjk = dsv3_cjk(c.cp);
+    const size_t i1 = i + c.len;
+    // [ASCII punctuation][A-Za-z]+ (both in the other zone)
+    if (c.cp < 0x80 && (c.f & kFlagPS) && i1 < n && s[i1] < 0x80 && (kAsciiFlags[s[i1]] & kFlagL))
+        return ascii_letters_end(s, n, i1);
+    if (flags_lm(c.f)) return dsv3_run(s, n, i1, cjk, flags_lm);
+    Ch d{0, 0, 0};
+    bool next_same = false;
+    if (i1 < n) {
+        d = at(s, n, i1);
+        next_same = !(d.f & kFlagN) && dsv3_cjk(d.cp) == cjk;
+    }
+    if (dsv3_prefix(c.f) && next_same && flags_lm(d.f)) return dsv3_run(s, n, i1 + d.len, cjk, flags_lm);
+    auto ps = [](uint8_t f) { return (f & kFlagPS) != 0; };
+    if (c.f & kFlagPS) {
+        const size_t e = dsv3_run(s, n, i1, cjk, ps);
+        return cjk ? e : run_crlf(s, n, e, false);  // \r and \n are of the other zone
+    }
+    if (s[i] == ' ' && next_same && (d.f & kFlagPS)) return run_crlf(s, n, dsv3_run(s, n, i1 + d.len, cjk, ps), false);
+    if (c.f & kFlagS) {  // whitespace is of the other zone, as every character a run of it stops at but digits and CJK
+        const WsRun w = ws_run(s, n, i);
+        if (w.crlf_end) return w.crlf_end;  // \s*[\r\n]+
+        if (w.end == n) return n;           // \s+(?!\S) at the end of the fragment ...
+        const Ch e = at(s, n, w.end);
+        if ((e.f & kFlagN) || dsv3_cjk(e.cp)) return w.end;  // ... which a digit or a CJK character starts
+        if (w.last_start > i) return w.last_start;           // \s+(?!\S)
+        return w.end;                                        // \s+
+    }
+    // No alternative matches here: the text up to where one does (or the fragment ends) is a piece.
+    size_t j = i1;
+    while (j < n) {
+        const Ch e = at(s, n, j);
+        if ((e.f & kFlagN) || dsv3_cjk(e.cp) != cjk || dsv3_match_starts(s, n, e, j + e.len, cjk)) break;
+        j += e.len;
+    }
+    return j;
+}
+
 template <size_t (*Next)(const uint8_t*, size_t, size_t)>
 void split_with(const uint8_t* s, size_t n, std::vector<size_t>& ends) {
     size_t i = 0;
@@ -432,6 +504,7 @@ size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos
     if (rx_is(kind)) return rx_split_some(kind, text, n, pos, ends, max);  // a compiled pattern (pretok_rx.cpp)
     if (kind == Pretok::kR50k) return split_some_with<next_r50k>(text, n, pos, ends, max);
     if (kind == Pretok::kO200k) return split_some_with<next_o200k>(text, n, pos, ends, max);
+    if (kind == Pretok::kDeepseekV3) return split_some_with<next_deepseek_v3>(text, n, pos, ends, max);
     switch (family_bits_or_throw(kind)) {
 #define BPE_FAMILY_CASE(b) \
     case b: return split_some_with<next_family<b>>(text, n, pos, ends, max);
@@ -471,7 +544,8 @@ const std::vector<std::pair<std::string, Pretok>>& named_kinds() {
                                                       {"cl100k", Pretok::kCl100k},
                                                       {"o200k", Pretok::kO200k},
                                                       {"llama3", Pretok::kLlama3},
-                                                      {"qwen2", Pretok::kQwen2}};
+                                                      {"qwen2", Pretok::kQwen2},
+                                                      {"deepseek-v3", Pretok::kDeepseekV3}};
         for (unsigned b = 0; b < kFamBits; ++b)
             if (static_cast<int>(pretok_family(b)) >= kFamilyBase) v.emplace_back(family_name(b), pretok_family(b));
         return v;
@@ -500,6 +574,7 @@ void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t
     if (rx_is(kind)) return rx_split(kind, text, n, ends);
     if (kind == Pretok::kR50k) return split_with<next_r50k>(text, n, ends);
     if (kind == Pretok::kO200k) return split_with<next_o200k>(text, n, ends);
+    if (kind == Pretok::kDeepseekV3) return split_with<next_deepseek_v3>(text, n, ends);
     switch (family_bits_or_throw(kind)) {
 #define BPE_FAMILY_CASE(b) \
     case b: return split_with<next_family<b>>(text, n, ends);

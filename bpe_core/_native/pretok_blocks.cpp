@@ -43,7 +43,7 @@ namespace {
 #define BPE_INLINE __attribute__((always_inline)) inline
 
 struct Masks {
-    uint64_t l, n, w, nl, sp, ap, hi, up, sl;  // up: A-Z, sl: '/' (o200k)
+    uint64_t l, n, w, nl, sp, ap, hi, up, sl, ct;  // up: A-Z, sl: '/' (o200k), ct: controls 0-31 and 127
 };
 
 // ------------------------------------------------------------------------------------------ classification
@@ -54,7 +54,7 @@ BPE_INLINE __m128i below_sse2(__m128i x, int n) {
 }
 
 Masks classify_sse2(const uint8_t* p) {
-    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0};
+    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int q = 0; q < 4; ++q) {
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q));
         const __m128i letter = below_sse2(_mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('a')), 26);
@@ -65,7 +65,9 @@ Masks classify_sse2(const uint8_t* p) {
         const __m128i ap = _mm_cmpeq_epi8(v, _mm_set1_epi8('\''));
         const __m128i up = below_sse2(_mm_sub_epi8(v, _mm_set1_epi8('A')), 26);
         const __m128i sl = _mm_cmpeq_epi8(v, _mm_set1_epi8('/'));
+        const __m128i ct = _mm_or_si128(below_sse2(v, 32), _mm_cmpeq_epi8(v, _mm_set1_epi8(127)));
         const int sh = 16 * q;
+        m.ct |= uint64_t(uint16_t(_mm_movemask_epi8(ct))) << sh;
         m.up |= uint64_t(uint16_t(_mm_movemask_epi8(up))) << sh;
         m.sl |= uint64_t(uint16_t(_mm_movemask_epi8(sl))) << sh;
         m.l |= uint64_t(uint16_t(_mm_movemask_epi8(letter))) << sh;
@@ -88,7 +90,7 @@ BPE_AVX2 BPE_INLINE __m256i below_avx2(__m256i x, int n) {
 // Not inlined: the walker that calls it has no target attribute of its own (it is inlined into walk_avx2); a call
 // per 64 bytes.
 BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
-    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0};
+    Masks m{0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int q = 0; q < 2; ++q) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * q));
         const __m256i letter =
@@ -101,7 +103,9 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
         const __m256i ap = _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\''));
         const __m256i up = below_avx2(_mm256_sub_epi8(v, _mm256_set1_epi8('A')), 26);
         const __m256i sl = _mm256_cmpeq_epi8(v, _mm256_set1_epi8('/'));
+        const __m256i ct = _mm256_or_si256(below_avx2(v, 32), _mm256_cmpeq_epi8(v, _mm256_set1_epi8(127)));
         const int sh = 32 * q;
+        m.ct |= uint64_t(uint32_t(_mm256_movemask_epi8(ct))) << sh;
         m.up |= uint64_t(uint32_t(_mm256_movemask_epi8(up))) << sh;
         m.sl |= uint64_t(uint32_t(_mm256_movemask_epi8(sl))) << sh;
         m.l |= uint64_t(uint32_t(_mm256_movemask_epi8(letter))) << sh;
@@ -182,7 +186,7 @@ BPE_INLINE uint64_t digit_starts(uint64_t n) {
     return acc;
 }
 
-enum Family { kFamR50k, kFamCl100k, kFamO200k };
+enum Family { kFamR50k, kFamCl100k, kFamO200k, kFamDsv3 };
 
 // The ASCII contraction at s[j] (an apostrophe that starts a piece) whose letters lie below v: its end, 0 for none,
 // or ~0u when the letters reach v (unknown here).
@@ -207,7 +211,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
     unsigned v = 64;
     uint64_t wide_letters = 0, cont = 0;
     if (m.hi) {
-        if (F == kFamO200k) {  // its letter classes (U, W, marks in both) are not spread here: the scalar takes them
+        if (F == kFamO200k || F == kFamDsv3) {  // their classes of non-ASCII characters are left to the scalar
             v = unsigned(__builtin_ctzll(m.hi));
         } else {
             const Wide w = classify_wide<kMarks>(s, avail, m.hi);
@@ -239,6 +243,29 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
         const uint64_t seg_last = seg & ~(seg >> 1);
         t = o_start | l_start | digit_starts<kGroup>(N) | (w & ~(w << 1)) | (w & (r << 1) & ~has_nl_after) |
             (seg_last & (seg << 1));
+    } else if (F == kFamDsv3) {
+        // deepseek-v3 (pretok.cpp next_deepseek_v3), ASCII only: digit groups of 3 are pieces and the character after
+        // a digit starts a fragment; in a fragment, PS (ASCII punctuation and symbols) runs start a piece unless a
+        // space before them does (` ?`), a lone PS that starts a piece takes the letters after it
+        // (`[PS][A-Za-z]+`), a letter run starts one unless the character before it is a space other than \r \n
+        // or a control (the prefix `[^\r\n\p{L}\p{P}\p{S}]?`: those always start a piece there) or such a PS; a
+        // run of controls (no rule matches them: the text up to the next match) starts one, and so does its last
+        // control before a letter; whitespace as the cl100k family, except that a run ending at a digit (the end of
+        // its fragment) is not split before its last character.
+        const uint64_t NL = m.nl & valid, Wnl = W & ~NL;
+        const uint64_t X = m.ct & valid & ~W, PS = O & ~X;
+        const uint64_t ps_start = PS & ~(PS << 1) & ~(SP << 1);
+        const uint64_t lone_ps = ps_start & ~(PS >> 1) & (L >> 1);  // takes the letters after it
+        const uint64_t l_start = L & ~(L << 1) & ~((Wnl | X | lone_ps) << 1);
+        const uint64_t x_start = (X & ~(X << 1)) | (X & (X << 1) & (L >> 1));
+        const uint64_t abs_nl = smear_up(NL & (PS << 1), NL);
+        const uint64_t w = W & ~abs_nl;
+        const uint64_t r = NL & w;
+        const uint64_t has_nl_after = smear_down(r, w);
+        const uint64_t seg = w & ~has_nl_after;
+        const uint64_t seg_last = seg & ~(seg >> 1);
+        t = digit_starts<3>(N) | (valid & ~N & (N << 1)) | ps_start | l_start | x_start | (w & ~(w << 1)) |
+            (w & (r << 1) & ~has_nl_after) | (seg_last & (seg << 1) & ~(N >> 1));
     } else {
         const uint64_t NL = m.nl & valid, Wnl = W & ~NL;
         const uint64_t o_start = O & ~((O | SP) << 1);
@@ -261,7 +288,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
     }
     // Contractions: an apostrophe that starts a piece, followed by the letters of one, is that piece (o200k: an
     // apostrophe right after a letter, whose piece takes the contraction as its suffix).
-    uint64_t aps = m.ap & valid & ((u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1));
+    uint64_t aps = F == kFamDsv3 ? 0 : m.ap & valid & ((u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1));
     aps &= F == kFamO200k ? (L << 1) : (t | 1);
     while (aps) {
         const unsigned j = unsigned(__builtin_ctzll(aps));
@@ -356,7 +383,8 @@ bool use_avx2() {
 
 bool pretok_blocks_covers(Pretok kind) {
     return ascii_classes_match_tables() &&
-           (kind == Pretok::kR50k || kind == Pretok::kO200k || pretok_family_bits(kind) >= 0);
+           (kind == Pretok::kR50k || kind == Pretok::kO200k || kind == Pretok::kDeepseekV3 ||
+            pretok_family_bits(kind) >= 0);
 }
 
 const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
@@ -372,6 +400,9 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
         case Pretok::kO200k:
             return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
+        case Pretok::kDeepseekV3:
+            return avx2 ? walk_avx2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered);
         default: {
             const int bits = pretok_family_bits(kind);
             if (bits >= 0) return walk_family(unsigned(bits), avx2, kind, text, n, pos, ends, max, covered);

@@ -79,8 +79,10 @@ inline size_t utf8_first_invalid(const uint8_t* s, size_t n) {
 // ------------------------------------------------------------------------------------------ class flags
 
 // Flag bits of a code point (bpe_core/pretokenize/unicode_tables.py FLAGS and CR_LF): \p{L}, \p{N}, \s, o200k's
-// "upper-ish" [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and "lower-ish" [\p{Ll}\p{Lm}\p{Lo}\p{M}], and \r or \n.
-enum : uint8_t { kFlagL = 1, kFlagN = 2, kFlagS = 4, kFlagU = 8, kFlagW = 16, kFlagCrLf = 32 };
+// "upper-ish" [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and "lower-ish" [\p{Ll}\p{Lm}\p{Lo}\p{M}], \r or \n, and
+// [\p{P}\p{S}].
+// kFlagPS: [\p{P}\p{S}] (deepseek-v3).
+enum : uint8_t { kFlagL = 1, kFlagN = 2, kFlagS = 4, kFlagU = 8, kFlagW = 16, kFlagCrLf = 32, kFlagPS = 64 };
 // Case-insensitive contraction letters (unicode_tables.py CI_LETTERS order): regex's (?i) folds U+017F onto s, so
 // these come from the tables too.
 enum : uint16_t {

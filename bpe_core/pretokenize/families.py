@@ -7,6 +7,8 @@ ASCII-only (llama.cpp's ``'[sS]|...``); the digits D ``\\p{N}{1,3}`` or ``\\p{N}
 cl100k's ``\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` or llama.cpp's ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``. cl100k, llama3 and
 qwen2 are three of the sixteen; the others are named as the core names them (``family:ci-d1-LM-llama``).
 
+The same recognition gives the hand-written cascades (``CASCADES``: DeepSeek V3's three regexes).
+
 A pattern gets a family when it *is* one, whatever it is called and however it is spelled: :func:`structural_kind`
 parses it with the compiled matcher's parser (``compiler.py``) and compares the tree with each family's spellings,
 node for node, every one-character class by the code points `regex` puts in it (``class_ranges``). Equal trees are the
@@ -21,6 +23,7 @@ import functools
 import itertools
 
 from bpe_core.pretokenize.compiler import Atom, End, Group, Look, NotCompiled, Repeat, _Parser, class_ranges
+from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
 
 FOLD, DIGITS3, MARKS, CL100K_TAIL = 1, 2, 4, 8
 N_FAMILY = 16
@@ -75,10 +78,13 @@ def family_pattern(bits: int) -> str:
 
 
 def family_kinds() -> dict[str, tuple[str, ...]]:
-    """Every family member not a preset: its native name -> its reference patterns, in the core's order."""
-    return {
-        family_name(bits): (family_pattern(bits),) for bits in range(N_FAMILY) if bits not in PRESET_BITS.values()
-    }
+    """Every hand-written kind after the presets: its native name -> its reference patterns, in the core's order
+    (the cascades, then the family members that are not presets)."""
+    kinds = dict(CASCADES)
+    kinds.update(
+        (family_name(bits), (family_pattern(bits),)) for bits in range(N_FAMILY) if bits not in PRESET_BITS.values()
+    )
+    return kinds
 
 
 # ------------------------------------------------------------------------------------------ structure
@@ -145,14 +151,23 @@ def _classes(node: object, out: list[str]) -> list[str]:
     return out
 
 
+# The other hand-written cascades, by the core's name: llama.cpp's regex lists.
+CASCADES: dict[str, tuple[str, ...]] = {"deepseek-v3": LLAMACPP_PRETOKENIZERS["deepseek-v3"][0]}
+
+
+def _spelled_kinds() -> list[tuple[tuple[str, ...], str]]:
+    out = [((spelling,), family_name(bits)) for bits in range(N_FAMILY) for spelling in _spellings(bits)]
+    return out + [(patterns, name) for name, patterns in CASCADES.items()]
+
+
 @functools.cache
 def _templates() -> dict[object, list[tuple[tuple[str, ...], str]]]:
     by_shape: dict[object, list[tuple[tuple[str, ...], str]]] = {}
-    for bits in range(N_FAMILY):
-        for spelling in _spellings(bits):
-            tree = _tree(spelling)
-            assert tree is not None, spelling
-            by_shape.setdefault(_shape(tree), []).append((tuple(_classes(tree, [])), family_name(bits)))
+    for patterns, name in _spelled_kinds():
+        trees = [_tree(p) for p in patterns]
+        assert all(t is not None for t in trees), patterns
+        shape = tuple(_shape(t) for t in trees)
+        by_shape.setdefault(shape, []).append((tuple(c for t in trees for c in _classes(t, [])), name))
     return by_shape
 
 
@@ -167,14 +182,13 @@ def _same_class(a: str, b: str) -> bool:
 
 @functools.cache
 def structural_kind(patterns: tuple[str, ...]) -> str | None:
-    """The family member (native name) whose regex ``patterns`` is, node for node, or None."""
-    if len(patterns) != 1:
+    """The hand-written kind (a family member, or a cascade of CASCADES) whose regexes ``patterns`` are, node for
+    node, or None."""
+    trees = [_tree(p) for p in patterns]
+    if not trees or any(t is None for t in trees):
         return None
-    tree = _tree(patterns[0])
-    if tree is None:
-        return None
-    classes = _classes(tree, [])
-    for template_classes, name in _templates().get(_shape(tree), []):
+    classes = [c for t in trees for c in _classes(t, [])]
+    for template_classes, name in _templates().get(tuple(_shape(t) for t in trees), []):
         if all(_same_class(a, b) for a, b in zip(classes, template_classes, strict=True)):
             return name
     return None

@@ -27,6 +27,8 @@ FLAGS = {
     # o200k's two letter classes: "upper-ish" and "lower-ish" (Lm, Lo and M are in both).
     "kU": (8, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
     "kW": (16, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+    # DeepSeek V3's punctuation and symbols (its ` ?[\p{P}\p{S}]+` and the prefix class that excludes them).
+    "kPS": (64, r"[\p{P}\p{S}]"),
 }
 CR_LF = 32  # "\r" or "\n" (literal in the patterns, not a property)
 # The letters of the contractions, in the bit order of pretok.cpp's ci masks; "'" is inside o200k's (?i:...).

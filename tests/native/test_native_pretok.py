@@ -41,14 +41,18 @@ SAMPLE_BYTES = 1 << 20
 
 
 @cache
-def reference(kind: str) -> regex.Pattern:
-    (pattern,) = native_kind_patterns(kind)
-    return regex.compile(pattern)
+def reference(kind: str):
+    """`regex` on the kind's patterns: findall for one, the cascade's finditer passes (PreTokenizer's, pure regex)
+    for several."""
+    patterns = native_kind_patterns(kind)
+    if len(patterns) == 1:
+        return regex.compile(patterns[0]).findall
+    return PreTokenizer(patterns, timeout=None)._split_normalized
 
 
 def expected_pieces(kind: str, data: bytes) -> list[bytes]:
     text = data.decode("utf-8", "surrogateescape")
-    return [p.encode("utf-8", "surrogateescape") for p in reference(kind).findall(text)]
+    return [p.encode("utf-8", "surrogateescape") for p in reference(kind)(text)]
 
 
 def as_bytes(text: str | bytes) -> bytes:
@@ -320,3 +324,36 @@ def test_each_spelling_splits_as_regex_on_that_spelling(pattern, kind):
     for data in texts:
         want = [p.encode("utf-8", "surrogateescape") for p in compiled.findall(data.decode("utf-8", "surrogateescape"))]
         assert core.pretok_split(kind, data) == want, data[:60]
+
+
+DEEPSEEK_V3 = lookup_preset("deepseek-v3").patterns
+CASCADE_SPELLINGS = [
+    (DEEPSEEK_V3, "deepseek-v3"),
+    # as a tokenizer.json could write it: the ranges escaped, possessive digits, the punctuation in another order
+    ((r"\p{N}{1,3}+", r"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", DEEPSEEK_V3[2].replace("!\"#$%&'", "\"!#$%&'")),
+     "deepseek-v3"),
+]  # fmt: skip
+CASCADE_NEAR_MISSES = [
+    (r"\p{N}{1,2}", *DEEPSEEK_V3[1:]),
+    (DEEPSEEK_V3[0], r"[\u4e00-\u9fa5\u3040-\u309f]+", DEEPSEEK_V3[2]),
+    DEEPSEEK_V3[1:],
+    (DEEPSEEK_V3[1], DEEPSEEK_V3[0], DEEPSEEK_V3[2]),
+]
+
+
+def test_the_cascades_are_known_by_their_structure():
+    for patterns, kind in CASCADE_SPELLINGS:
+        assert PreTokenizer(patterns, name="anything").native_kind == kind, patterns
+    for patterns in CASCADE_NEAR_MISSES:
+        assert PreTokenizer(patterns).native_kind not in NATIVE_KINDS, patterns
+
+
+@pytest.mark.parametrize("patterns, kind", CASCADE_SPELLINGS)
+def test_each_cascade_spelling_splits_as_regex_on_that_spelling(patterns, kind):
+    pre = PreTokenizer(patterns, timeout=None)
+    texts = [as_bytes(v) for _, v in adversarial_cases()]
+    for name in CORPORA:
+        texts += [as_bytes(d) for d in spread_sample(corpus(name, 10**9), SAMPLE_BYTES // 8)]
+    for data in texts:
+        text = data.decode("utf-8", "surrogateescape")
+        assert core.pretok_split(kind, data) == [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)]

@@ -29,7 +29,7 @@ if not native.available() or not hasattr(native._core, "pretok_split_ends"):
     pytest.skip("the native core (with its block splitter) is not built", allow_module_level=True)
 
 core = native._core
-PRESETS = tuple(core.pretok_names())  # r50k, cl100k, o200k, llama3, qwen2 (o200k: the scalar path throughout)
+PRESETS = tuple(core.pretok_names())  # the five presets, deepseek-v3 and the cl100k family
 TIERS = ("auto", "sse2")
 
 
@@ -74,7 +74,8 @@ def test_bad_arguments_are_refused_naming_the_fix():
 # differential tests would pass with no block at all, so this says they test the blocks. Measured on these 200
 # documents: 0.97-1.00 for every corpus and preset, except o200k on multi_udhr, 0.45 (any non-ASCII byte ends what
 # its blocks know).
-MIN_COVERED = {("multi_udhr", "o200k"): 0.3}
+# o200k and deepseek-v3 leave every block with a non-ASCII byte to the scalar splitter (the many scripts of multi_udhr).
+MIN_COVERED = {("multi_udhr", "o200k"): 0.3, ("multi_udhr", "deepseek-v3"): 0.4}
 
 
 @pytest.mark.parametrize("name", PRESETS)
