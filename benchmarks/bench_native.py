@@ -54,7 +54,10 @@ from pathlib import Path
 from benchlib import CORPORA, ROOT, load_records, run_json, spread, utf8_len
 from native_cases import GIGA_REFERENCE, LLAMACPP_VOCABS, PRESETS, run_case
 
-SECTIONS = ("split", "encode", "train", "vocabs", "sentencepiece")
+SECTIONS = ("split", "encode", "train", "vocabs", "scripts", "sentencepiece")
+# The per-script table's presets and languages (issue 31: qwen35 and deepseek-v3 >= 0.8x GigaToken warm).
+SCRIPT_PRESETS = ("cl100k", "o200k", "qwen35", "deepseek-v3")
+SCRIPTS = ("en", "de", "ru", "ja", "zh")
 TRAINERS = ("ours", "rustbpe", "tokenizers", "gigatoken")
 
 
@@ -136,6 +139,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=int, help="training vocabulary size (default 32000; 300 with --quick)")
     parser.add_argument("--warm", type=int, default=3, help="warm calls after the first, in the same process (3)")
     parser.add_argument("--vocab-mb", type=float, help="MB of text for the vocabularies section (default 2; 0.1)")
+    parser.add_argument("--script-mb", type=float, help="MB of text per language in the scripts section (1; 0.05)")
     parser.add_argument("--vocabs", help="llama.cpp vocabularies of the vocabs section (default all 11; quick: 2)")
     parser.add_argument(
         "--callgrind",
@@ -152,6 +156,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     quick = args.quick
     args.mb = args.mb if args.mb is not None else (0.2 if quick else 1.0 if args.callgrind else 20.0)
     args.vocab_mb = args.vocab_mb if args.vocab_mb is not None else (0.1 if quick else 2.0)
+    args.script_mb = args.script_mb if args.script_mb is not None else (0.05 if quick else 1.0)
     args.rounds = args.rounds or (1 if quick else 3)
     args.vocab = args.vocab or (300 if quick else 32000)
     default = "cl100k,qwen35,deepseek-v3" if quick else "cl100k" if args.callgrind else "cl100k,o200k,llama3"
@@ -217,6 +222,13 @@ class Bench:
                         self.measure(f"encode:{row.key}:{preset}", row.threads, (preset, row.key), round_)
                     if round_ == 0 and preset not in GIGA_REFERENCE:
                         self.measure(f"python:{preset}", 1, (preset, "python"), round_)
+            if "scripts" in self.args.only:
+                for preset in SCRIPT_PRESETS:
+                    for lang in SCRIPTS:
+                        libs = ("ours", "gigatoken") if round_ % 2 == 0 else ("gigatoken", "ours")
+                        for lib in libs:
+                            self.measure(f"script:{lib}:{preset}:{lang}", 1, ("scripts", f"{lib}:{preset}:{lang}"),
+                                         round_, mb=self.args.script_mb)  # fmt: skip
             if "vocabs" in self.args.only:
                 names = ["cl100k", *self.args.vocabs]
                 for name in names if round_ % 2 == 0 else names[::-1]:
@@ -373,6 +385,34 @@ def print_vocabs(bench: Bench, mb: float) -> bool:
         print(f"  {name:24s} {rate_text(runs, mb, 'warm_cpu')}  (first {best_rate(runs, mb, 'cpu'):.2f})  {verdict}"
               f"\n  {'':24s} {paired}; target >= 0.5x: {met}")  # fmt: skip
     return good
+
+
+def print_scripts(bench: Bench) -> tuple[bool, list[bool]]:
+    """Issue 31's per-script table: one thread, warm median MB per CPU second, ours and GigaToken on the same text;
+    the qwen35 and deepseek-v3 cells have the target >= 0.8x. (ids-equal verdict, targets)."""
+    print(f"\nper script (multi_udhr by language, {bench.args.script_mb:g} MB each), one thread, encode_ordinary_flat: "
+          f"MB per CPU second, warm median of {bench.args.warm} calls; ours / GigaToken, best over best")  # fmt: skip
+    print(f"  {'':12s}" + "".join(f"{lang:>20s}" for lang in SCRIPTS))
+    good, targets = True, []
+    for preset in SCRIPT_PRESETS:
+        cells = []
+        for lang in SCRIPTS:
+            ours, peer = bench.ok("scripts", f"ours:{preset}:{lang}"), bench.ok("scripts", f"gigatoken:{preset}:{lang}")
+            if not ours or not peer:
+                cells.append("failed".rjust(20))
+                continue
+            same = ours[0]["crc"] == peer[0]["crc"]
+            good = good and same
+            mb = ours[0]["mb"]
+            a, b = best_rate(ours, mb, "warm_cpu"), best_rate(peer, mb, "warm_cpu")
+            mark = "" if same else " IDS DIFFER"
+            if preset in GIGA_REFERENCE:
+                targets.append(a / b >= 0.8)
+            cells.append(f"{a:6.1f}/{b:6.1f} {a / b:4.2f}x{mark}".rjust(20))
+        print(f"  {preset:12s}" + "".join(cells))
+    met = sum(targets)
+    print(f"  target qwen35 and deepseek-v3 cells >= 0.8x GigaToken: {met} of {len(targets)} met")
+    return good, targets
 
 
 def print_split(bench: Bench, preset: str, mb: float) -> None:
@@ -556,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
                 targets += print_targets(bench, preset, mb)
         if "vocabs" in args.only:
             good = print_vocabs(bench, args.vocab_mb) and good
+        if "scripts" in args.only:
+            same, script_targets = print_scripts(bench)
+            good, targets = good and same, targets + script_targets
         if "sentencepiece" in args.only:  # benchmarks/bench_spm.py
             from bench_spm import print_sentencepiece
 
