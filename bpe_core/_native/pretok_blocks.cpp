@@ -151,6 +151,39 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
     return w;
 }
 
+// The same for deepseek-v3: letters and marks join L, [\p{P}\p{S}] joins PS, the CJK ranges of its second regex
+// are the zone Z (whatever their class), the rest (format characters, unassigned, invalid bytes) are controls for the
+// algebra (X: no rule matches them but the prefix); a digit or a space cuts, as a character cut by the block's edge.
+struct WideDsv3 {
+    uint64_t letters, ps, x, zone, cont;
+    unsigned cut;
+};
+
+__attribute__((noinline)) WideDsv3 classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi) {
+    WideDsv3 w{0, 0, 0, 0, 0, 64};
+    while (hi) {
+        const unsigned j = unsigned(__builtin_ctzll(hi));
+        uint32_t len;
+        const uint32_t cp = utf8_decode(s, avail, j, len);
+        const uint8_t f = flags_of(cp);
+        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
+            w.cut = j;
+            break;
+        }
+        const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
+        if ((f & kFlagL) || (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW))
+            w.letters |= bits;
+        else if (f & kFlagPS)
+            w.ps |= bits;
+        else
+            w.x |= bits;
+        if ((cp - 0x3040u) <= 0xBFu || (cp - 0x4E00u) <= 0x51A5u) w.zone |= bits;
+        w.cont |= bits & ~(uint64_t(1) << j);
+        hi &= ~bits;
+    }
+    return w;
+}
+
 // ------------------------------------------------------------------------------------------ boundary algebra
 
 // Spread the bits of `seed` toward higher bits through runs of `within` (log steps).
@@ -210,9 +243,13 @@ template <Family F, int kGroup, bool kMarks>
 BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m) {
     unsigned v = 64;
     uint64_t wide_letters = 0, cont = 0;
+    uint64_t wide_ps = 0, wide_x = 0, zone = 0;
     if (m.hi) {
-        if (F == kFamO200k || F == kFamDsv3) {  // their classes of non-ASCII characters are left to the scalar
+        if (F == kFamO200k) {  // its letter classes (U, W, marks in both) are not spread here: the scalar takes them
             v = unsigned(__builtin_ctzll(m.hi));
+        } else if (F == kFamDsv3) {
+            const WideDsv3 w = classify_wide_dsv3(s, avail, m.hi);
+            v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x, zone = w.zone;
         } else {
             const Wide w = classify_wide<kMarks>(s, avail, m.hi);
             v = w.cut, wide_letters = w.letters, cont = w.cont;
@@ -252,20 +289,29 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
         // run of controls (no rule matches them: the text up to the next match) starts one, and so does its last
         // control before a letter; whitespace as the cl100k family, except that a run ending at a digit (the end of
         // its fragment) is not split before its last character.
-        const uint64_t NL = m.nl & valid, Wnl = W & ~NL;
-        const uint64_t X = m.ct & valid & ~W, PS = O & ~X;
-        const uint64_t ps_start = PS & ~(PS << 1) & ~(SP << 1);
-        const uint64_t lone_ps = ps_start & ~(PS >> 1) & (L >> 1);  // takes the letters after it
-        const uint64_t l_start = L & ~(L << 1) & ~((Wnl | X | lone_ps) << 1);
-        const uint64_t x_start = (X & ~(X << 1)) | (X & (X << 1) & (L >> 1));
-        const uint64_t abs_nl = smear_up(NL & (PS << 1), NL);
+        // Non-ASCII: letters and marks are L, punctuation and symbols PS, the rest X, their bits over all their
+        // bytes (so a rule that looks at the character before looks at its last byte); Z, the CJK ranges, is a zone
+        // of its own: B, where the zone changes, starts a fragment, and no rule reaches across it.
+        const uint64_t NL = m.nl & valid, Wnl = W & ~NL, Z = zone & valid;
+        const uint64_t X = ((m.ct & ~W) | wide_x) & valid, PS = (O & ~X & ~m.hi) | (wide_ps & valid);
+        const uint64_t B = (Z ^ (Z << 1)) & valid;
+        auto prev = [B](uint64_t x) { return (x << 1) & ~B; };  // the character before, in the same fragment
+        const uint64_t ascii_l = m.l & valid;
+        const uint64_t ps_start = PS & ~prev(PS) & ~prev(SP);
+        const uint64_t lone_ps = ps_start & ~m.hi & (ascii_l >> 1);  // `[PS][A-Za-z]+`: ASCII on both sides
+        const uint64_t a1_letters = smear_up(lone_ps << 1, ascii_l);
+        const uint64_t l_start = (L & ~prev(L) & ~prev(Wnl | X | lone_ps)) | (L & ~ascii_l & (a1_letters << 1));
+        // an X run starts a piece, and so does its last character before a letter of the same fragment
+        const uint64_t x_last = smear_down(X & ((L & ~B) >> 1), cont >> 1) & ~cont;
+        const uint64_t x_start = (X & ~prev(X)) | (x_last & prev(X));
+        const uint64_t abs_nl = smear_up(NL & prev(PS), NL);
         const uint64_t w = W & ~abs_nl;
         const uint64_t r = NL & w;
         const uint64_t has_nl_after = smear_down(r, w);
         const uint64_t seg = w & ~has_nl_after;
         const uint64_t seg_last = seg & ~(seg >> 1);
         t = digit_starts<3>(N) | (valid & ~N & (N << 1)) | ps_start | l_start | x_start | (w & ~(w << 1)) |
-            (w & (r << 1) & ~has_nl_after) | (seg_last & (seg << 1) & ~(N >> 1));
+            (w & (r << 1) & ~has_nl_after) | (seg_last & (seg << 1) & ~((N | Z) >> 1)) | B;
     } else {
         const uint64_t NL = m.nl & valid, Wnl = W & ~NL;
         const uint64_t o_start = O & ~((O | SP) << 1);
