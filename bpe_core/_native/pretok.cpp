@@ -227,6 +227,30 @@ __attribute__((always_inline)) inline size_t next_r50k(const uint8_t* s, size_t 
     return i + c.len;                             // \s
 }
 
+// ------------------------------------------------------------------------------------------ r50k-digits
+// `\p{N}`, then '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|... on the text between the
+// digits: every digit is a piece, and GPT-2's rules run on each fragment between them as on a text of its own (the
+// same pieces as r50k's there, tests/native/test_native_pretok.py aliases), so a space is never the ` ?` of a digit
+// and a whitespace run before a digit ends its fragment (`\s+(?!\S)` takes all of it).
+__attribute__((always_inline)) inline size_t next_r50k_digits(const uint8_t* s, size_t n, size_t i) {
+    const Ch c = at(s, n, i);
+    if (c.f & kFlagN) return i + c.len;
+    if (s[i] == '\'') {
+        if (size_t e = contraction_r50k(s, n, i)) return e;
+    }
+    if (c.f & kFlagL) return run_letters(s, n, i + c.len);
+    if (flags_o(c.f)) return run_other(s, n, i + c.len);
+    if (s[i] == ' ' && i + 1 < n) {
+        const Ch d = at(s, n, i + 1);
+        if (d.f & kFlagL) return run_letters(s, n, i + 1 + d.len);
+        if (flags_o(d.f)) return run_other(s, n, i + 1 + d.len);
+    }
+    const WsRun w = ws_run(s, n, i);
+    if (w.end == n || (at(s, n, w.end).f & kFlagN)) return w.end;  // the run ends its fragment
+    if (w.last_start > i) return w.last_start;                      // \s+(?!\S)
+    return i + c.len;                                               // \s
+}
+
 // ------------------------------------------------------------------------------------------ o200k
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
@@ -505,6 +529,7 @@ size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos
     if (kind == Pretok::kR50k) return split_some_with<next_r50k>(text, n, pos, ends, max);
     if (kind == Pretok::kO200k) return split_some_with<next_o200k>(text, n, pos, ends, max);
     if (kind == Pretok::kDeepseekV3) return split_some_with<next_deepseek_v3>(text, n, pos, ends, max);
+    if (kind == Pretok::kR50kDigits) return split_some_with<next_r50k_digits>(text, n, pos, ends, max);
     switch (family_bits_or_throw(kind)) {
 #define BPE_FAMILY_CASE(b) \
     case b: return split_some_with<next_family<b>>(text, n, pos, ends, max);
@@ -545,7 +570,8 @@ const std::vector<std::pair<std::string, Pretok>>& named_kinds() {
                                                       {"o200k", Pretok::kO200k},
                                                       {"llama3", Pretok::kLlama3},
                                                       {"qwen2", Pretok::kQwen2},
-                                                      {"deepseek-v3", Pretok::kDeepseekV3}};
+                                                      {"deepseek-v3", Pretok::kDeepseekV3},
+                                                      {"r50k-digits", Pretok::kR50kDigits}};
         for (unsigned b = 0; b < kFamBits; ++b)
             if (static_cast<int>(pretok_family(b)) >= kFamilyBase) v.emplace_back(family_name(b), pretok_family(b));
         return v;
@@ -575,6 +601,7 @@ void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t
     if (kind == Pretok::kR50k) return split_with<next_r50k>(text, n, ends);
     if (kind == Pretok::kO200k) return split_with<next_o200k>(text, n, ends);
     if (kind == Pretok::kDeepseekV3) return split_with<next_deepseek_v3>(text, n, ends);
+    if (kind == Pretok::kR50kDigits) return split_with<next_r50k_digits>(text, n, ends);
     switch (family_bits_or_throw(kind)) {
 #define BPE_FAMILY_CASE(b) \
     case b: return split_with<next_family<b>>(text, n, ends);

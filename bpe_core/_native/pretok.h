@@ -16,7 +16,18 @@ namespace bpe {
 
 // kDeepseekV3: llama.cpp's three-regex cascade of DeepSeek V3 (`\p{N}{1,3}`, then `[一-龥\u3040-ゟ゠-ヿ]+`, then its
 // main rule on each fragment the two leave), with cl100k's ranks the Deepseek V3 vocabulary.
-enum class Pretok : int { kNone = -1, kR50k = 0, kCl100k = 1, kO200k = 2, kLlama3 = 3, kQwen2 = 4, kDeepseekV3 = 5 };
+// kR50kDigits: `\p{N}` then GPT-2's regex on what it leaves (llama.cpp's starcoder, refact, command-r, smollm,
+// exaone, codeshell).
+enum class Pretok : int {
+    kNone = -1,
+    kR50k = 0,
+    kCl100k = 1,
+    kO200k = 2,
+    kLlama3 = 3,
+    kQwen2 = 4,
+    kDeepseekV3 = 5,
+    kR50kDigits = 6,
+};
 
 // The cl100k family (issue 31): the split of `C|[^\r\n\p{L}\p{N}]?X+|D| ?O+[\r\n]*|T` with four parameters, one bit
 // each of kind - kFamilyBase: C the contractions, case-folded as cl100k's `(?i:...)` (bit 0) or ASCII-only as
@@ -33,7 +44,7 @@ int pretok_family_bits(Pretok kind);
 // The kind named `name` (a preset's name, a family's as pretok_names gives it, or a compiled pattern's "rx:N"), or
 // kNone.
 Pretok pretok_from_name(std::string_view name);
-// The names of the hand-written kinds, the five presets first, deepseek-v3, then the other thirteen of the cl100k family
+// The names of the hand-written kinds, the five presets first, deepseek-v3, r50k-digits, then the other thirteen of the cl100k family
 // ("family:ci-d3-LM-llama": contractions ci or ascii, digits d3 or d1, letters L or LM, tail cl100k or llama).
 const std::vector<std::string_view>& pretok_names();
 

@@ -219,20 +219,21 @@ BPE_INLINE uint64_t digit_starts(uint64_t n) {
     return acc;
 }
 
-enum Family { kFamR50k, kFamCl100k, kFamO200k, kFamDsv3 };
+enum Family { kFamR50k, kFamCl100k, kFamO200k, kFamDsv3, kFamR50kDigits };
 
 // The ASCII contraction at s[j] (an apostrophe that starts a piece) whose letters lie below v: its end, 0 for none,
 // or ~0u when the letters reach v (unknown here).
 template <Family F>
 BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
     if (j + 1 >= v || s[j + 1] >= 0x80) return ~0u;  // a non-ASCII letter might fold to one (cl100k: U+017F)
-    const uint8_t a = F == kFamR50k ? s[j + 1] : uint8_t(s[j + 1] | 0x20);  // | 0x20: exactly the ASCII capitals
+    constexpr bool kExact = F == kFamR50k || F == kFamR50kDigits;  // r50k's contractions are lower-case only
+    const uint8_t a = kExact ? s[j + 1] : uint8_t(s[j + 1] | 0x20);  // | 0x20: exactly the ASCII capitals
     const bool letter_a = (s[j + 1] | 0x20) >= 'a' && (s[j + 1] | 0x20) <= 'z';
     if (!letter_a) return 0;
     if (a == 's' || a == 'd' || a == 'm' || a == 't') return j + 2;
     if (a != 'l' && a != 'v' && a != 'r') return 0;
     if (j + 2 >= v || s[j + 2] >= 0x80) return ~0u;
-    const uint8_t b = F == kFamR50k ? s[j + 2] : uint8_t(s[j + 2] | 0x20);
+    const uint8_t b = kExact ? s[j + 2] : uint8_t(s[j + 2] | 0x20);
     if (!((s[j + 2] | 0x20) >= 'a' && (s[j + 2] | 0x20) <= 'z')) return 0;
     if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return j + 3;
     return 0;
@@ -264,6 +265,13 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
         const uint64_t ws_start = W & ~(W << 1), ws_last = W & ~(W >> 1);
         t = (L & ~(L << 1) & ~lead) | (N & ~(N << 1) & ~lead) | (O & ~(O << 1) & ~lead) | ws_start |
             (ws_last & (W << 1));
+    } else if (F == kFamR50kDigits) {
+        // r50k with every digit a piece and the character after it a fragment's start: a whitespace run before a
+        // digit is not split before its last character, and no space is a digit's ` ?`.
+        const uint64_t lead = SP << 1;
+        const uint64_t ws_start = W & ~(W << 1), ws_last = W & ~(W >> 1);
+        t = (L & ~(L << 1) & ~lead) | N | (valid & (N << 1)) | (O & ~(O << 1) & ~lead) | ws_start |
+            (ws_last & (W << 1) & ~(N >> 1));
     } else if (F == kFamO200k) {
         // As the cl100k family, with: no contraction pieces (a contraction after letters is their suffix, below);
         // a start before an upper-case letter after a lower-case one (`U*W+|U+W*`); an O run takes the newlines
@@ -429,7 +437,7 @@ bool use_avx2() {
 
 bool pretok_blocks_covers(Pretok kind) {
     return ascii_classes_match_tables() &&
-           (kind == Pretok::kR50k || kind == Pretok::kO200k || kind == Pretok::kDeepseekV3 ||
+           (kind == Pretok::kR50k || kind == Pretok::kO200k || kind == Pretok::kDeepseekV3 || kind == Pretok::kR50kDigits ||
             pretok_family_bits(kind) >= 0);
 }
 
@@ -446,6 +454,9 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
         case Pretok::kO200k:
             return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
+        case Pretok::kR50kDigits:
+            return avx2 ? walk_avx2<kFamR50kDigits, 0>(kind, text, n, pos, ends, max, covered)
+                        : walk_sse2<kFamR50kDigits, 0>(kind, text, n, pos, ends, max, covered);
         case Pretok::kDeepseekV3:
             return avx2 ? walk_avx2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered);

@@ -7,7 +7,8 @@ ASCII-only (llama.cpp's ``'[sS]|...``); the digits D ``\\p{N}{1,3}`` or ``\\p{N}
 cl100k's ``\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` or llama.cpp's ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``. cl100k, llama3 and
 qwen2 are three of the sixteen; the others are named as the core names them (``family:ci-d1-LM-llama``).
 
-The same recognition gives the hand-written cascades (``CASCADES``: DeepSeek V3's three regexes).
+The same recognition gives the hand-written cascades (``CASCADES``: DeepSeek V3's three regexes, and the digits
+split before GPT-2's regex of six llama.cpp vocabularies).
 
 A pattern gets a family when it *is* one, whatever it is called and however it is spelled: :func:`structural_kind`
 parses it with the compiled matcher's parser (``compiler.py``) and compares the tree with each family's spellings,
@@ -151,13 +152,20 @@ def _classes(node: object, out: list[str]) -> list[str]:
     return out
 
 
-# The other hand-written cascades, by the core's name: llama.cpp's regex lists.
-CASCADES: dict[str, tuple[str, ...]] = {"deepseek-v3": LLAMACPP_PRETOKENIZERS["deepseek-v3"][0]}
-
-
+# The other hand-written cascades, by the core's name: llama.cpp's regex lists (the reference of each).
+CASCADES: dict[str, tuple[str, ...]] = {
+    "deepseek-v3": LLAMACPP_PRETOKENIZERS["deepseek-v3"][0],
+    "r50k-digits": LLAMACPP_PRETOKENIZERS["starcoder"][0],
+}
 def _spelled_kinds() -> list[tuple[tuple[str, ...], str]]:
+    from bpe_core.pretokenize.presets import GPT2_HF_PATTERN, R50K_PATTERN  # presets imports this module
+
     out = [((spelling,), family_name(bits)) for bits in range(N_FAMILY) for spelling in _spellings(bits)]
-    return out + [(patterns, name) for name, patterns in CASCADES.items()]
+    out += [(patterns, name) for name, patterns in CASCADES.items()]
+    # GPT-2's regex as OpenAI's r50k, Hugging Face's ByteLevel and llama.cpp write it: the same pieces on any text
+    # (presets.native_aliases), so on each fragment between the digits too.
+    gpt2 = (R50K_PATTERN, GPT2_HF_PATTERN, LLAMACPP_PRETOKENIZERS["gpt-2"][0][0])
+    return out + [((r"\p{N}", spelling), "r50k-digits") for spelling in gpt2]
 
 
 @functools.cache

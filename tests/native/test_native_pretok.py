@@ -332,12 +332,18 @@ CASCADE_SPELLINGS = [
     # as a tokenizer.json could write it: the ranges escaped, possessive digits, the punctuation in another order
     ((r"\p{N}{1,3}+", r"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", DEEPSEEK_V3[2].replace("!\"#$%&'", "\"!#$%&'")),
      "deepseek-v3"),
+    (lookup_preset("starcoder").patterns, "r50k-digits"),
+    ((r"[\p{Nd}\p{Nl}\p{No}]", PRESETS["r50k"].patterns[0]), "r50k-digits"),
+    ((r"\p{N}", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"), "r50k-digits"),
 ]  # fmt: skip
 CASCADE_NEAR_MISSES = [
     (r"\p{N}{1,2}", *DEEPSEEK_V3[1:]),
     (DEEPSEEK_V3[0], r"[\u4e00-\u9fa5\u3040-\u309f]+", DEEPSEEK_V3[2]),
     DEEPSEEK_V3[1:],
     (DEEPSEEK_V3[1], DEEPSEEK_V3[0], DEEPSEEK_V3[2]),
+    (r"\p{N}{1,3}", lookup_preset("starcoder").patterns[1]),
+    (r"\d", lookup_preset("starcoder").patterns[1]),
+    lookup_preset("starcoder").patterns[::-1],
 ]
 
 
