@@ -518,7 +518,9 @@ def script_docs(lang: str, mb: float) -> list[str]:
 
 
 def case_script(lib: str, preset: str, lang: str, mb: float, work: Path, warm: int) -> dict:
-    return case_encode(lib, "flat", 1, preset, script_docs(lang, mb), work, warm) | {"mb": text_mb(script_docs(lang, mb))}
+    return case_encode(lib, "flat", 1, preset, script_docs(lang, mb), work, warm) | {
+        "mb": text_mb(script_docs(lang, mb))
+    }
 
 
 def run_case(case: str, mb: float, vocab: int, work: Path, warm: int = 3) -> dict:

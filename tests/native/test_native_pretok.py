@@ -288,7 +288,8 @@ SPELLINGS = [
     # nothing, cl100k's tail with `\s+$` and `[\r\n]+`
     (QWEN35_HF.replace(r"[\p{L}\p{M}]+", r"[\p{M}\p{Lu}\p{Ll}\p{Lt}\p{Lm}\p{Lo}]++"), "family:ci-d1-LM-llama"),
     (QWEN35_HF.replace(r"\p{N}|", r"[\p{Nd}\p{Nl}\p{No}]|"), "family:ci-d1-LM-llama"),
-    (r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]" + lookup_preset("qwen2").patterns[0].split(")", 1)[1], "qwen2"),
+    (r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]" + lookup_preset("qwen2").patterns[0].split(")", 1)[1],
+     "qwen2"),
     (PRESETS["cl100k"].patterns[0].replace(r"\s++$", r"\s+$").replace(r"\s*[\r\n]|", r"\s*[\r\n]+|"), "cl100k"),
     (PRESETS["cl100k"].patterns[0].replace("++", "+").replace("?+", "?").replace("*+", "*").replace(r"\s+$", r"\s++$"),
      "cl100k"),
@@ -362,4 +363,6 @@ def test_each_cascade_spelling_splits_as_regex_on_that_spelling(patterns, kind):
         texts += [as_bytes(d) for d in spread_sample(corpus(name, 10**9), SAMPLE_BYTES // 8)]
     for data in texts:
         text = data.decode("utf-8", "surrogateescape")
-        assert core.pretok_split(kind, data) == [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)]
+        assert core.pretok_split(kind, data) == [
+            p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)
+        ]

@@ -47,6 +47,8 @@ def test_quick_run_prints_every_section_with_checked_ids():
         "encoding deepseek-v3, all threads",
         "target deepseek-v3: one thread, warm median",
         "vocabularies, one thread",
+        "per script (multi_udhr by language",
+        "target qwen35 and deepseek-v3 cells",
     ):
         assert header in out, f"{header!r} missing from:\n{out}"
     lines = out.splitlines()
