@@ -33,7 +33,10 @@ PRESET_BITS = {"cl100k": FOLD | DIGITS3 | CL100K_TAIL, "llama3": DIGITS3, "qwen2
 
 _CONTRACTIONS = {
     True: (r"'(?i:[sdmt]|ll|ve|re)", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"),
-    False: (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])", r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"),
+    False: (
+        r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])",
+        r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]",
+    ),
 }
 # Whitespace tails: the first of each is the reference; the others split the same (pretok.cpp's notes):
 # `\s*[\r\n]` and `\s*[\r\n]+` end after the run's last newline, `\s` and `\s+` take one character where
@@ -157,6 +160,8 @@ CASCADES: dict[str, tuple[str, ...]] = {
     "deepseek-v3": LLAMACPP_PRETOKENIZERS["deepseek-v3"][0],
     "r50k-digits": LLAMACPP_PRETOKENIZERS["starcoder"][0],
 }
+
+
 def _spelled_kinds() -> list[tuple[tuple[str, ...], str]]:
     from bpe_core.pretokenize.presets import GPT2_HF_PATTERN, R50K_PATTERN  # presets imports this module
 
