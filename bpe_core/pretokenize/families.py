@@ -7,8 +7,9 @@ ASCII-only (llama.cpp's ``'[sS]|...``); the digits D ``\\p{N}{1,3}`` or ``\\p{N}
 cl100k's ``\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` or llama.cpp's ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``. cl100k, llama3 and
 qwen2 are three of the sixteen; the others are named as the core names them (``family:ci-d1-LM-llama``).
 
-The same recognition gives the hand-written cascades (``CASCADES``: DeepSeek V3's three regexes, and the digits
-split before GPT-2's regex of six llama.cpp vocabularies).
+The same recognition gives the hand-written cascades (``CASCADES``: DeepSeek V3's three regexes; the digits split
+before GPT-2's regex of six llama.cpp vocabularies, whose second regex may be any spelling of r50k's split:
+``presets.native_preset_for``).
 
 A pattern gets a family when it *is* one, whatever it is called and however it is spelled: :func:`structural_kind`
 parses it with the compiled matcher's parser (``compiler.py``) and compares the tree with each family's spellings,
@@ -163,14 +164,8 @@ CASCADES: dict[str, tuple[str, ...]] = {
 
 
 def _spelled_kinds() -> list[tuple[tuple[str, ...], str]]:
-    from bpe_core.pretokenize.presets import GPT2_HF_PATTERN, R50K_PATTERN  # presets imports this module
-
     out = [((spelling,), family_name(bits)) for bits in range(N_FAMILY) for spelling in _spellings(bits)]
-    out += [(patterns, name) for name, patterns in CASCADES.items()]
-    # GPT-2's regex as OpenAI's r50k, Hugging Face's ByteLevel and llama.cpp write it: the same pieces on any text
-    # (presets.native_aliases), so on each fragment between the digits too.
-    gpt2 = (R50K_PATTERN, GPT2_HF_PATTERN, LLAMACPP_PRETOKENIZERS["gpt-2"][0][0])
-    return out + [((r"\p{N}", spelling), "r50k-digits") for spelling in gpt2]
+    return out + [(patterns, name) for name, patterns in CASCADES.items()]
 
 
 @functools.cache
@@ -191,6 +186,15 @@ def _same_class(a: str, b: str) -> bool:
         return class_ranges(a) == class_ranges(b)
     except NotCompiled:
         return False
+
+
+@functools.cache
+def same_regex(a: str, b: str) -> bool:
+    """Whether regexes ``a`` and ``b`` have the same tree, class for class (so the same matches)."""
+    ta, tb = _tree(a), _tree(b)
+    if ta is None or tb is None or _shape(ta) != _shape(tb):
+        return False
+    return all(_same_class(x, y) for x, y in zip(_classes(ta, []), _classes(tb, []), strict=True))
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from bpe_core.pretokenize.families import family_kinds, structural_kind
+from bpe_core.pretokenize.families import family_kinds, same_regex, structural_kind
 from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
 
 R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -93,7 +93,11 @@ def native_preset_for(patterns: tuple[str, ...]) -> str | None:
         if PRESETS[name].patterns == patterns:
             return name
     known = native_aliases().get(patterns)
-    return known if known is not None else structural_kind(patterns)
+    if known is not None:
+        return known
+    if len(patterns) == 2 and same_regex(patterns[0], r"\p{N}") and native_preset_for(patterns[1:]) == "r50k":
+        return "r50k-digits"  # each digit a piece, then any spelling of GPT-2's regex on the text between them
+    return structural_kind(patterns)
 
 
 @functools.cache
