@@ -1,6 +1,7 @@
 """Fuzz target (a): the hand-written C++ pre-tokenizers against the `regex` module, on arbitrary bytes.
 
-For each preset of ``_core.pretok_names()`` (r50k, cl100k, o200k, llama3, qwen2) and each distinct pattern list of
+For each hand-written kind of ``_core.pretok_names()`` (the presets, deepseek-v3, r50k-digits, the cl100k family) and
+each distinct pattern list of
 the llama.cpp table through the compiled matcher ("rx:N"): ``_core.pretok_split(name, data)``
 must equal the reference's pieces, ``PreTokenizer.split(data.decode("utf-8", "surrogateescape"))`` re-encoded with
 surrogateescape, piece for piece; and ``PreTokenizer.split_bytes`` (the public path) must give the same, and the
@@ -25,9 +26,10 @@ from fuzzlib import Reader, check_same, code_points, outcome
 def presets() -> tuple:
     """(name, reference PreTokenizer) per hand-written pre-tokenizer of the loaded core."""
     from bpe_core import PreTokenizer, native
+    from bpe_core.pretokenize.presets import native_kind_patterns
 
     names = native._core.pretok_names()
-    hand_written = tuple((name, PreTokenizer.from_spec(name)) for name in names)
+    hand_written = tuple((name, PreTokenizer(native_kind_patterns(name), timeout=None)) for name in names)
     return hand_written + compiled()
 
 
@@ -68,11 +70,11 @@ def test_one_input(data: bytes) -> None:
         got = outcome(lambda: split(name, payload, tier, batch)[0])
         check_same(f"pretok_split_ends({name!r}, {tier}, {batch})", got, scalar, payload)
     if flags & 0x40:  # the native counter on threads: the payload cut into documents, counted as the reference does
-        count_on_threads(pre if name.startswith("rx:") else name, payload, 1 + (flags >> 4) % 3)
+        count_on_threads(pre, payload, 1 + (flags >> 4) % 3)
 
 
 def count_on_threads(name, payload: bytes, threads: int) -> None:
-    """``name``: a preset's name, or the PreTokenizer of a compiled pattern list."""
+    """``name``: the PreTokenizer (its native kind the hand-written one, or a compiled pattern list's)."""
     import bpe_core
 
     step = max(1, len(payload) // 5)

@@ -25,7 +25,7 @@ def loaded(request):
 def test_corpora_and_adversarial_cases_equal_reference(loaded):
     name, ours, ref = loaded
     assert ours.backend == "native" and ref.backend == "python"
-    # All but deepseek-coder run through the hand-written pre-tokenizers (qwen2 with added tokens found in Python,
+    # All but deepseek-coder run through the hand-written pre-tokenizers (qwen2 with its added tokens found by the core,
     # anthropic with its NFKC normalizer run in Python first); deepseek-coder's list of patterns through the compiled
     # matcher (bpe_core/pretokenize/compiler.py: kind "rx:N")
     fast = {"gguf-gpt-2": "r50k", "gguf-llama-bpe": "llama3", "gguf-qwen2": "qwen2", "hf-anthropic": "r50k"}
