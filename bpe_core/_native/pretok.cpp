@@ -272,10 +272,51 @@ inline size_t ascii_lower_end(const uint8_t* s, size_t n, size_t i) {
     return i;
 }
 
+// The o200k family (pretok.h kO200kBase): kO2Llama gives llama.cpp's letter classes, `(?=[\p{L}])[^a-z]` and
+// `(?=[\p{L}])[^A-Z]`: the same as o200k's on ASCII, every letter (and no mark) above it. The flags of a character
+// as its member sees them: U and W recomputed from L above ASCII.
+template <bool kLlama>
+inline uint8_t o2_flags(uint32_t cp, uint8_t f) {
+    if (!kLlama || cp < 0x80) return f;
+    return uint8_t((f & ~(kFlagU | kFlagW)) | ((f & kFlagL) ? (kFlagU | kFlagW) : 0));
+}
+
+template <bool kLlama>
+__attribute__((always_inline)) inline Ch at_o2(const uint8_t* s, size_t n, size_t i) {
+    Ch c = at(s, n, i);
+    c.f = o2_flags<kLlama>(c.cp, c.f);
+    return c;
+}
+
+template <bool kLlama, class Pred>
+inline size_t run_while_o2(const uint8_t* s, size_t n, size_t i, Pred pred) {
+    if (!kLlama) return run_while(s, n, i, pred);
+    while (i < n) {
+        const Ch c = at_o2<true>(s, n, i);
+        if (!pred(c.f)) break;
+        i += c.len;
+    }
+    return i;
+}
+
+// The optional contraction after the letters, at e: o200k's `(?i:'s|...)?`, llama.cpp's ASCII `(?:'[sS]|...)?`, or
+// none (Tekken).
+template <unsigned kB>
+inline size_t o2_contraction(const uint8_t* s, size_t n, size_t e) {
+    if (kB & kO2Fold) return contraction_o200k(s, n, e);
+    if (kB & kO2Ascii) {
+        if (e < n && s[e] == '\'') {
+            if (size_t c = contraction_llama(s, n, e)) return c;
+        }
+    }
+    return e;
+}
+
 // o200k_upper_lower where the text at p is ASCII: the upper-case run, then the lower-case run (a vector at a time),
 // carried on one character at a time where it reaches a byte that is not ASCII. Returns false where the upper-case
 // run itself reaches such a byte (the caller takes the general path). The general path was 16% of a cold 5 MB o200k
 // encode's instructions (callgrind), one character at a time; with this, 417.5 -> 405.3 M in all (-2.9%).
+template <unsigned kB>
 inline bool o200k_upper_lower_ascii(const uint8_t* s, size_t n, size_t p, size_t* end) {
     size_t q = p;
     while (q < n && s[q] >= 'A' && s[q] <= 'Z') ++q;
@@ -285,21 +326,25 @@ inline bool o200k_upper_lower_ascii(const uint8_t* s, size_t n, size_t p, size_t
         return true;
     }
     size_t e = ascii_lower_end(s, n, q);
-    if (e < n && s[e] >= 0x80) e = run_while(s, n, e, [](uint8_t f) { return (f & kFlagW) != 0; });
-    *end = contraction_o200k(s, n, e);
+    if (e < n && s[e] >= 0x80)
+        e = run_while_o2<bool(kB & kO2Llama)>(s, n, e, [](uint8_t f) { return (f & kFlagW) != 0; });
+    *end = o2_contraction<kB>(s, n, e);
     return true;
 }
 
 // `U*W+` then the optional contraction, from p: its end, or 0. Greedy U* takes the whole U run [p, q); W+ then
-// needs a W at q (only an Ll can be there: it is not U); else U* gives back characters until one that is also W
-// (Lm, Lo, M) comes next, and W+ takes just that one (the one after it is U but not W, or q).
+// needs a W at q (it is not U: only a W that is not U can be there); else U* gives back characters until one that is
+// also W comes next, and W+ takes from there to the end of the last W of the run (q is not W).
+template <unsigned kB>
 inline size_t o200k_upper_lower(const uint8_t* s, size_t n, size_t p) {
+    constexpr bool kLlama = kB & kO2Llama;
     size_t fast;
-    if (p < n && s[p] < 0x80 && ascii_classes_match_tables() && o200k_upper_lower_ascii(s, n, p, &fast)) return fast;
+    if (p < n && s[p] < 0x80 && ascii_classes_match_tables() && o200k_upper_lower_ascii<kB>(s, n, p, &fast))
+        return fast;
     size_t q = p, last_w_end = 0;
     uint8_t fq = 0;
     while (q < n) {
-        const Ch c = at(s, n, q);
+        const Ch c = at_o2<kLlama>(s, n, q);
         fq = c.f;
         if (!(c.f & kFlagU)) break;
         q += c.len;
@@ -307,37 +352,40 @@ inline size_t o200k_upper_lower(const uint8_t* s, size_t n, size_t p) {
     }
     size_t e;
     if (q < n && (fq & kFlagW))
-        e = run_while(s, n, q, [](uint8_t f) { return (f & kFlagW) != 0; });
+        e = run_while_o2<kLlama>(s, n, q, [](uint8_t f) { return (f & kFlagW) != 0; });
     else if (last_w_end)
         e = last_w_end;
     else
         return 0;
-    return contraction_o200k(s, n, e);
+    return o2_contraction<kB>(s, n, e);
 }
 
 // `U+W*` then the optional contraction, from p: its end, or 0.
+template <unsigned kB>
 inline size_t o200k_upper_then_lower(const uint8_t* s, size_t n, size_t p) {
-    const size_t q = run_while(s, n, p, [](uint8_t f) { return (f & kFlagU) != 0; });
+    constexpr bool kLlama = kB & kO2Llama;
+    const size_t q = run_while_o2<kLlama>(s, n, p, [](uint8_t f) { return (f & kFlagU) != 0; });
     if (q == p) return 0;
-    return contraction_o200k(s, n, run_while(s, n, q, [](uint8_t f) { return (f & kFlagW) != 0; }));
+    return o2_contraction<kB>(s, n, run_while_o2<kLlama>(s, n, q, [](uint8_t f) { return (f & kFlagW) != 0; }));
 }
 
+template <unsigned kB>
 __attribute__((always_inline)) inline size_t next_o200k(const uint8_t* s, size_t n, size_t i) {
-    const Ch c = at(s, n, i);
+    const Ch c = at_o2<bool(kB & kO2Llama)>(s, n, i);
     const bool prefix = flags_p(c.f) && i + c.len < n;
     if (prefix) {
-        if (size_t e = o200k_upper_lower(s, n, i + c.len)) return e;
+        if (size_t e = o200k_upper_lower<kB>(s, n, i + c.len)) return e;
     }
     if (c.f & (kFlagU | kFlagW)) {
-        if (size_t e = o200k_upper_lower(s, n, i)) return e;
+        if (size_t e = o200k_upper_lower<kB>(s, n, i)) return e;
     }
     if (prefix) {
-        if (size_t e = o200k_upper_then_lower(s, n, i + c.len)) return e;
+        if (size_t e = o200k_upper_then_lower<kB>(s, n, i + c.len)) return e;
     }
     if (c.f & kFlagU) {
-        if (size_t e = o200k_upper_then_lower(s, n, i)) return e;
+        if (size_t e = o200k_upper_then_lower<kB>(s, n, i)) return e;
     }
-    if (c.f & kFlagN) return digits_upto(s, n, i, 3);
+    if (c.f & kFlagN) return digits_upto(s, n, i, (kB & kO2Digits1) ? 1 : 3);
     if (flags_o(c.f)) return run_crlf(s, n, run_other(s, n, i + c.len), true);
     if (s[i] == ' ' && i + 1 < n) {
         const Ch d = at(s, n, i + 1);
@@ -510,6 +558,11 @@ size_t split_some_with(const uint8_t* s, size_t n, size_t* pos, size_t* ends, si
     return k;
 }
 
+// The twelve members of the o200k family (pretok.h kO200kBase): no contraction bits 6.
+#define BPE_O2_CASES                                                                                              \
+    BPE_O2_CASE(0) BPE_O2_CASE(1) BPE_O2_CASE(2) BPE_O2_CASE(3) BPE_O2_CASE(4) BPE_O2_CASE(5) BPE_O2_CASE(8)        \
+    BPE_O2_CASE(9) BPE_O2_CASE(10) BPE_O2_CASE(11) BPE_O2_CASE(12) BPE_O2_CASE(13)
+
 // The sixteen members of the cl100k family, one `case` each.
 #define BPE_FAMILY_CASES                                                                                           \
     BPE_FAMILY_CASE(0) BPE_FAMILY_CASE(1) BPE_FAMILY_CASE(2) BPE_FAMILY_CASE(3) BPE_FAMILY_CASE(4) BPE_FAMILY_CASE(5) \
@@ -527,7 +580,14 @@ static int family_bits_or_throw(Pretok kind) {
 size_t pretok_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     if (rx_is(kind)) return rx_split_some(kind, text, n, pos, ends, max);  // a compiled pattern (pretok_rx.cpp)
     if (kind == Pretok::kR50k) return split_some_with<next_r50k>(text, n, pos, ends, max);
-    if (kind == Pretok::kO200k) return split_some_with<next_o200k>(text, n, pos, ends, max);
+    if (const int b = pretok_o200k_bits(kind); b >= 0) {
+        switch (b) {
+#define BPE_O2_CASE(b) \
+    case b: return split_some_with<next_o200k<b>>(text, n, pos, ends, max);
+            BPE_O2_CASES
+#undef BPE_O2_CASE
+        }
+    }
     if (kind == Pretok::kDeepseekV3) return split_some_with<next_deepseek_v3>(text, n, pos, ends, max);
     if (kind == Pretok::kR50kDigits) return split_some_with<next_r50k_digits>(text, n, pos, ends, max);
     switch (family_bits_or_throw(kind)) {
@@ -547,6 +607,18 @@ Pretok pretok_family(unsigned bits) {
     return static_cast<Pretok>(kFamilyBase + int(bits));
 }
 
+Pretok pretok_o200k(unsigned bits) {
+    if (bits >= kO2Bits || (bits & (kO2Fold | kO2Ascii)) == (kO2Fold | kO2Ascii)) return Pretok::kNone;
+    if (bits == kO2Fold) return Pretok::kO200k;
+    return static_cast<Pretok>(kO200kBase + int(bits));
+}
+
+int pretok_o200k_bits(Pretok kind) {
+    if (kind == Pretok::kO200k) return kO2Fold;
+    const int k = static_cast<int>(kind) - kO200kBase;
+    return k >= 0 && k < int(kO2Bits) && pretok_o200k(unsigned(k)) == kind ? k : -1;
+}
+
 int pretok_family_bits(Pretok kind) {
     if (kind == Pretok::kCl100k) return kBitsCl100k;
     if (kind == Pretok::kLlama3) return kBitsLlama3;
@@ -556,6 +628,11 @@ int pretok_family_bits(Pretok kind) {
 }
 
 namespace {
+
+std::string o200k_name(unsigned bits) {
+    return std::string("o200k-family:") + (bits & kO2Llama ? "L" : "UW") +
+           (bits & kO2Fold ? "-ci" : bits & kO2Ascii ? "-ascii" : "-none") + (bits & kO2Digits1 ? "-d1" : "-d3");
+}
 
 std::string family_name(unsigned bits) {
     return std::string("family:") + (bits & kFamFold ? "ci" : "ascii") + (bits & kFamDigits3 ? "-d3" : "-d1") +
@@ -574,6 +651,8 @@ const std::vector<std::pair<std::string, Pretok>>& named_kinds() {
                                                       {"r50k-digits", Pretok::kR50kDigits}};
         for (unsigned b = 0; b < kFamBits; ++b)
             if (static_cast<int>(pretok_family(b)) >= kFamilyBase) v.emplace_back(family_name(b), pretok_family(b));
+        for (unsigned b = 0; b < kO2Bits; ++b)
+            if (static_cast<int>(pretok_o200k(b)) >= kO200kBase) v.emplace_back(o200k_name(b), pretok_o200k(b));
         return v;
     }();
     return kinds;
@@ -599,7 +678,14 @@ Pretok pretok_from_name(std::string_view name) {
 void pretok_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
     if (rx_is(kind)) return rx_split(kind, text, n, ends);
     if (kind == Pretok::kR50k) return split_with<next_r50k>(text, n, ends);
-    if (kind == Pretok::kO200k) return split_with<next_o200k>(text, n, ends);
+    if (const int b = pretok_o200k_bits(kind); b >= 0) {
+        switch (b) {
+#define BPE_O2_CASE(b) \
+    case b: return split_with<next_o200k<b>>(text, n, ends);
+            BPE_O2_CASES
+#undef BPE_O2_CASE
+        }
+    }
     if (kind == Pretok::kDeepseekV3) return split_with<next_deepseek_v3>(text, n, ends);
     if (kind == Pretok::kR50kDigits) return split_with<next_r50k_digits>(text, n, ends);
     switch (family_bits_or_throw(kind)) {

@@ -41,11 +41,22 @@ Pretok pretok_family(unsigned bits);
 // Its bits, or -1 when `kind` is not of the cl100k family.
 int pretok_family_bits(Pretok kind);
 
+// The o200k family: `P?U*W+C?|P?U+W*C?|D| ?O+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+` with U, W o200k's classes or
+// llama.cpp's (`(?=[\p{L}])[^a-z]`, `(?=[\p{L}])[^A-Z]`: kO2Llama), the contraction suffix C case-folded (kO2Fold,
+// o200k's), ASCII (kO2Ascii, llama.cpp's gpt-4o) or none (Tekken), D `\p{N}{1,3}` or `\p{N}` (kO2Digits1). Twelve
+// members (fold and ASCII exclude each other), o200k one of them.
+constexpr int kO200kBase = 40;
+enum : unsigned { kO2Llama = 1, kO2Fold = 2, kO2Ascii = 4, kO2Digits1 = 8, kO2Bits = 16 };
+Pretok pretok_o200k(unsigned bits);
+int pretok_o200k_bits(Pretok kind);
+
 // The kind named `name` (a preset's name, a family's as pretok_names gives it, or a compiled pattern's "rx:N"), or
 // kNone.
 Pretok pretok_from_name(std::string_view name);
-// The names of the hand-written kinds, the five presets first, deepseek-v3, r50k-digits, then the other thirteen of the cl100k family
-// ("family:ci-d3-LM-llama": contractions ci or ascii, digits d3 or d1, letters L or LM, tail cl100k or llama).
+// The names of the hand-written kinds, the five presets first, deepseek-v3, r50k-digits, then the other thirteen of
+// the cl100k family ("family:ci-d3-LM-llama": contractions ci or ascii, digits d3 or d1, letters L or LM, tail cl100k
+// or llama), then the other eleven of the o200k family ("o200k-family:L-none-d1": classes UW or L, contractions ci,
+// ascii or none, digits d3 or d1).
 const std::vector<std::string_view>& pretok_names();
 
 // Append the end offset (in bytes, exclusive) of each piece of text[0:n] to `ends`; the pieces tile the text, none is

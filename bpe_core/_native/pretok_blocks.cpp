@@ -219,7 +219,8 @@ BPE_INLINE uint64_t digit_starts(uint64_t n) {
     return acc;
 }
 
-enum Family { kFamR50k, kFamCl100k, kFamO200k, kFamDsv3, kFamR50kDigits };
+// kFamO200kBare: the o200k family without contractions (Tekken).
+enum Family { kFamR50k, kFamCl100k, kFamO200k, kFamDsv3, kFamR50kDigits, kFamO200kBare };
 
 // The ASCII contraction at s[j] (an apostrophe that starts a piece) whose letters lie below v: its end, 0 for none,
 // or ~0u when the letters reach v (unknown here).
@@ -246,7 +247,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
     uint64_t wide_letters = 0, cont = 0;
     uint64_t wide_ps = 0, wide_x = 0, zone = 0;
     if (m.hi) {
-        if (F == kFamO200k) {  // its letter classes (U, W, marks in both) are not spread here: the scalar takes them
+        if (F == kFamO200k || F == kFamO200kBare) {  // its letter classes (U, W, marks in both) are left to the scalar
             v = unsigned(__builtin_ctzll(m.hi));
         } else if (F == kFamDsv3) {
             const WideDsv3 w = classify_wide_dsv3(s, avail, m.hi);
@@ -272,7 +273,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
         const uint64_t ws_start = W & ~(W << 1), ws_last = W & ~(W >> 1);
         t = (L & ~(L << 1) & ~lead) | N | (valid & (N << 1)) | (O & ~(O << 1) & ~lead) | ws_start |
             (ws_last & (W << 1) & ~(N >> 1));
-    } else if (F == kFamO200k) {
+    } else if (F == kFamO200k || F == kFamO200kBare) {
         // As the cl100k family, with: no contraction pieces (a contraction after letters is their suffix, below);
         // a start before an upper-case letter after a lower-case one (`U*W+|U+W*`); an O run takes the newlines
         // and slashes after it (`[\r\n/]*`: the first of them a newline, else the slashes are O+ already).
@@ -342,7 +343,8 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
     }
     // Contractions: an apostrophe that starts a piece, followed by the letters of one, is that piece (o200k: an
     // apostrophe right after a letter, whose piece takes the contraction as its suffix).
-    uint64_t aps = F == kFamDsv3 ? 0 : m.ap & valid & ((u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1));
+    const uint64_t below_u0 = u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1;
+    uint64_t aps = F == kFamDsv3 || F == kFamO200kBare ? 0 : m.ap & valid & below_u0;
     aps &= F == kFamO200k ? (L << 1) : (t | 1);
     while (aps) {
         const unsigned j = unsigned(__builtin_ctzll(aps));
@@ -437,8 +439,8 @@ bool use_avx2() {
 
 bool pretok_blocks_covers(Pretok kind) {
     return ascii_classes_match_tables() &&
-           (kind == Pretok::kR50k || kind == Pretok::kO200k || kind == Pretok::kDeepseekV3 || kind == Pretok::kR50kDigits ||
-            pretok_family_bits(kind) >= 0);
+           (kind == Pretok::kR50k || kind == Pretok::kDeepseekV3 || kind == Pretok::kR50kDigits ||
+            pretok_o200k_bits(kind) >= 0 || pretok_family_bits(kind) >= 0);
 }
 
 const char* pretok_blocks_tier() { return use_avx2() ? "avx2" : "sse2"; }
@@ -451,9 +453,6 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
         case Pretok::kR50k:
             return avx2 ? walk_avx2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamR50k, 0>(kind, text, n, pos, ends, max, covered);
-        case Pretok::kO200k:
-            return avx2 ? walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered)
-                        : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
         case Pretok::kR50kDigits:
             return avx2 ? walk_avx2<kFamR50kDigits, 0>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamR50kDigits, 0>(kind, text, n, pos, ends, max, covered);
@@ -461,6 +460,21 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
             return avx2 ? walk_avx2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered)
                         : walk_sse2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered);
         default: {
+            if (const int b = pretok_o200k_bits(kind); b >= 0) {
+                // ASCII only (the rest is the scalar's): llama.cpp's letter classes are o200k's there, and the
+                // contraction's case folding matters only where a non-ASCII character follows the apostrophe
+                const bool d1 = b & kO2Digits1, bare = !(b & (kO2Fold | kO2Ascii));
+                if (avx2) {
+                    if (bare) return d1 ? walk_avx2<kFamO200kBare, 1>(kind, text, n, pos, ends, max, covered)
+                                        : walk_avx2<kFamO200kBare, 3>(kind, text, n, pos, ends, max, covered);
+                    return d1 ? walk_avx2<kFamO200k, 1>(kind, text, n, pos, ends, max, covered)
+                              : walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
+                }
+                if (bare) return d1 ? walk_sse2<kFamO200kBare, 1>(kind, text, n, pos, ends, max, covered)
+                                    : walk_sse2<kFamO200kBare, 3>(kind, text, n, pos, ends, max, covered);
+                return d1 ? walk_sse2<kFamO200k, 1>(kind, text, n, pos, ends, max, covered)
+                          : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
+            }
             const int bits = pretok_family_bits(kind);
             if (bits >= 0) return walk_family(unsigned(bits), avx2, kind, text, n, pos, ends, max, covered);
             return pretok_split_some(kind, text, n, pos, ends, max);

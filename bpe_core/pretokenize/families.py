@@ -82,6 +82,40 @@ def family_pattern(bits: int) -> str:
     return _spellings(bits, reference_only=True)[0]
 
 
+# ------------------------------------------------------------------------------------------ the o200k family
+# P?U*W+C?|P?U+W*C?|D| ?O+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ (pretok.h kO200kBase): U and W o200k's classes or
+# llama.cpp's (gpt-4o, tekken), C o200k's case-folded contraction suffix, llama.cpp's ASCII one, or none (Tekken), D
+# three digits or one.
+O2_LLAMA, O2_FOLD, O2_ASCII, O2_DIGITS1 = 1, 2, 4, 8
+O200K_BITS = O2_FOLD
+_O2_CLASSES = {
+    False: (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+    True: (r"((?=[\p{L}])([^a-z]))", r"((?=[\p{L}])([^A-Z]))"),
+}
+_O2_SUFFIX = {O2_FOLD: r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?", O2_ASCII: "(?:" + _CONTRACTIONS[False][1] + ")?", 0: ""}
+
+
+def o200k_members() -> list[int]:
+    return [b for b in range(16) if b & (O2_FOLD | O2_ASCII) != O2_FOLD | O2_ASCII]
+
+
+def o200k_name(bits: int) -> str:
+    if bits == O200K_BITS:
+        return "o200k"
+    contraction = "ci" if bits & O2_FOLD else "ascii" if bits & O2_ASCII else "none"
+    return f"o200k-family:{'L' if bits & O2_LLAMA else 'UW'}-{contraction}-{'d1' if bits & O2_DIGITS1 else 'd3'}"
+
+
+def o200k_pattern(bits: int) -> str:
+    upper, lower = _O2_CLASSES[bool(bits & O2_LLAMA)]
+    c = _O2_SUFFIX[bits & (O2_FOLD | O2_ASCII)]
+    digits = r"\p{N}" if bits & O2_DIGITS1 else r"\p{N}{1,3}"
+    return (
+        f"[^\\r\\n\\p{{L}}\\p{{N}}]?{upper}*{lower}+{c}|[^\\r\\n\\p{{L}}\\p{{N}}]?{upper}+{lower}*{c}|{digits}|"
+        r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
+
+
 def family_kinds() -> dict[str, tuple[str, ...]]:
     """Every hand-written kind after the presets: its native name -> its reference patterns, in the core's order
     (the cascades, then the family members that are not presets)."""
@@ -89,6 +123,7 @@ def family_kinds() -> dict[str, tuple[str, ...]]:
     kinds.update(
         (family_name(bits), (family_pattern(bits),)) for bits in range(N_FAMILY) if bits not in PRESET_BITS.values()
     )
+    kinds.update((o200k_name(b), (o200k_pattern(b),)) for b in o200k_members() if b != O200K_BITS)
     return kinds
 
 
@@ -165,6 +200,7 @@ CASCADES: dict[str, tuple[str, ...]] = {
 
 def _spelled_kinds() -> list[tuple[tuple[str, ...], str]]:
     out = [((spelling,), family_name(bits)) for bits in range(N_FAMILY) for spelling in _spellings(bits)]
+    out += [((o200k_pattern(b),), o200k_name(b)) for b in o200k_members()]
     return out + [(patterns, name) for name, patterns in CASCADES.items()]
 
 

@@ -42,12 +42,12 @@ SAMPLE_BYTES = 1 << 20
 
 @cache
 def reference(kind: str):
-    """`regex` on the kind's patterns: findall for one, the cascade's finditer passes (PreTokenizer's, pure regex)
-    for several."""
+    """`regex` on the kind's patterns: findall for one without groups, else finditer passes (PreTokenizer's, pure
+    regex)."""
     patterns = native_kind_patterns(kind)
-    if len(patterns) == 1:
+    if len(patterns) == 1 and regex.compile(patterns[0]).groups == 0:
         return regex.compile(patterns[0]).findall
-    return PreTokenizer(patterns, timeout=None)._split_normalized
+    return PreTokenizer(patterns, timeout=None)._split_normalized  # findall would give llama.cpp's groups
 
 
 def expected_pieces(kind: str, data: bytes) -> list[bytes]:
@@ -346,6 +346,30 @@ CASCADE_NEAR_MISSES = [
     (r"\d", lookup_preset("starcoder").patterns[1]),
     lookup_preset("starcoder").patterns[::-1],
 ]
+
+
+O200K_SPELLINGS = [
+    (lookup_preset("gpt-4o").patterns, "o200k-family:L-ascii-d3"),  # llama.cpp's, its letters not o200k's classes
+    (lookup_preset("tekken").patterns, "o200k-family:L-none-d1"),
+    # mistral-common's tekken.json: o200k's classes, no contractions, one digit
+    ((r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+      r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|"
+      r"\s+(?!\S)|\s+",), "o200k-family:UW-none-d1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("patterns, kind", O200K_SPELLINGS)
+def test_the_o200k_family_is_known_by_its_structure_and_splits_as_regex(patterns, kind):
+    pre = PreTokenizer(patterns, name="anything", timeout=None)
+    assert pre.native_kind == kind
+    assert PreTokenizer((patterns[0].replace(r"\p{N}", r"\p{Nd}"),)).native_kind not in NATIVE_KINDS
+    texts = [as_bytes(v) for _, v in adversarial_cases()]
+    for name in CORPORA:
+        texts += [as_bytes(d) for d in spread_sample(corpus(name, 10**9), SAMPLE_BYTES // 8)]
+    for data in texts:
+        text = data.decode("utf-8", "surrogateescape")
+        want = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)]
+        assert core.pretok_split(kind, data) == want, data[:60]
 
 
 def test_the_cascades_are_known_by_their_structure():

@@ -74,7 +74,8 @@ def test_bad_arguments_are_refused_naming_the_fix():
 # differential tests would pass with no block at all, so this says they test the blocks. Measured on these 200
 # documents: 0.97-1.00 for every corpus and preset, except o200k on multi_udhr, 0.45 (any non-ASCII byte ends what
 # its blocks know).
-# o200k and deepseek-v3 leave every block with a non-ASCII byte to the scalar splitter (the many scripts of multi_udhr).
+# The o200k family leaves every block with a non-ASCII byte to the scalar splitter, deepseek-v3 the blocks with
+# non-ASCII digits and spaces (the many scripts of multi_udhr).
 MIN_COVERED = {("multi_udhr", "o200k"): 0.3, ("multi_udhr", "deepseek-v3"): 0.4}
 
 
@@ -83,7 +84,8 @@ MIN_COVERED = {("multi_udhr", "o200k"): 0.3, ("multi_udhr", "deepseek-v3"): 0.4}
 def test_the_blocks_split_most_of_each_corpus(name, corpus_name):
     data = "\n".join(corpus(corpus_name, 200)).encode("utf-8", "surrogatepass")
     _, covered = core.pretok_split_ends(name, data)
-    least = MIN_COVERED.get((corpus_name, name), 0.9) if X86 else 0
+    family = "o200k" if name.startswith("o200k-family:") else name  # the o200k family leaves non-ASCII too
+    least = MIN_COVERED.get((corpus_name, family), 0.9) if X86 else 0
     assert covered / len(data) >= least, (name, corpus_name, covered / len(data))
     assert core.pretok_split_ends(name, data, "scalar")[1] == 0
 
