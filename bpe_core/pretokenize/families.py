@@ -1,4 +1,5 @@
-"""The cl100k family of hand-written splits, and how a pattern is recognised as one of them: by its structure.
+"""The families of hand-written splits (cl100k's, o200k's, two cascades), and how a pattern is recognised as one of
+them: by its structure.
 
 The native core (``bpe_core/_native/pretok.h``, ``kFamilyBase``) splits ``C|[^\\r\\n\\p{L}\\p{N}]?X+|D| ?O+[\\r\\n]*|T``
 with four parameters: the contractions C case-folded (cl100k's ``(?i:...)``, which also takes U+017F for s) or
