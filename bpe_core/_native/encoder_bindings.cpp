@@ -417,10 +417,13 @@ bool decode_base64_strict(const uint8_t* p, size_t n, std::string& out) {
     const size_t pad = p[n - 1] == '=' ? (p[n - 2] == '=' ? 2 : 1) : 0;
     for (size_t i = 0; i < n; i += 4) {
         const size_t real = i + 4 == n ? 4 - pad : 4;
-        int32_t v = 0;
-        for (size_t k = 0; k < 4; ++k) v = v << 6 | (k < real ? table[p[i + k]] : 0);
+        uint32_t v = 0;  // unsigned: an invalid character's -1 is never shifted (the field is refused first)
         int8_t bad = 0;
-        for (size_t k = 0; k < real; ++k) bad |= table[p[i + k]];
+        for (size_t k = 0; k < 4; ++k) {
+            const int8_t t = k < real ? table[p[i + k]] : 0;
+            bad |= t;
+            v = v << 6 | (static_cast<uint32_t>(t) & 63u);
+        }
         if (bad < 0) return false;
         out.push_back(static_cast<char>(v >> 16));
         if (real > 2) out.push_back(static_cast<char>(v >> 8));
