@@ -405,9 +405,6 @@ __attribute__((always_inline)) inline size_t next_o200k(const uint8_t* s, size_t
 //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+, qwen2 the same with \p{N}, Qwen 3.5 that with [\p{L}\p{M}]+ and
 //  ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*. With marks joining letters, a mark is never P's character: X takes it first.
 
-// A mark (\p{M}): in both of o200k's classes, which hold every mark, and not a letter (utf8.h; unicode_tables.py
-// checks [\p{L}\p{M}] against these bits on every code point).
-inline bool flags_mark(uint8_t f) { return (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW); }
 
 template <bool kMarks>
 inline bool flags_x(uint8_t f) {
@@ -469,7 +466,6 @@ constexpr unsigned kBitsCl100k = kFamFold | kFamDigits3 | kFamClWs, kBitsLlama3 
 // the others, which (3) splits as texts of their own: no run, lookahead or optional next character reaches into
 // another zone or a digit, and `\s+(?!\S)` takes a whole run that ends a fragment. A piece start tells its zone (the
 // zone of its first character), so each piece is found from its start alone.
-inline bool dsv3_cjk(uint32_t cp) { return (cp - 0x3040u) <= 0xBFu || (cp - 0x4E00u) <= 0x51A5u; }
 inline bool flags_lm(uint8_t f) { return (f & kFlagL) || flags_mark(f); }
 inline bool dsv3_prefix(uint8_t f) { return !(f & (kFlagCrLf | kFlagL | kFlagPS)); }  // [^\r\n\p{L}\p{P}\p{S}]
 

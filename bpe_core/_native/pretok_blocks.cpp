@@ -130,24 +130,32 @@ struct Wide {
     unsigned cut;
 };
 
-// With kMarks (the cl100k family's `[\p{L}\p{M}]` letters), marks join the letters.
-template <bool kMarks>
-__attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi) {
-    Wide w{0, 0, 64};
+// The non-ASCII characters of a block from its high-byte mask, each decoded once: add(cp, flags, bits of its
+// bytes) classifies it; their continuation bytes go to `cont`. Returns where the block's knowledge ends (64, or the
+// first digit, space or character cut by the block's edge).
+template <class Add>
+inline unsigned each_wide(const uint8_t* s, size_t avail, uint64_t hi, uint64_t& cont, Add add) {
     while (hi) {
         const unsigned j = unsigned(__builtin_ctzll(hi));
         uint32_t len;
         const uint32_t cp = utf8_decode(s, avail, j, len);
         const uint8_t f = flags_of(cp);
-        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
-            w.cut = j;
-            break;
-        }
+        if (j + len > 64 || (f & (kFlagN | kFlagS))) return j;
         const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
-        if ((f & kFlagL) || (kMarks && (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW))) w.letters |= bits;
-        w.cont |= bits & ~(uint64_t(1) << j);
+        add(cp, f, bits);
+        cont |= bits & ~(uint64_t(1) << j);
         hi &= ~bits;
     }
+    return 64;
+}
+
+// With kMarks (the cl100k family's `[\p{L}\p{M}]` letters), marks join the letters.
+template <bool kMarks>
+__attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi) {
+    Wide w{0, 0, 64};
+    w.cut = each_wide(s, avail, hi, w.cont, [&w](uint32_t, uint8_t f, uint64_t bits) {
+        if ((f & kFlagL) || (kMarks && flags_mark(f))) w.letters |= bits;
+    });
     return w;
 }
 
@@ -161,26 +169,15 @@ struct WideDsv3 {
 
 __attribute__((noinline)) WideDsv3 classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi) {
     WideDsv3 w{0, 0, 0, 0, 0, 64};
-    while (hi) {
-        const unsigned j = unsigned(__builtin_ctzll(hi));
-        uint32_t len;
-        const uint32_t cp = utf8_decode(s, avail, j, len);
-        const uint8_t f = flags_of(cp);
-        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
-            w.cut = j;
-            break;
-        }
-        const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
-        if ((f & kFlagL) || (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW))
+    w.cut = each_wide(s, avail, hi, w.cont, [&w](uint32_t cp, uint8_t f, uint64_t bits) {
+        if ((f & kFlagL) || flags_mark(f))
             w.letters |= bits;
         else if (f & kFlagPS)
             w.ps |= bits;
         else
             w.x |= bits;
-        if ((cp - 0x3040u) <= 0xBFu || (cp - 0x4E00u) <= 0x51A5u) w.zone |= bits;
-        w.cont |= bits & ~(uint64_t(1) << j);
-        hi &= ~bits;
-    }
+        if (dsv3_cjk(cp)) w.zone |= bits;
+    });
     return w;
 }
 

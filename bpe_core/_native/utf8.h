@@ -108,6 +108,12 @@ inline uint16_t ci_mask(uint32_t cp) {
     return 0;
 }
 
+// A mark (\p{M}): in both of o200k's classes, which hold every mark, and not a letter (unicode_tables.py checks
+// [\p{L}\p{M}] against these bits on every code point).
+inline bool flags_mark(uint8_t f) { return (f & (kFlagU | kFlagW | kFlagL)) == (kFlagU | kFlagW); }
+// DeepSeek V3's second regex, [一-龥\u3040-ゟ゠-ヿ]: U+4E00-U+9FA5, U+3040-U+30FF.
+inline bool dsv3_cjk(uint32_t cp) { return (cp - 0x3040u) <= 0xBFu || (cp - 0x4E00u) <= 0x51A5u; }
+
 inline bool flags_o(uint8_t f) { return !(f & (kFlagS | kFlagL | kFlagN)); }     // [^\s\p{L}\p{N}]
 inline bool flags_p(uint8_t f) { return !(f & (kFlagCrLf | kFlagL | kFlagN)); }  // [^\r\n\p{L}\p{N}]
 
