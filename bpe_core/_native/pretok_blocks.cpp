@@ -121,40 +121,142 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
 
 // ------------------------------------------------------------------------------------------ non-ASCII characters
 
-// The non-ASCII characters of a block (r50k and the cl100k family), each classified by the Unicode tables and its
-// class spread over all its bytes: letters join L, the others (punctuation, symbols, marks, invalid bytes) are O by
-// default. A digit or a space (\p{N} groups count characters, \s runs split before their last character) or a
-// character cut by the block's edge ends what the block knows: `cut`.
+// The non-ASCII characters of a block, each classified by the Unicode tables and its class spread over all its
+// bytes: letters join L, the others (punctuation, symbols, marks, invalid bytes) are O by default. A digit or a space
+// (\p{N} groups count characters, \s runs split before their last character) or a character cut by the block's edge
+// ends what the block knows: `cut`. deepseek-v3 also has [\p{P}\p{S}] (ps), the controls of its algebra (x: format
+// characters, unassigned, invalid bytes) and its CJK zone.
 struct Wide {
     uint64_t letters, cont;  // bytes of non-ASCII letters; continuation bytes of the classified characters
+    uint64_t ps, x, zone;    // deepseek-v3 only
     unsigned cut;
 };
 
-// The non-ASCII characters of a block from its high-byte mask, each decoded once: add(cp, flags, bits of its
-// bytes) classifies it; their continuation bytes go to `cont`. Returns where the block's knowledge ends (64, or the
-// first digit, space or character cut by the block's edge).
+// The last block's classes, for the next block, which starts inside it (at its last certain start, or where a long
+// letter run ended): its characters below the last block's cut are not decoded again. Text with long pieces (Chinese,
+// Japanese) would otherwise decode most characters several times.
+struct WideMemo {
+    uintptr_t base = 0;  // the block the classes were read at (its address; 0: none)
+    Wide w{};
+};
+
+// The byte classes of a block's UTF-8 (SSE2, for every tier): continuation bytes, those of them >= 0xA0, the leads of
+// 2- and 3-byte sequences, E0 and ED (whose second bytes are restricted), and what no simple sequence has (the leads of
+// 4-byte sequences, C0, C1, F5-FF).
+struct Utf8Masks {
+    uint64_t cont, cont_a0, lead2, lead3, e0, ed, other;
+};
+
+inline Utf8Masks utf8_masks(const uint8_t* s) {
+    Utf8Masks u{};
+    for (int k = 0; k < 4; ++k) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k));
+        auto bits = [k](__m128i v) { return uint64_t(uint16_t(_mm_movemask_epi8(v))) << (16 * k); };
+        const __m128i cont = _mm_cmplt_epi8(x, _mm_set1_epi8(-64));           // 80-BF (signed -128..-65)
+        const __m128i ge_a0 = _mm_cmpgt_epi8(x, _mm_set1_epi8(-97));          // A0-FF or ASCII
+        const __m128i ge_c2 = _mm_cmpgt_epi8(x, _mm_set1_epi8(-63));          // C2-FF or ASCII
+        const __m128i ge_e0 = _mm_cmpgt_epi8(x, _mm_set1_epi8(-33));          // E0-FF or ASCII
+        const __m128i ge_f0 = _mm_cmpgt_epi8(x, _mm_set1_epi8(-17));          // F0-FF or ASCII
+        const __m128i neg = _mm_cmplt_epi8(x, _mm_setzero_si128());           // >= 0x80
+        u.cont |= bits(cont);
+        u.cont_a0 |= bits(_mm_and_si128(cont, ge_a0));
+        u.lead2 |= bits(_mm_andnot_si128(ge_e0, _mm_and_si128(ge_c2, neg)));
+        u.lead3 |= bits(_mm_andnot_si128(ge_f0, _mm_and_si128(ge_e0, neg)));
+        u.e0 |= bits(_mm_cmpeq_epi8(x, _mm_set1_epi8(char(0xE0))));
+        u.ed |= bits(_mm_cmpeq_epi8(x, _mm_set1_epi8(char(0xED))));
+        u.other |= bits(_mm_or_si128(_mm_and_si128(ge_f0, neg), _mm_andnot_si128(_mm_or_si128(cont, ge_c2), neg)));
+    }
+    return u;
+}
+
+// The bytes of the characters whose leads are in `leads` (well-formed 2- and 3-byte sequences: a lead's continuation
+// bytes follow it).
+BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
+    const uint64_t one = (leads << 1) & cont;
+    return leads | one | ((one << 1) & cont);
+}
+
+// The non-ASCII characters of the block at s (64 bytes readable, avail of them text) from its high-byte mask, each
+// decoded once: add(w, cp, flags, bits of its bytes) classifies it into w; their continuation bytes go to w.cont. Those the memo already holds are taken from it. Sets
+// w.cut: where the block's knowledge ends (64, or the first digit, space or character cut by the block's edge).
+// A block whose characters (from where the memo ends) are all well-formed 2- and 3-byte sequences takes the fast way:
+// the SSE2 masks check the form, each character is decoded without checks, add() sees its lead's bit alone, and the
+// classes are spread over the characters' bytes at the end. Any other block (4-byte characters, invalid bytes) goes
+// one character at a time through the strict decoder.
 template <class Add>
-inline unsigned each_wide(const uint8_t* s, size_t avail, uint64_t hi, uint64_t& cont, Add add) {
+inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo, Wide& w, Add add) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(s);
+    uint64_t from_mask = ~uint64_t(0);
+    if (memo.base && at >= memo.base && at - memo.base < memo.w.cut) {
+        const unsigned d = unsigned(at - memo.base), from = memo.w.cut - d;
+        w = memo.w;
+        w.letters >>= d, w.cont >>= d, w.ps >>= d, w.x >>= d, w.zone >>= d;
+        from_mask = from >= 64 ? 0 : ~uint64_t(0) << from;
+        hi &= from_mask;
+    }
+    w.cut = 64;
+    if (hi) {
+        const Utf8Masks u = utf8_masks(s);
+        const uint64_t cont = u.cont & from_mask;
+        uint64_t leads = (u.lead2 | u.lead3) & from_mask;
+        const uint64_t expect = ((leads << 1) | ((u.lead3 & from_mask) << 2));  // bits past 63 are the next block's
+        const uint64_t bad = (u.other & from_mask) | (cont ^ expect) | ((u.e0 << 1) & cont & ~u.cont_a0) |
+                             ((u.ed << 1) & u.cont_a0 & from_mask);
+        if (!bad) {
+            // a character cut by the block's edge: a 2-byte lead at 63, a 3-byte one at 62 or 63
+            const uint64_t edge = (u.lead2 & (uint64_t(1) << 63)) | (u.lead3 & (uint64_t(3) << 62));
+            unsigned cut = 64;
+            if (edge & leads) {
+                cut = unsigned(__builtin_ctzll(edge & leads));
+                leads &= (uint64_t(1) << cut) - 1;
+            }
+            Wide lw{};  // the classes of the leads alone
+            while (leads) {
+                const unsigned j = unsigned(__builtin_ctzll(leads));
+                const uint32_t b0 = s[j], b1 = s[j + 1] & 0x3Fu;
+                const uint32_t cp = b0 < 0xE0 ? ((b0 & 0x1Fu) << 6) | b1 : ((b0 & 0x0Fu) << 12) | (b1 << 6) | (s[j + 2] & 0x3Fu);
+                const uint8_t f = flags_of(cp);
+                if (f & (kFlagN | kFlagS)) {
+                    cut = j;
+                    break;
+                }
+                add(lw, cp, f, uint64_t(1) << j);
+                leads &= leads - 1;
+            }
+            const uint64_t below = cut >= 64 ? ~uint64_t(0) : (uint64_t(1) << cut) - 1;
+            w.letters |= spread_leads(lw.letters, cont) & below;
+            w.ps |= spread_leads(lw.ps, cont) & below;
+            w.x |= spread_leads(lw.x, cont) & below;
+            w.zone |= spread_leads(lw.zone, cont) & below;
+            w.cont |= cont & below;
+            w.cut = cut;
+            memo.base = at, memo.w = w;
+            return;
+        }
+    }
     while (hi) {
         const unsigned j = unsigned(__builtin_ctzll(hi));
         uint32_t len;
         const uint32_t cp = utf8_decode(s, avail, j, len);
         const uint8_t f = flags_of(cp);
-        if (j + len > 64 || (f & (kFlagN | kFlagS))) return j;
+        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
+            w.cut = j;
+            break;
+        }
         const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
-        add(cp, f, bits);
-        cont |= bits & ~(uint64_t(1) << j);
+        add(w, cp, f, bits);
+        w.cont |= bits & ~(uint64_t(1) << j);
         hi &= ~bits;
     }
-    return 64;
+    memo.base = at, memo.w = w;
 }
 
 // With kMarks (the cl100k family's `[\p{L}\p{M}]` letters), marks join the letters.
 template <bool kMarks>
-__attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi) {
-    Wide w{0, 0, 64};
-    w.cut = each_wide(s, avail, hi, w.cont, [&w](uint32_t, uint8_t f, uint64_t bits) {
-        if ((f & kFlagL) || (kMarks && flags_mark(f))) w.letters |= bits;
+__attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
+    Wide w{};
+    each_wide(s, avail, hi, memo, w, [](Wide& t, uint32_t, uint8_t f, uint64_t bits) {
+        if ((f & kFlagL) || (kMarks && flags_mark(f))) t.letters |= bits;
     });
     return w;
 }
@@ -162,21 +264,16 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
 // The same for deepseek-v3: letters and marks join L, [\p{P}\p{S}] joins PS, the CJK ranges of its second regex
 // are the zone Z (whatever their class), the rest (format characters, unassigned, invalid bytes) are controls for the
 // algebra (X: no rule matches them but the prefix); a digit or a space cuts, as a character cut by the block's edge.
-struct WideDsv3 {
-    uint64_t letters, ps, x, zone, cont;
-    unsigned cut;
-};
-
-__attribute__((noinline)) WideDsv3 classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi) {
-    WideDsv3 w{0, 0, 0, 0, 0, 64};
-    w.cut = each_wide(s, avail, hi, w.cont, [&w](uint32_t cp, uint8_t f, uint64_t bits) {
+__attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
+    Wide w{};
+    each_wide(s, avail, hi, memo, w, [](Wide& t, uint32_t cp, uint8_t f, uint64_t bits) {
         if ((f & kFlagL) || flags_mark(f))
-            w.letters |= bits;
+            t.letters |= bits;
         else if (f & kFlagPS)
-            w.ps |= bits;
+            t.ps |= bits;
         else
-            w.x |= bits;
-        if (dsv3_cjk(cp)) w.zone |= bits;
+            t.x |= bits;
+        if (dsv3_cjk(cp)) t.zone |= bits;
     });
     return w;
 }
@@ -239,7 +336,7 @@ BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
 
 // The certain piece starts in (0, 64) of the block at s (s[0] starts a piece): bit j set = a piece starts at s[j].
 template <Family F, int kGroup, bool kMarks>
-BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m) {
+BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m, WideMemo& memo) {
     unsigned v = 64;
     uint64_t wide_letters = 0, cont = 0;
     uint64_t wide_ps = 0, wide_x = 0, zone = 0;
@@ -247,10 +344,10 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
         if (F == kFamO200k || F == kFamO200kBare) {  // its letter classes (U, W, marks in both) are left to the scalar
             v = unsigned(__builtin_ctzll(m.hi));
         } else if (F == kFamDsv3) {
-            const WideDsv3 w = classify_wide_dsv3(s, avail, m.hi);
+            const Wide w = classify_wide_dsv3(s, avail, m.hi, memo);
             v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x, zone = w.zone;
         } else {
-            const Wide w = classify_wide<kMarks>(s, avail, m.hi);
+            const Wide w = classify_wide<kMarks>(s, avail, m.hi, memo);
             v = w.cut, wide_letters = w.letters, cont = w.cont;
         }
     }
@@ -364,14 +461,87 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m)
 
 // ------------------------------------------------------------------------------------------ the walker
 
+// A letter run longer than a block. When a block holds no certain start and its piece is one character of prefix at
+// most and then letters up to the end of what the block knows, that piece is a letter run (every family's letter
+// alternative ends at the first character that is not one of its letters), so the blocks after it are read for that
+// alone: their letters continue it, and its first byte that is not one (a digit, space, punctuation, the end of the
+// text, or for deepseek-v3 a change of CJK zone) ends it. Without this, Chinese, Japanese and other text written
+// without spaces (runs of 64 bytes and more) would go to the scalar splitter a block at a time.
+// Run classes: the family's letters (deepseek-v3: within one zone), or deepseek-v3's `[PS][A-Za-z]+`, ASCII letters.
+enum RunClass { kRunLetters, kRunAscii };
+
+// The letters of the 64 bytes at p (avail of them text) for a run of class rc: bit j = p[j] is a byte of one; `known`
+// is where the window's knowledge ends (a wide digit or space, or a character cut by the window's edge, as
+// each_wide), `zone` the bytes of deepseek-v3's CJK zone.
+template <Family F, bool kMarks>
+BPE_INLINE uint64_t run_letters(const uint8_t* p, size_t avail, const Masks& m, RunClass rc, WideMemo& memo,
+                                unsigned& known, uint64_t& zone) {
+    known = 64, zone = 0;
+    if (rc == kRunAscii || !m.hi) return m.l;
+    if (F == kFamDsv3) {
+        const Wide w = classify_wide_dsv3(p, avail, m.hi, memo);
+        known = w.cut, zone = w.zone;
+        return m.l | w.letters;
+    }
+    const Wide w = classify_wide<kMarks>(p, avail, m.hi, memo);
+    known = w.cut;
+    return m.l | w.letters;
+}
+
+// The end of the piece at s[i] when the block there (masks m) holds no certain start and that piece is a letter run
+// reaching the end of what the block knows; 0 when it is not such a run (the scalar splitter takes the block).
+template <Family F, bool kMarks, Masks (*Classify)(const uint8_t*)>
+__attribute__((noinline)) size_t run_end(const uint8_t* s, size_t n, size_t i, const Masks& m, WideMemo& memo) {
+    const uint8_t* b = s + i;
+    if (b[0] == '\'') return 0;  // a contraction, or unknown to the block
+    // deepseek-v3's `[PS][A-Za-z]+` (punctuation or a symbol, then ASCII letters only) comes before its letters
+    const bool ps0 = b[0] > 32 && b[0] < 127 && !((m.l | m.n) & 1);
+    const RunClass rc = F == kFamDsv3 && ps0 && (m.l & 2) ? kRunAscii : kRunLetters;
+    unsigned v;
+    uint64_t zone;
+    const uint64_t lt = run_letters<F, kMarks>(b, n - i, m, rc, memo, v, zone);
+    const unsigned f = (lt & 1) ? 0 : utf8_char_len(b, n - i, 0);  // the prefix: one character at most
+    if (v < f + 8) return 0;
+    const uint64_t range = (v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1) & ~((uint64_t(1) << f) - 1);
+    const uint64_t in_zone = (zone >> f) & 1 ? ~uint64_t(0) : 0;  // deepseek-v3: the run's zone, CJK or not
+    if ((range & ~lt) || (range & (zone ^ in_zone))) return 0;
+    size_t q = i + v;
+    for (;;) {
+        if (v < 64) {  // the character at q is a wide digit or space (it ends the run) or was cut by the edge
+            uint32_t len;
+            utf8_decode(s, n, q, len);
+            if (q + len <= i + 64 && rc == kRunLetters) return q;
+        }
+        // the next window: 64 bytes from q, or the rest of the text with zeros after it (no letters)
+        uint8_t tail[64];
+        const uint8_t* p = s + q;
+        if (n - q < 64) {
+            __builtin_memset(tail, 0, 64);
+            __builtin_memcpy(tail, s + q, n - q);
+            p = tail;
+        }
+        const Masks mq = Classify(p);
+        uint64_t zq;
+        const uint64_t lq = run_letters<F, kMarks>(p, n - q, mq, rc, memo, v, zq);
+        if (p == tail) memo.base = 0;  // not the text's
+        const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
+        const uint64_t stop = valid & (~lq | (rc == kRunLetters ? zq ^ in_zone : 0));
+        if (stop) return q + unsigned(__builtin_ctzll(stop));
+        i = q;
+        q += v;
+    }
+}
+
+
 template <Family F, int kGroup, bool kMarks, Masks (*Classify)(const uint8_t*)>
 BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                        size_t* covered) {
     size_t i = *pos, k = 0;
+    WideMemo memo;
     while (i < n && k < max) {
         if (n - i >= 64 && max - k >= 64) {
             const Masks m = Classify(s + i);
-            uint64_t bits = block_starts<F, kGroup, kMarks>(s + i, n - i, m);
+            uint64_t bits = block_starts<F, kGroup, kMarks>(s + i, n - i, m, memo);
             if (bits) {
                 do {
                     ends[k++] = i + unsigned(__builtin_ctzll(bits));
@@ -380,6 +550,15 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
                 if (covered) *covered += ends[k - 1] - i;
                 i = ends[k - 1];
                 continue;
+            }
+            if (F != kFamO200k && F != kFamO200kBare) {  // a letter run longer than the block?
+                const size_t e = run_end<F, kMarks, Classify>(s, n, i, m, memo);
+                if (e) {
+                    ends[k++] = e;
+                    if (covered) *covered += e - i;
+                    i = e;
+                    continue;
+                }
             }
             // No certain start: scalar pieces until past the last non-ASCII byte of the block (at least one).
             const size_t stop = m.hi ? i + 64 - unsigned(__builtin_clzll(m.hi)) : i + 1;

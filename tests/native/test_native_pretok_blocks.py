@@ -150,11 +150,45 @@ def test_block_edges(name):
                 assert_same(name, b"a" + run * count + after + b" tail of some words", tiers=("auto",))
 
 
+# Letter runs longer than a block (text written without spaces: Chinese, Japanese, Thai; long words), which the block
+# splitter follows from block to block: each script's letters (2-, 3- and 4-byte, E0 and ED leads, marks joining them),
+# after each kind of prefix, ended by each kind of character (ASCII and wide digits and spaces, punctuation, a change
+# of deepseek-v3's CJK zone, an invalid byte, a contraction, a mark, the end of the text).
+RUN_LETTERS = ("д", "Ω", "中", "あ", "ア", "한", "क", "\U00020000", "é", "a", "日本語のテキスト", "ab中д", "e\u0301",
+               "ก", "\u05d0")  # fmt: skip
+RUN_PREFIXES = ("", " ", "「", "-", "\n", "\u3000", "'", "1")
+RUN_ENDS = ("", "1", "\u0662", "\uff11", " ", "\u3000", "\t", "、", ".", "д", "中", "あ", "\udcff", "'s", "\n", "\u0301",
+            "\U0001f600", "-a")  # fmt: skip
+
+
+def run_cases(lengths: tuple[int, ...]) -> list[bytes]:
+    cases = []
+    for letters in RUN_LETTERS:
+        for length in lengths:
+            for prefix in RUN_PREFIXES:
+                for end in RUN_ENDS:
+                    case = prefix + letters * (length // len(letters) + 1) + end
+                    cases.append(case.encode("utf-8", "surrogateescape"))  # \udcff: the byte 0xFF
+    return cases
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_letter_runs_longer_than_a_block(name):
+    cases = run_cases((21, 22, 23, 65, 130))
+    for pad in (0, 1, 2, 33, 63):
+        assert_same(name, b"x" * pad + b" ok. ".join(cases), tiers=("auto",))
+    for case in cases[:: len(RUN_ENDS) * len(RUN_PREFIXES) - 1]:  # a run that ends the text, every alignment
+        for pad in range(64):
+            assert_same(name, b". " * (pad // 2) + b"." * (pad % 2) + case, tiers=("auto",))
+
+
 PARTS = st.sampled_from(
     [b"a", b"Z", b"word", b"'", b"'s", b"'ll", b"'VE", b"'d", b" ", b"  ", b"\t", b"\n", b"\r", b"\r\n", b"\x0b",
      b"\x0c", b"\x1c", b"1", b"123", b"4567", b".", b"(", b"...", b"/", b"\xc3\xa9", b"\xc3\x89", b"\xc5\xbf",
      b"\xe2\x80\xa8", b"\xc2\xa0", b"\xe3\x80\x80", b"\xd9\xa2", b"\xcc\x81", b"\xe2\x84\xaa", b"\xf0\x9f\x98\x80",
-     b"\xff", b"\x80", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x00"]
+     b"\xff", b"\x80", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x00", "中文".encode(), "あア".encode(),
+     "한".encode(), "д".encode(), "क".encode(), "、".encode(), "\uff11".encode(), "\U00020000".encode(),
+     b"\xe0\x80\xaf", b"\xc1\xbf", b"\xe0\xa4\x95", b"\xed\x9f\xbf", b"\xe4\xb8"]
 )  # fmt: skip
 
 
