@@ -157,8 +157,8 @@ def test_block_edges(name):
 RUN_LETTERS = ("д", "Ω", "中", "あ", "ア", "한", "क", "\U00020000", "é", "a", "日本語のテキスト", "ab中д", "e\u0301",
                "ก", "\u05d0")  # fmt: skip
 RUN_PREFIXES = ("", " ", "「", "-", "\n", "\u3000", "'", "1")
-RUN_ENDS = ("", "1", "\u0662", "\uff11", " ", "\u3000", "\t", "、", ".", "д", "中", "あ", "\udcff", "'s", "\n", "\u0301",
-            "\U0001f600", "-a")  # fmt: skip
+RUN_ENDS = ("", "1", "\u0662", "\uff11", " ", "\u3000", "\t", "、", ".", "д", "中", "あ", "\udcff", "'s", "\n",
+            "\u0301", "\U0001f600", "-a")  # fmt: skip
 
 
 def run_cases(lengths: tuple[int, ...]) -> list[bytes]:
