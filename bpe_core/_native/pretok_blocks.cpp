@@ -176,6 +176,21 @@ inline Utf8Masks utf8_masks(const uint8_t* s) {
     return u;
 }
 
+// The flags of every code point below U+0800 (a 2-byte character's two bytes give it), built once from the Unicode
+// tables: one load for Cyrillic, Greek, Hebrew, Arabic where flags_of takes two.
+struct Flags2 {
+    uint8_t f[0x800];
+};
+
+inline const Flags2& flags2() {
+    static const Flags2 t = [] {
+        Flags2 x{};
+        for (uint32_t cp = 0; cp < 0x800; ++cp) x.f[cp] = flags_of(cp);
+        return x;
+    }();
+    return t;
+}
+
 // The bytes of the characters whose leads are in `leads` (well-formed 2- and 3-byte sequences: a lead's continuation
 // bytes follow it).
 BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
@@ -184,9 +199,9 @@ BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
 }
 
 // The non-ASCII characters of the block at s (64 bytes readable, avail of them text) from its high-byte mask, each
-// decoded once: add(w, cp, flags, bits of its bytes) classifies it into w; their continuation bytes go to w.cont.
-// Those the memo already holds are taken from it. Sets w.cut: where the block's knowledge ends (64, or the first
-// digit, space or character cut by the block's edge).
+// decoded once: add(w, flags, in deepseek-v3's CJK zone, bits of its bytes) classifies it into w; their
+// continuation bytes go to w.cont. Those the memo already holds are taken from it. Sets w.cut: where the block's
+// knowledge ends (64, or the first digit, space or character cut by the block's edge).
 // A block whose characters (from where the memo ends) are all well-formed 2- and 3-byte sequences takes the fast way:
 // the SSE2 masks check the form, each character is decoded without checks, add() sees its lead's bit alone, and the
 // classes are spread over the characters' bytes at the end. Any other block (4-byte characters, invalid bytes) goes
@@ -219,17 +234,23 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
                 leads &= (uint64_t(1) << cut) - 1;
             }
             Wide lw{};  // the classes of the leads alone
+            const Flags2& f2 = flags2();
             while (leads) {
                 const unsigned j = unsigned(__builtin_ctzll(leads));
                 const uint32_t b0 = s[j], b1 = s[j + 1] & 0x3Fu;
-                const uint32_t cp =
-                    b0 < 0xE0 ? ((b0 & 0x1Fu) << 6) | b1 : ((b0 & 0x0Fu) << 12) | (b1 << 6) | (s[j + 2] & 0x3Fu);
-                const uint8_t f = flags_of(cp);
+                uint8_t f;
+                bool zone = false;  // no 2-byte character is in deepseek-v3's CJK zone
+                if (b0 < 0xE0) {
+                    f = f2.f[((b0 & 0x1Fu) << 6) | b1];
+                } else {
+                    const uint32_t cp = ((b0 & 0x0Fu) << 12) | (b1 << 6) | (s[j + 2] & 0x3Fu);
+                    f = flags_of(cp), zone = dsv3_cjk(cp);
+                }
                 if (f & (kFlagN | kFlagS)) {
                     cut = j;
                     break;
                 }
-                add(lw, cp, f, uint64_t(1) << j);
+                add(lw, f, zone, uint64_t(1) << j);
                 leads &= leads - 1;
             }
             const uint64_t below = cut >= 64 ? ~uint64_t(0) : (uint64_t(1) << cut) - 1;
@@ -253,7 +274,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
             break;
         }
         const uint64_t bits = ((uint64_t(1) << len) - 1) << j;
-        add(w, cp, f, bits);
+        add(w, f, dsv3_cjk(cp), bits);
         w.cont |= bits & ~(uint64_t(1) << j);
         hi &= ~bits;
     }
@@ -264,7 +285,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
 template <bool kMarks>
 __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
-    each_wide(s, avail, hi, memo, w, [](Wide& t, uint32_t, uint8_t f, uint64_t bits) {
+    each_wide(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool, uint64_t bits) {
         if ((f & kFlagL) || (kMarks && flags_mark(f))) t.letters |= bits;
     });
     return w;
@@ -275,14 +296,14 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
 // algebra (X: no rule matches them but the prefix); a digit or a space cuts, as a character cut by the block's edge.
 __attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
-    each_wide(s, avail, hi, memo, w, [](Wide& t, uint32_t cp, uint8_t f, uint64_t bits) {
+    each_wide(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool zone, uint64_t bits) {
         if ((f & kFlagL) || flags_mark(f))
             t.letters |= bits;
         else if (f & kFlagPS)
             t.ps |= bits;
         else
             t.x |= bits;
-        if (dsv3_cjk(cp)) t.zone |= bits;
+        if (zone) t.zone |= bits;
     });
     return w;
 }
