@@ -10,7 +10,7 @@
 //  2. Non-ASCII characters (r50k, cl100k family, deepseek-v3) are decoded and classified by the Unicode tables
 //     (flags_of), their class spread over their bytes: letters join L, the rest O. V = the first that is a digit or
 //     a space (their rules count characters), or is cut by the block's edge (o200k: the first non-ASCII byte); bytes
-//     >= V are unknown to the algebra. A block of well-formed 2- and 3-byte characters is checked by SSE2 masks and
+//     >= V are unknown to the algebra. A block of well-formed 2- and 3-byte characters is checked by vector masks and
 //     decoded without the strict decoder; the classes of the characters the last block read are kept (WideMemo).
 //  3. Boundary algebra (piece starts T) with shifts: for the cl100k family (cl100k, llama3, qwen2):
 //       O = not L, N, W            Wnl = W & ~NL            prev(x) = x << 1 (bit j = bit j-1 of x)
@@ -154,7 +154,7 @@ struct Utf8Masks {
     uint64_t cont, cont_a0, lead2, lead3, e0, ed, other;
 };
 
-inline Utf8Masks utf8_masks(const uint8_t* s) {
+inline Utf8Masks utf8_masks_sse2(const uint8_t* s) {
     Utf8Masks u{};
     for (int k = 0; k < 4; ++k) {
         const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k));
@@ -172,6 +172,31 @@ inline Utf8Masks utf8_masks(const uint8_t* s) {
         u.e0 |= bits(_mm_cmpeq_epi8(x, _mm_set1_epi8(char(0xE0))));
         u.ed |= bits(_mm_cmpeq_epi8(x, _mm_set1_epi8(char(0xED))));
         u.other |= bits(_mm_or_si128(_mm_and_si128(ge_f0, neg), _mm_andnot_si128(_mm_or_si128(cont, ge_c2), neg)));
+    }
+    return u;
+}
+
+// The same, AVX2 2x32 bytes (not inlined: each_wide, which calls it, has no target attribute of its own).
+BPE_AVX2 __attribute__((noinline)) Utf8Masks utf8_masks_avx2(const uint8_t* s) {
+    Utf8Masks u{};
+    for (int k = 0; k < 2; ++k) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32 * k));
+#define BPE_BITS(v) (uint64_t(uint32_t(_mm256_movemask_epi8(v))) << (32 * k))
+        const __m256i cont = _mm256_cmpgt_epi8(_mm256_set1_epi8(-64), x);
+        const __m256i ge_a0 = _mm256_cmpgt_epi8(x, _mm256_set1_epi8(-97));
+        const __m256i ge_c2 = _mm256_cmpgt_epi8(x, _mm256_set1_epi8(-63));
+        const __m256i ge_e0 = _mm256_cmpgt_epi8(x, _mm256_set1_epi8(-33));
+        const __m256i ge_f0 = _mm256_cmpgt_epi8(x, _mm256_set1_epi8(-17));
+        const __m256i neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), x);
+        u.cont |= BPE_BITS(cont);
+        u.cont_a0 |= BPE_BITS(_mm256_and_si256(cont, ge_a0));
+        u.lead2 |= BPE_BITS(_mm256_andnot_si256(ge_e0, _mm256_and_si256(ge_c2, neg)));
+        u.lead3 |= BPE_BITS(_mm256_andnot_si256(ge_f0, _mm256_and_si256(ge_e0, neg)));
+        u.e0 |= BPE_BITS(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(char(0xE0))));
+        u.ed |= BPE_BITS(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(char(0xED))));
+        u.other |= BPE_BITS(_mm256_or_si256(_mm256_and_si256(ge_f0, neg),
+                                            _mm256_andnot_si256(_mm256_or_si256(cont, ge_c2), neg)));
+#undef BPE_BITS
     }
     return u;
 }
@@ -203,10 +228,12 @@ BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
 // continuation bytes go to w.cont. Those the memo already holds are taken from it. Sets w.cut: where the block's
 // knowledge ends (64, or the first digit, space or character cut by the block's edge).
 // A block whose characters (from where the memo ends) are all well-formed 2- and 3-byte sequences takes the fast way:
-// the SSE2 masks check the form, each character is decoded without checks, add() sees its lead's bit alone, and the
+// the tier's masks (utf8_masks_*) check the form, each character is decoded without checks, add() sees its lead's bit alone, and the
 // classes are spread over the characters' bytes at the end. Any other block (4-byte characters, invalid bytes) goes
 // one character at a time through the strict decoder.
-template <class Add>
+using Utf8MasksFn = Utf8Masks (*)(const uint8_t*);
+
+template <Utf8MasksFn UM, class Add>
 inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo, Wide& w, Add add) {
     const uintptr_t at = reinterpret_cast<uintptr_t>(s);
     uint64_t from_mask = ~uint64_t(0);
@@ -219,7 +246,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
     }
     w.cut = 64;
     if (hi) {
-        const Utf8Masks u = utf8_masks(s);
+        const Utf8Masks u = UM(s);
         const uint64_t cont = u.cont & from_mask;
         uint64_t leads = (u.lead2 | u.lead3) & from_mask;
         const uint64_t expect = ((leads << 1) | ((u.lead3 & from_mask) << 2));  // bits past 63 are the next block's
@@ -282,10 +309,10 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
 }
 
 // With kMarks (the cl100k family's `[\p{L}\p{M}]` letters), marks join the letters.
-template <bool kMarks>
+template <bool kMarks, Utf8MasksFn UM>
 __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
-    each_wide(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool, uint64_t bits) {
+    each_wide<UM>(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool, uint64_t bits) {
         if ((f & kFlagL) || (kMarks && flags_mark(f))) t.letters |= bits;
     });
     return w;
@@ -294,9 +321,10 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
 // The same for deepseek-v3: letters and marks join L, [\p{P}\p{S}] joins PS, the CJK ranges of its second regex
 // are the zone Z (whatever their class), the rest (format characters, unassigned, invalid bytes) are controls for the
 // algebra (X: no rule matches them but the prefix); a digit or a space cuts, as a character cut by the block's edge.
+template <Utf8MasksFn UM>
 __attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
-    each_wide(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool zone, uint64_t bits) {
+    each_wide<UM>(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool zone, uint64_t bits) {
         if ((f & kFlagL) || flags_mark(f))
             t.letters |= bits;
         else if (f & kFlagPS)
@@ -377,7 +405,7 @@ BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
 
 // The certain piece starts in (0, 64) of the block at s (s[0] starts a piece): bit j set = a piece starts at s[j].
 // Bit 0 set: the last piece is a letter run past what the block knows, described in `tail`.
-template <Family F, int kGroup, bool kMarks>
+template <Family F, int kGroup, bool kMarks, Utf8MasksFn UM>
 BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m, WideMemo& memo, TailRun& tail) {
     unsigned v = 64;
     uint64_t wide_letters = 0, cont = 0;
@@ -386,10 +414,10 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
         if (F == kFamO200k || F == kFamO200kBare) {  // its letter classes (U, W, marks in both) are left to the scalar
             v = unsigned(__builtin_ctzll(m.hi));
         } else if (F == kFamDsv3) {
-            const Wide w = classify_wide_dsv3(s, avail, m.hi, memo);
+            const Wide w = classify_wide_dsv3<UM>(s, avail, m.hi, memo);
             v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x, zone = w.zone;
         } else {
-            const Wide w = classify_wide<kMarks>(s, avail, m.hi, memo);
+            const Wide w = classify_wide<kMarks, UM>(s, avail, m.hi, memo);
             v = w.cut, wide_letters = w.letters, cont = w.cont;
         }
     }
@@ -535,17 +563,17 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
 // The letters of the 64 bytes at p (avail of them text) for a run of class rc: bit j = p[j] is a byte of one; `known`
 // is where the window's knowledge ends (a wide digit or space, or a character cut by the window's edge, as
 // each_wide), `zone` the bytes of deepseek-v3's CJK zone.
-template <Family F, bool kMarks>
+template <Family F, bool kMarks, Utf8MasksFn UM>
 BPE_INLINE uint64_t run_letters(const uint8_t* p, size_t avail, const Masks& m, RunClass rc, WideMemo& memo,
                                 unsigned& known, uint64_t& zone) {
     known = 64, zone = 0;
     if (rc == kRunAscii || !m.hi) return m.l;
     if (F == kFamDsv3) {
-        const Wide w = classify_wide_dsv3(p, avail, m.hi, memo);
+        const Wide w = classify_wide_dsv3<UM>(p, avail, m.hi, memo);
         known = w.cut, zone = w.zone;
         return m.l | w.letters;
     }
-    const Wide w = classify_wide<kMarks>(p, avail, m.hi, memo);
+    const Wide w = classify_wide<kMarks, UM>(p, avail, m.hi, memo);
     known = w.cut;
     return m.l | w.letters;
 }
@@ -553,7 +581,7 @@ BPE_INLINE uint64_t run_letters(const uint8_t* p, size_t avail, const Masks& m, 
 // The end of a letter run of class rc (and zone in_zone) that is known to go on to q, a character's start: the first
 // byte from q on that is not one of its letters ends it (the end of the text too). The character at q, when it ends
 // before edge (the end of the block that knew the run), is a wide digit or space: the run ends there.
-template <Family F, bool kMarks, Masks (*Classify)(const uint8_t*)>
+template <Family F, bool kMarks, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
 __attribute__((noinline)) size_t run_follow(const uint8_t* s, size_t n, size_t q, size_t edge, RunClass rc,
                                             uint64_t in_zone, WideMemo& memo) {
     if (q < edge) {
@@ -573,7 +601,7 @@ __attribute__((noinline)) size_t run_follow(const uint8_t* s, size_t n, size_t q
         const Masks mq = Classify(p);
         unsigned v;
         uint64_t zq;
-        const uint64_t lq = run_letters<F, kMarks>(p, n - q, mq, rc, memo, v, zq);
+        const uint64_t lq = run_letters<F, kMarks, UM>(p, n - q, mq, rc, memo, v, zq);
         if (p == tail) memo.base = 0;  // not the text's
         const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
         const uint64_t stop = valid & (~lq | (rc == kRunLetters ? zq ^ in_zone : 0));
@@ -589,7 +617,7 @@ __attribute__((noinline)) size_t run_follow(const uint8_t* s, size_t n, size_t q
 
 // The end of the piece at s[i] when the block there (masks m) holds no certain start and that piece is a letter run
 // reaching the end of what the block knows; 0 when it is not such a run (the scalar splitter takes the block).
-template <Family F, bool kMarks, Masks (*Classify)(const uint8_t*)>
+template <Family F, bool kMarks, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
 __attribute__((noinline)) size_t run_end(const uint8_t* s, size_t n, size_t i, const Masks& m, WideMemo& memo) {
     const uint8_t* b = s + i;
     if (b[0] == '\'') return 0;  // a contraction, or unknown to the block
@@ -598,16 +626,16 @@ __attribute__((noinline)) size_t run_end(const uint8_t* s, size_t n, size_t i, c
     const RunClass rc = F == kFamDsv3 && ps0 && (m.l & 2) ? kRunAscii : kRunLetters;
     unsigned v;
     uint64_t zone;
-    const uint64_t lt = run_letters<F, kMarks>(b, n - i, m, rc, memo, v, zone);
+    const uint64_t lt = run_letters<F, kMarks, UM>(b, n - i, m, rc, memo, v, zone);
     const unsigned f = (lt & 1) ? 0 : utf8_char_len(b, n - i, 0);  // the prefix: one character at most
     if (v < f + 8) return 0;
     const uint64_t range = (v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1) & ~((uint64_t(1) << f) - 1);
     const uint64_t in_zone = (zone >> f) & 1 ? ~uint64_t(0) : 0;  // deepseek-v3: the run's zone, CJK or not
     if ((range & ~lt) || (range & (zone ^ in_zone))) return 0;
-    return run_follow<F, kMarks, Classify>(s, n, i + v, i + 64, rc, in_zone, memo);
+    return run_follow<F, kMarks, Classify, UM>(s, n, i + v, i + 64, rc, in_zone, memo);
 }
 
-template <Family F, int kGroup, bool kMarks, Masks (*Classify)(const uint8_t*)>
+template <Family F, int kGroup, bool kMarks, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
 BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                        size_t* covered) {
     size_t i = *pos, k = 0;
@@ -616,7 +644,7 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
     while (i < n && k < max) {
         if (n - i >= 64 && max - k >= 64) {
             const Masks m = Classify(s + i);
-            uint64_t bits = block_starts<F, kGroup, kMarks>(s + i, n - i, m, memo, tail);
+            uint64_t bits = block_starts<F, kGroup, kMarks, UM>(s + i, n - i, m, memo, tail);
             if (bits) {
                 const bool follow = bits & 1;
                 bits &= ~uint64_t(1);
@@ -625,14 +653,14 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
                     bits &= bits - 1;
                 }
                 if (follow)  // its last piece is a letter run past what it knows: followed to its end
-                    ends[k++] = run_follow<F, kMarks, Classify>(s, n, i + tail.known, i + 64, tail.rc, tail.in_zone,
+                    ends[k++] = run_follow<F, kMarks, Classify, UM>(s, n, i + tail.known, i + 64, tail.rc, tail.in_zone,
                                                                 memo);
                 if (covered) *covered += ends[k - 1] - i;
                 i = ends[k - 1];
                 continue;
             }
             if (F != kFamO200k && F != kFamO200kBare) {  // a letter run longer than the block?
-                const size_t e = run_end<F, kMarks, Classify>(s, n, i, m, memo);
+                const size_t e = run_end<F, kMarks, Classify, UM>(s, n, i, m, memo);
                 if (e) {
                     ends[k++] = e;
                     if (covered) *covered += e - i;
@@ -660,13 +688,13 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
 
 template <Family F, int kGroup, bool kMarks = false>
 size_t walk_sse2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max, size_t* covered) {
-    return walk<F, kGroup, kMarks, classify_sse2>(kind, s, n, pos, ends, max, covered);
+    return walk<F, kGroup, kMarks, classify_sse2, utf8_masks_sse2>(kind, s, n, pos, ends, max, covered);
 }
 
 template <Family F, int kGroup, bool kMarks = false>
 BPE_AVX2 size_t walk_avx2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                           size_t* covered) {
-    return walk<F, kGroup, kMarks, classify_avx2>(kind, s, n, pos, ends, max, covered);
+    return walk<F, kGroup, kMarks, classify_avx2, utf8_masks_avx2>(kind, s, n, pos, ends, max, covered);
 }
 
 // The cl100k family in a tier (pretok.h kFamilyBase): the block algebra depends only on the digit groups and on
