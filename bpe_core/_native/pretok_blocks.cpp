@@ -228,9 +228,9 @@ BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
 // continuation bytes go to w.cont. Those the memo already holds are taken from it. Sets w.cut: where the block's
 // knowledge ends (64, or the first digit, space or character cut by the block's edge).
 // A block whose characters (from where the memo ends) are all well-formed 2- and 3-byte sequences takes the fast way:
-// the tier's masks (utf8_masks_*) check the form, each character is decoded without checks, add() sees its lead's bit alone, and the
-// classes are spread over the characters' bytes at the end. Any other block (4-byte characters, invalid bytes) goes
-// one character at a time through the strict decoder.
+// the tier's masks (utf8_masks_*) check the form, each character is decoded without checks, add() sees its lead's
+// bit alone, and the classes are spread over the characters' bytes at the end. Any other block (4-byte characters,
+// invalid bytes) goes one character at a time through the strict decoder.
 using Utf8MasksFn = Utf8Masks (*)(const uint8_t*);
 
 template <Utf8MasksFn UM, class Add>
