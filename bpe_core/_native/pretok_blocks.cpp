@@ -403,6 +403,11 @@ BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
     return 0;
 }
 
+// s[j] (j < 63) is ASCII punctuation or a symbol and s[j + 1] an ASCII letter: deepseek-v3's `[PS][A-Za-z]+`.
+BPE_INLINE bool ps_then_ascii_letter(const uint8_t* s, const Masks& m, unsigned j) {
+    return s[j] > 32 && s[j] < 127 && !(((m.l | m.n) >> j) & 1) && ((m.l >> (j + 1)) & 1);
+}
+
 // The certain piece starts in (0, 64) of the block at s (s[0] starts a piece): bit j set = a piece starts at s[j].
 // Bit 0 set: the last piece is a letter run past what the block knows, described in `tail`.
 template <Family F, int kGroup, bool kMarks, Utf8MasksFn UM>
@@ -534,7 +539,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
     const unsigned e = 63 - unsigned(__builtin_clzll(starts | 1));
     if (e - 1 < kFollowBelow - 1 && u == v && ((L >> (v - 1)) & 1)) {
         const uint64_t after = (e >= 63 ? 0 : ~uint64_t(0) << (e + 1)) & valid;
-        if (F == kFamDsv3 && e < 63 && s[e] > 32 && s[e] < 127 && !(((m.l | m.n) >> e) & 1) && ((m.l >> (e + 1)) & 1)) {
+        if (F == kFamDsv3 && e < 63 && ps_then_ascii_letter(s, m, e)) {
             if (!(after & ~m.l)) {
                 tail = {kRunAscii, 0, v};
                 return starts | 1;
@@ -622,8 +627,7 @@ __attribute__((noinline)) size_t run_end(const uint8_t* s, size_t n, size_t i, c
     const uint8_t* b = s + i;
     if (b[0] == '\'') return 0;  // a contraction, or unknown to the block
     // deepseek-v3's `[PS][A-Za-z]+` (punctuation or a symbol, then ASCII letters only) comes before its letters
-    const bool ps0 = b[0] > 32 && b[0] < 127 && !((m.l | m.n) & 1);
-    const RunClass rc = F == kFamDsv3 && ps0 && (m.l & 2) ? kRunAscii : kRunLetters;
+    const RunClass rc = F == kFamDsv3 && ps_then_ascii_letter(b, m, 0) ? kRunAscii : kRunLetters;
     unsigned v;
     uint64_t zone;
     const uint64_t lt = run_letters<F, kMarks, UM>(b, n - i, m, rc, memo, v, zone);
