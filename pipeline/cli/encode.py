@@ -44,6 +44,9 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
+    out.add_argument("--blend", metavar="MIX.yaml",
+                     help="a mixture file (YAML or JSON: seed, total_tokens, sources with name, input, format, "
+                     "text_field, weight or tokens) instead of --input: OUT/<name>/ per source, OUT/blend.json")  # fmt: skip
     out.add_argument(
         "--shard-format",
         choices=tuple(FORMATS),
@@ -110,6 +113,8 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
 
     if args.text is not None:
         raise UsageError("give --text (one text) or --input (a corpus), not both")
+    if getattr(args, "blend", None):
+        return _blend_job(args, several=several)
     if not args.input:
         raise UsageError("--out DIR needs --input GLOB (the corpus to encode); for one text: --text")
     if not args.out:
@@ -137,12 +142,35 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
     )
 
 
+def _blend_job(args: argparse.Namespace, *, several: bool):
+    """The EncodeJob template of ``encode --blend`` (each source replaces its inputs, format and text field)."""
+    if args.input:
+        raise UsageError("--blend names the inputs of every source: give --blend or --input, not both")
+    if not isinstance(args.tokenizer, str) and len(args.tokenizer) > 1:
+        raise UsageError(
+            f"--blend encodes one mixture with one tokenizer, and {len(args.tokenizer)} --tokenizer values were "
+            "given: run one --blend per tokenizer (--out OUT/NAME each)"
+        )
+    if not args.out:
+        raise UsageError("--blend needs --out DIR")
+    from pipeline.encode.blend_spec import load_blend
+
+    spec = load_blend(args.blend)
+    blend, args.input, args.blend = args.blend, list(spec.sources[0].inputs), None
+    try:
+        return job_from_args(args, several=several), spec
+    finally:
+        args.input, args.blend = [], blend
+
+
 def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.cli.pack import pack_settings, run_pack
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
     from pipeline.encode.manifest import summary_line
 
     job = job_from_args(args, several=True)
+    if isinstance(job, tuple):  # --blend
+        return _run_blend(args, beam_args, *job)
     pack = pack_settings(args.pack_length, args.pack, args.pack_rows, length_flag="--pack-length")
     if pack is not None and pack.method == "concat" and args.eos is None:
         raise UsageError(
@@ -164,6 +192,18 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     if pack is not None and manifest["documents_written"]:
         print(run_pack(job.out, pack, overwrite=True))  # the run's own pack: a rerun makes it again
     return _nothing_written(manifest, job.out)
+
+
+def _run_blend(args: argparse.Namespace, beam_args: list[str], job, spec) -> int:
+    from pipeline.encode.blend_job import run_encode_blend
+
+    if args.pack_length is not None:
+        raise UsageError("--pack-length with --blend: pack each source folder afterwards (beam-bpe pack OUT/<name>)")
+    manifest = run_encode_blend(job, spec, beam_args, reporter=progress_reporter(args))
+    shares = ", ".join(f"{n} {b['tokens']} tokens ({100 * b['share']:.2f}%, {b['epochs']} epochs)"
+                       for n, b in manifest["blend"].items())  # fmt: skip
+    print(f"blend of {len(manifest['blend'])} sources, {manifest['tokens']} tokens: {shares} -> {job.out}")
+    return 0 if manifest["documents_written"] else 3
 
 
 def _nothing_written(manifest: dict, out: str) -> int:

@@ -64,6 +64,10 @@ def audit_output(out: str, *, sample: int = 0, seed: int = 0) -> Audit:
     True
     """
     audit = Audit(out)
+    from pipeline.encode.audit_blend import audit_blend, is_blend
+
+    if is_blend(out):  # a mixture: every source folder, and the blend against them
+        return audit_blend(audit, audit_output, sample=sample, seed=seed)
     manifest = _manifest(audit)
     if manifest is None:
         return audit
@@ -199,6 +203,7 @@ def _check_ranges(audit: Audit, manifest: dict, receipts: dict) -> None:
     """Every planned range once; no two ranges of an input overlapping; document counts that add up."""
     owner: dict[int, str] = {}
     by_source: dict[str, list[tuple[int, int, int, str]]] = {}
+    per_epoch = manifest.get("settings", {}).get("blend", {}).get("ranges_per_epoch")  # a blend source's epochs
     for shard in receipts["shards"]:
         for r in shard["ranges"]:
             if r["index"] in owner:
@@ -208,7 +213,8 @@ def _check_ranges(audit: Audit, manifest: dict, receipts: dict) -> None:
                 )
             owner[r["index"]] = shard["name"]
             if r.get("kind") in ("bytes", "row_group"):
-                by_source.setdefault(r["source"], []).append((r["start"], r["end"], r["index"], shard["name"]))
+                key = f"{r['source']} (epoch {r['index'] // per_epoch})" if per_epoch else r["source"]
+                by_source.setdefault(key, []).append((r["start"], r["end"], r["index"], shard["name"]))
         in_ranges = sum(r.get("documents", 0) for r in shard["ranges"])
         if in_ranges != shard["documents"]:
             audit.problems.append(
