@@ -44,9 +44,9 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
-    out.add_argument("--blend", metavar="MIX.yaml",
-                     help="a mixture file (YAML or JSON: seed, total_tokens, sources with name, input, format, "
-                     "text_field, weight or tokens) instead of --input: OUT/<name>/ per source, OUT/blend.json")  # fmt: skip
+    blend_help = ("a mixture file (YAML or JSON: seed, total_tokens, sources with name, input, format, text_field, "
+                  "weight or tokens) instead of --input: OUT/<name>/ per source, OUT/blend.json")
+    out.add_argument("--blend", metavar="MIX.yaml", help=blend_help)
     out.add_argument(
         "--shard-format",
         choices=tuple(FORMATS),

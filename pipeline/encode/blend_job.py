@@ -84,7 +84,8 @@ def finish_blend(job, spec: BlendSpec, picks: list, manifests: list[dict]) -> di
     write_file(join(job.out, BLEND_FILE), (json.dumps(blend, indent=2, sort_keys=True) + "\n").encode())
     if all("shards" in m and m["settings"].get("shard_format") == "megatron" for m in manifests):
         pairs = [f"{s['tokens']} {join(job.out, src.name, s['name'])}"
-                 for src, m in zip(spec.sources, manifests, strict=True) for s in m["shards"] if s["documents"]]  # fmt: skip
+                 for src, m in zip(spec.sources, manifests, strict=True)
+                 for s in m["shards"] if s["documents"]]  # fmt: skip
         write_file(join(job.out, DATA_PATH), (" ".join(pairs) + "\n").encode())
     manifest = {
         "kind": KIND,
