@@ -21,6 +21,11 @@ count_tokens.py count-tokens as a Beam job
 receipts.py     run_hash and the receipts that let a third party check an output
 audit.py        beam-bpe verify: an output against its manifest and receipts; its document checks in
                 audit_documents.py, --sample's re-reading in audit_sample.py
+blend_spec.py   a mixture file (encode --blend mix.yaml): BlendSpec, its sources, every refusal with its line
+blend_plan.py   a mixture's selection on keys and lengths: the document keys, full epochs, the last epoch's cutoff
+blend.py        the mixture's stages: the per-document count pass, the filtered write (epochs as replicated ranges)
+blend_job.py    run_encode_blend: OUT/<name>/ per source, OUT/manifest.json (blend), blend.json, megatron_data_path.txt
+audit_blend.py  verify on a mixture: every source folder, the blend section and blend.json against them
 pack_plan.py    the two packing algorithms (concat, ffd), on lengths alone
 packing.py      packed sequences over a finished output: OUT/packs/<L>/, iter_sequences
 formats/        one module per shard format and the registry FORMATS (formats/__init__.py)

@@ -40,10 +40,6 @@ from pipeline.launch.progress import Reporter
 from pipeline.storage.files import glob, remove
 from pipeline.storage.paths import join
 
-BLEND_FILE = "blend.json"
-DATA_PATH = "megatron_data_path.txt"
-
-
 def plan_sources(job, spec: BlendSpec, beam_args: list[str]) -> list:
     """The one-epoch ``EncodePlan`` of every source into ``job.out/<name>/``; a source matching no file is refused
     naming its key and line."""
