@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import tempfile
+import io
 
 import apache_beam as beam
+import fsspec
 import numpy as np
 import pyarrow as pa
 
@@ -29,6 +30,7 @@ from pipeline.corpus.records import per_document, source_runs_of
 from pipeline.corpus.texts import TextColumn
 from pipeline.encode.blend_plan import chosen, document_keys
 from pipeline.encode.blend_spec import BlendSpec
+from pipeline.encode.count_tokens import rows_folder
 from pipeline.encode.documents import encode_batch
 from pipeline.encode.job import plan_encode
 from pipeline.encode.resume import sha256_json
@@ -37,8 +39,9 @@ from pipeline.encode.write import EncodeShardFn, ShardOutput, ShardWritten, shar
 from pipeline.errors import CorpusError, UsageError
 from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.launch.progress import Reporter
-from pipeline.storage.files import glob, remove
+from pipeline.storage.files import glob, read_bytes, remove
 from pipeline.storage.paths import join
+
 
 def plan_sources(job, spec: BlendSpec, beam_args: list[str]) -> list:
     """The one-epoch ``EncodePlan`` of every source into ``job.out/<name>/``; a source matching no file is refused
@@ -58,8 +61,9 @@ def plan_sources(job, spec: BlendSpec, beam_args: list[str]) -> list:
 
 
 class CountDocumentsFn(beam.DoFn):
-    """Document batch -> a file of ``[source index, position, tokens]`` per written document (int64, 3 x n), in a
-    folder on the launching machine (Dask drops ``finish_bundle`` output; a retried batch writes the same file)."""
+    """Document batch -> a file of ``[source index, position, tokens]`` per written document (int64, 3 x n), in the
+    folder of ``count_tokens.rows_folder`` (Dask drops ``finish_bundle`` output; a retried batch writes the same
+    file)."""
 
     def __init__(self, output: ShardOutput, number: int, folder: str) -> None:
         self.output, self.number, self.folder = output, number, folder
@@ -79,8 +83,10 @@ class CountDocumentsFn(beam.DoFn):
             files = np.full(len(encoded.positions), batch.source_index, dtype=np.int64)
         table = np.stack([files.astype(np.int64), encoded.positions, encoded.lengths])
         name = f"{self.number:04d}-{batch.range_index:07d}-{batch.batch_index:06d}.npy"
-        with open(f"{self.folder}/{name}", "wb") as f:  # noqa: PTH123 - a local folder of this machine
-            np.save(f, table)
+        buffer = io.BytesIO()
+        np.save(buffer, table)
+        with fsspec.open(join(self.folder, name), "wb", auto_mkdir=True) as f:
+            f.write(buffer.getvalue())
         yield name
 
 
@@ -88,7 +94,7 @@ def count_documents(plans: list, beam_args: list[str], reporter: Reporter) -> li
     """Every source's documents as ``[source index, position, tokens]`` columns, sorted by (file, position)."""
     from pipeline.corpus.read import ReadCorpus
 
-    folder = tempfile.mkdtemp(prefix="beam-bpe-blend-")
+    folder = rows_folder(beam_args)  # under --temp_location for remote workers, else a local temporary folder
     try:
         reporter.stage("blend_count", sources=len(plans), ranges=sum(len(p.corpus.ranges) for p in plans))
         pipeline = beam.Pipeline(options=pipeline_options(beam_args, num_ranges=sum(len(p.corpus.ranges)
@@ -102,7 +108,7 @@ def count_documents(plans: list, beam_args: list[str], reporter: Reporter) -> li
         tables: list[list[np.ndarray]] = [[] for _ in plans]
         for path in sorted(glob(join(folder, "*.npy"))):
             number = int(path.rsplit("/", 1)[-1].split("-", 1)[0])
-            tables[number].append(np.load(path))
+            tables[number].append(np.load(io.BytesIO(read_bytes(path))))
     finally:
         remove(folder)
     out = []

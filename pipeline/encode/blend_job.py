@@ -18,9 +18,9 @@ from pipeline.encode.blend_plan import pick_source, source_targets
 from pipeline.encode.blend_spec import BlendSpec
 from pipeline.encode.run import finish_encode, prepare_output, stopped
 from pipeline.encode.streams import write_file
-from pipeline.errors import UsageError
+from pipeline.errors import OutputError, UsageError
 from pipeline.launch.progress import Reporter
-from pipeline.storage.files import COMPLETED, remove
+from pipeline.storage.files import COMPLETED, MANIFEST, exists, read_bytes, remove
 from pipeline.storage.lease import Lease
 from pipeline.storage.manifest import finish_output
 from pipeline.storage.paths import join
@@ -36,6 +36,7 @@ def run_encode_blend(job, spec: BlendSpec, beam_args: list[str] | None = None, *
     beam_args, reporter = list(beam_args or []), reporter or Reporter()
     started = time.perf_counter()
     plans = plan_sources(job, spec, beam_args)  # every refusal of the inputs before any work
+    refuse_other_output(job.out)
     with contextlib.ExitStack() as stack:
         top = stack.enter_context(Lease(job.out, command="encode"))
         leases = [stack.enter_context(Lease(p.job.out, command="encode", group=top.record.run_id)) for p in plans]
@@ -49,6 +50,23 @@ def run_encode_blend(job, spec: BlendSpec, beam_args: list[str] | None = None, *
             manifests = [finish_encode(o, reporter, beam_args, started) for o in outputs]
         manifest = finish_blend(job, spec, picks, manifests)
         return dict(manifest, sources_manifests=dict(zip([s.name for s in spec.sources], manifests, strict=True)))
+
+
+def refuse_other_output(out: str) -> None:
+    """A folder holding a plain encoding output (or anything with another manifest) is not a mixture's: refused,
+    since the blend would write beside its shards and take its COMPLETED away."""
+    path = join(out, MANIFEST)
+    if not exists(path):
+        return
+    try:
+        kind = json.loads(read_bytes(path)).get("kind")
+    except (ValueError, AttributeError):
+        kind = None
+    if kind != KIND:
+        raise OutputError(
+            f"--out {out} holds {path} of {kind or 'an unknown kind'}, not a mixture's: choose another --out (a blend "
+            "writes OUT/<name>/ per source, OUT/manifest.json and OUT/blend.json)"
+        )
 
 
 def pick_all(spec: BlendSpec, plans: list, columns: list) -> list:

@@ -254,3 +254,8 @@ def test_refused_before_work_on_the_command_line(tok, inputs, tmp_path, capsys):
     err = _cli_error(capsys, "encode", "--tokenizer", tok, "--blend", empty, "--out", out)
     assert "empty.yaml:4: key 'input' of source e: the target of 50 tokens cannot be met: its 3 documents hold 0" in err
     assert not (out / "a" / "COMPLETED").exists()
+    plain = tmp_path / "plain"
+    assert run_cli("encode", "--tokenizer", tok, "--input", inputs / "small", "--out", plain, "--no-progress") == 0
+    err = _cli_error(capsys, "encode", "--tokenizer", tok, "--blend", good, "--out", plain)
+    assert "holds" in err and "beam-bpe encode, not a mixture's" in err
+    assert (plain / "COMPLETED").exists() and not (plain / "a").exists()
