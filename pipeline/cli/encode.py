@@ -44,8 +44,10 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output directory (local path or fsspec URL)")
-    blend_help = ("a mixture file (YAML or JSON: seed, total_tokens, sources with name, input, format, text_field, "
-                  "weight or tokens) instead of --input: OUT/<name>/ per source, OUT/blend.json")
+    blend_help = (
+        "a mixture file (YAML or JSON: seed, total_tokens, sources with name, input, format, text_field, "
+        "weight or tokens) instead of --input: OUT/<name>/ per source, OUT/blend.json"
+    )
     out.add_argument("--blend", metavar="MIX.yaml", help=blend_help)
     out.add_argument(
         "--shard-format",
