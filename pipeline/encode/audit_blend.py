@@ -90,18 +90,64 @@ def _check_source(audit, name: str, manifest: dict, resolved: dict | None, sourc
     cutoffs, per_epoch = selection["cutoffs"], selection["shards_per_epoch"]
     if entry.get("epochs") != len(cutoffs):
         audit.problems.append(f"{MANIFEST}: blend {name} epochs {entry.get('epochs')}, its folder {len(cutoffs)}")
+    if cutoffs and cutoffs[-1] is not None:
+        _check_cutoff(audit, name, source, selection, len(cutoffs) - 1)
+    _check_epochs(audit, name, source, (resolved or {}).get("source_documents"), cutoffs, per_epoch)
+
+
+def _check_epochs(audit, name: str, source: dict, whole: int | None, cutoffs: list, per_epoch: int) -> None:
+    """Each full epoch holds as many documents as one whole pass over the source."""
     documents = [0] * len(cutoffs)
     for shard in source.get("shards", []):
         epoch = shard["index"] // per_epoch
         if epoch < len(documents):
             documents[epoch] += shard["documents"]
-    whole = (resolved or {}).get("source_documents")
     for epoch, cutoff in enumerate(cutoffs):
         if cutoff is None and whole is not None and documents[epoch] != whole:
             audit.problems.append(
                 f"{name}/: epoch {epoch} holds {documents[epoch]} documents, the source {whole}: a full epoch "
                 "holds each document once"
             )
+
+
+def _check_cutoff(audit, name: str, source: dict, selection: dict, epoch: int) -> None:
+    """The last, sampled epoch holds no document whose key is above its cutoff (the keys recomputed from the
+    shards' document ids): a document the selection did not take is named."""
+    import functools
+
+    import numpy as np
+
+    from pipeline.encode.audit_documents import _batches_from_reader, parse_doc_id
+    from pipeline.encode.blend_plan import document_keys
+    from pipeline.encode.formats import FORMATS
+
+    fmt = FORMATS.get(source["settings"]["shard_format"])
+    if fmt is None or fmt.reader is None:
+        audit.notes.append(f"{name}/: its shards keep no document ids: the last epoch's selection was not checked")
+        return
+    batches_of = fmt.doc_batches or functools.partial(_batches_from_reader, fmt.reader)
+    cutoff = np.uint64(selection["cutoffs"][epoch][0])
+    per_epoch = selection["shards_per_epoch"]
+    for shard in source["shards"]:
+        if shard["index"] // per_epoch != epoch or not shard["documents"]:
+            continue
+        try:
+            for doc_ids, _ in batches_of(join(audit.out, name, shard["name"]), shard):
+                parsed = [parse_doc_id(d) for d in doc_ids.to_pylist()]
+                files = sorted({p[0] for p in parsed if p})
+                index = {f: i for i, f in enumerate(files)}
+                keys = document_keys(selection["seed"], selection["source"], epoch, files,
+                                     [index[p[0]] for p in parsed if p], [p[1] for p in parsed if p])  # fmt: skip
+                above = np.flatnonzero(keys > cutoff)
+                if above.size:
+                    doc = [d for d, p in zip(doc_ids.to_pylist(), parsed, strict=True) if p][int(above[0])]
+                    audit.problems.append(
+                        f"{name}/{shard['name']}: document {doc} is in epoch {epoch} but its key is above the "
+                        f"epoch's cutoff ({above.size} such): not the documents the blend takes"
+                    )
+                    return
+        except Exception as exc:  # noqa: BLE001 - a damaged shard is a finding (named by the folder's own check)
+            audit.notes.append(f"{name}/{shard['name']}: the selection not checked ({type(exc).__name__})")
 
 
 def _check_totals(audit, manifest: dict, blend: dict | None, sources: dict) -> None:

@@ -40,11 +40,11 @@ def run_encode_blend(job, spec: BlendSpec, beam_args: list[str] | None = None, *
     with contextlib.ExitStack() as stack:
         top = stack.enter_context(Lease(job.out, command="encode"))
         leases = [stack.enter_context(Lease(p.job.out, command="encode", group=top.record.run_id)) for p in plans]
-        remove(join(job.out, COMPLETED))  # OUT is complete again only when every source is
         columns = count_documents(plans, beam_args, reporter)
         picks = pick_all(spec, plans, columns)
         plans = [epoch_plan(p, pick, spec.seed, s.name) for p, pick, s in zip(plans, picks, spec.sources, strict=True)]
         outputs = [prepare_output(p, lease) for p, lease in zip(plans, leases, strict=True)]
+        remove(join(job.out, COMPLETED))  # accepted: OUT is complete again only when every source is
         with stopped(outputs):
             write_sources(outputs, beam_args, reporter)
             manifests = [finish_encode(o, reporter, beam_args, started) for o in outputs]

@@ -259,3 +259,18 @@ def test_refused_before_work_on_the_command_line(tok, inputs, tmp_path, capsys):
     err = _cli_error(capsys, "encode", "--tokenizer", tok, "--blend", good, "--out", plain)
     assert "holds" in err and "beam-bpe encode, not a mixture's" in err
     assert (plain / "COMPLETED").exists() and not (plain / "a").exists()
+
+
+def test_verify_names_a_document_above_the_last_epochs_cutoff(blend_out, tmp_path):
+    """A lower cutoff in the source folder's settings (as if the shards held documents the blend does not take):
+    the document is named, beside the fingerprint that no longer matches."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(blend_out, copy)
+    path = copy / "small" / "manifest.json"
+    m = json.loads(path.read_text())
+    m["settings"]["blend"]["cutoffs"][-1][0] //= 2
+    path.write_text(json.dumps(m))
+    problems = audit_output(str(copy)).problems
+    assert any("its key is above the epoch's cutoff" in p and p.startswith("small/tokens-") for p in problems)
