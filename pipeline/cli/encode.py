@@ -148,6 +148,11 @@ def _blend_job(args: argparse.Namespace, *, several: bool):
     """The EncodeJob template of ``encode --blend`` (each source replaces its inputs, format and text field)."""
     if args.input:
         raise UsageError("--blend names the inputs of every source: give --blend or --input, not both")
+    if not several:
+        raise UsageError(
+            "this translates one encoding job, and --blend is one per source: run `beam-bpe encode "
+            "--blend` (any runner's options pass through), or translate each source's job on its own"
+        )
     if not isinstance(args.tokenizer, str) and len(args.tokenizer) > 1:
         raise UsageError(
             f"--blend encodes one mixture with one tokenizer, and {len(args.tokenizer)} --tokenizer values were "

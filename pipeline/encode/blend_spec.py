@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from pipeline.corpus.formats import FORMATS as CORPUS_FORMATS
 from pipeline.errors import UsageError
 
 TOP_KEYS = ("seed", "total_tokens", "sources")
@@ -129,6 +130,11 @@ def _source(where: _Where, item, i: int) -> tuple[BlendSource, dict]:
     if "tokens" in keys:
         tokens = where.integer(keys["tokens"], "tokens", minimum=1)
     fmt = where.string(keys["format"], "format") if "format" in keys else None
+    if fmt is not None and fmt not in CORPUS_FORMATS:
+        raise UsageError(
+            f"{where.at(keys['format'][0])}: key 'format' of source {name}: {fmt!r} is not one of "
+            f"{', '.join(CORPUS_FORMATS)} (leave it out to read each file by its name)"
+        )
     field_ = where.string(keys["text_field"], "text_field") if "text_field" in keys else None
     return BlendSource(name, inputs, fmt, field_, weight, tokens, keys["input"][0].start_mark.line + 1), keys
 

@@ -220,6 +220,8 @@ REFUSED = [
     ("total_tokens: 0\nsources:\n  - {name: a, input: 'IN/web/*', weight: 1}\n", "mix.yaml:1: key 'total_tokens'"),
     ("sources:\n  - {name: a, input: 'IN/web/*', weight: heavy}\n", "mix.yaml:2: key 'weight' must be a number"),
     ("sources: []\n", "'sources' must be a non-empty list"),
+    ("sources:\n  - {name: a, input: 'IN/web/*', weight: 1, format: csv}\n", "mix.yaml:2: key 'format' of source a"),
+    ("sources:\n  - {name: a, weight: 1}\n", "mix.yaml:2: sources[0] has no 'input'"),
 ]  # fmt: skip
 
 
