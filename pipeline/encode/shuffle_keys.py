@@ -77,3 +77,22 @@ def shuffled_shard_count(ranges, shard_size: int) -> int:
     if not ranges:
         return 0
     return max(1, -(-sum(range_stored_bytes(ranges)) // shard_size))
+
+
+def shuffle_sequences(cols: dict, seed: int, shard: int, first: int, end: int) -> dict:
+    """``--pack ffd``'s sequences ``[first, end)`` of one shard, numbered again in a seeded order (the keys of
+    ``"pack:{shard}:{n}"``), the rows sorted by the new numbers (stably: a sequence keeps its pieces' order). ffd
+    places a window's longest documents first; this takes that trend out of the sequence order, and a sequence
+    still lies in its shard (``iter_sequences`` reads one shard at a time).
+
+    >>> cols = {"seq": np.array([5, 5, 6, 7]), "doc": np.array([0, 1, 2, 3])}
+    >>> sorted(shuffle_sequences(cols, 7, 0, 5, 8)["seq"].tolist())
+    [5, 5, 6, 7]
+    """
+    n = end - first
+    order = np.argsort(shuffle_keys(seed, [f"pack:{shard}:{k}" for k in range(n)]), kind="stable")
+    new_of_old = np.empty(n, np.int64)
+    new_of_old[order] = np.arange(n, dtype=np.int64)
+    seq = first + new_of_old[np.asarray(cols["seq"], np.int64) - first] if n else np.asarray(cols["seq"], np.int64)
+    rows = np.argsort(seq, kind="stable")
+    return {k: (seq[rows] if k == "seq" else np.asarray(v)[rows]) for k, v in cols.items()}
