@@ -21,6 +21,9 @@ count_tokens.py count-tokens as a Beam job
 receipts.py     run_hash and the receipts that let a third party check an output
 audit.py        beam-bpe verify: an output against its manifest and receipts; its document checks in
                 audit_documents.py, --sample's re-reading in audit_sample.py
+shuffle.py      stage: --shuffle SEED, documents in a seeded order over the whole corpus (part files, GroupByKey)
+shuffle_keys.py --shuffle's keys, shards and seed (no Beam: the stage, verify and packs share them)
+audit_shuffle.py beam-bpe verify's document walk for a shuffled output (keys, not input order)
 pack_plan.py    the two packing algorithms (concat, ffd), on lengths alone
 packing.py      packed sequences over a finished output: OUT/packs/<L>/, iter_sequences
 formats/        one module per shard format and the registry FORMATS (formats/__init__.py)

@@ -32,6 +32,7 @@ import fsspec
 
 from pipeline.encode.audit_documents import check_documents
 from pipeline.encode.audit_sample import compare_sample
+from pipeline.encode.audit_shuffle import shuffled_walks
 from pipeline.encode.layout import JOB_FILE, STATS_DIR
 from pipeline.encode.receipts import fingerprint_of, receipts_of, run_hash_of
 from pipeline.encode.resume import sha256_json
@@ -82,7 +83,7 @@ def audit_output(out: str, *, sample: int = 0, seed: int = 0) -> Audit:
             _check_file(audit, name, record)
     _check_unexpected(audit, manifest, receipts)
     _check_ranges(audit, manifest, receipts)
-    picked = check_documents(audit, manifest, receipts, sample=sample, seed=seed)
+    picked = check_documents(audit, manifest, receipts, sample=sample, seed=seed, walk_of=shuffled_walks(manifest))
     if sample:
         compare_sample(audit, manifest, receipts, picked)
     _check_packs(audit, manifest)

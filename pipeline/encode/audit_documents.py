@@ -24,8 +24,9 @@ from pipeline.storage.paths import join
 MAX_LINES = 20  # problems of one kind named per shard; the rest are counted
 
 
-def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int) -> list:
-    """Walk every shard's documents against its ranges; return the sampled ones: ``(shard, doc_id, range, ids)``."""
+def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int, walk_of=None) -> list:
+    """Walk every shard's documents against its ranges; return the sampled ones: ``(shard, doc_id, range, ids)``.
+    ``walk_of(audit, shard, owners, index)`` makes another walk (a shuffled output's: audit_shuffle.py)."""
     shard_format = manifest["settings"]["shard_format"]
     fmt = FORMATS.get(shard_format)
     if fmt is None or fmt.reader is None:
@@ -40,10 +41,8 @@ def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed:
     entries = {s["name"]: s for s in manifest["shards"]}
     picked: list[tuple[str, str, int, np.ndarray]] = []
     number = 0
-    seed = manifest["settings"].get("shuffle")
     for index, shard in enumerate(receipts["shards"]):
-        walk = (_ShardWalk(audit, shard, owners) if seed is None
-                else _shuffled_walk(audit, shard, owners, seed, index, len(receipts["shards"])))  # fmt: skip
+        walk = _ShardWalk(audit, shard, owners) if walk_of is None else walk_of(audit, shard, owners, index)
         try:
             for doc_ids, load in batches_of(join(audit.out, shard["name"]), entries.get(shard["name"], shard)):
                 local = walk.batch(doc_ids)
@@ -208,12 +207,6 @@ class _ShardWalk:
     def _file(self) -> str:
         files = sorted(self.shard["files"])
         return files[0] if files else self.shard["name"]
-
-
-def _shuffled_walk(audit, shard: dict, owners: dict, seed: int, index: int, num_shards: int):
-    from pipeline.encode.audit_shuffle import ShuffledWalk
-
-    return ShuffledWalk(audit, shard, owners, seed=seed, index=index, num_shards=num_shards)
 
 
 def _spans(ranges: list[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -13,8 +13,21 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.encode.audit_documents import _ShardWalk, parse_doc_id
+from pipeline.encode.audit_documents import _ShardWalk, holds, parse_doc_id
 from pipeline.encode.shuffle_keys import shard_of_keys, shuffle_keys
+
+
+def shuffled_walks(manifest: dict):
+    """``check_documents``'s ``walk_of`` for a shuffled output (its seed and shard count), or None for a plain one."""
+    seed = manifest.get("settings", {}).get("shuffle")
+    if seed is None:
+        return None
+    num_shards = len(manifest["shards"])
+
+    def walk_of(audit, shard: dict, owners: dict, index: int) -> ShuffledWalk:
+        return ShuffledWalk(audit, shard, owners, seed=seed, index=index, num_shards=num_shards)
+
+    return walk_of
 
 
 class ShuffledWalk(_ShardWalk):
@@ -76,6 +89,4 @@ class ShuffledWalk(_ShardWalk):
 
     @staticmethod
     def spans_hold(k: int, r: dict, source: str, position: int) -> bool:
-        from pipeline.encode.audit_documents import holds
-
         return r["source"] == source and holds(r, position)
