@@ -95,25 +95,32 @@ class _Group:
         self.ids.append(encoded.tokens[encoded.offsets[0] : encoded.offsets[-1]])
         self.lengths.append(np.diff(encoded.offsets))
 
-    def table(self, seed: int, num_shards: int, dtype) -> pa.Table:
-        """The group's documents sorted by (shard, key, doc_id)."""
+    def table(self, seed: int, num_shards: int, dtype) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """The group's documents in reading order, the order that sorts them by (shard, key, doc_id), and each
+        one's shard in that order. The sort is of the small columns only: the ids are copied one shard at a time."""
         c = self.columns
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         values = np.concatenate(self.ids) if self.ids else np.zeros(0, dtype)
         self.ids = []
         keys = shuffle_keys(seed, c["doc_id"])
+        shards = shard_of_keys(keys, num_shards)
+        doc_ids = pa.array(c["doc_id"], pa.string())
+        order = _sort_order(pa.table({"shard": shards, "key": keys, "doc_id": doc_ids}), ("shard", "key", "doc_id"))
 
         def cat(name):
             return np.concatenate(c[name]) if c[name] else np.zeros(0, np.int64)
 
         table = pa.table({
-            "shard": shard_of_keys(keys, num_shards), "key": keys, "doc_id": pa.array(c["doc_id"], pa.string()),
-            "source": pa.array(c["source"], pa.string()), "position": cat("position"), "range": cat("range"),
-            "text_bytes": cat("text_bytes"),
+            "key": keys, "doc_id": doc_ids, "source": pa.array(c["source"], pa.string()), "position": cat("position"),
+            "range": cat("range"), "text_bytes": cat("text_bytes"),
             "tokens": pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values)),
         })  # fmt: skip
-        return table.sort_by([("shard", "ascending"), ("key", "ascending"), ("doc_id", "ascending")])
+        return table, order, shards[order]
+
+
+def _sort_order(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
+    return pc.sort_indices(table, sort_keys=[(c, "ascending") for c in columns]).to_numpy()
 
 
 class EncodeAndPartitionFn(beam.DoFn):
@@ -149,20 +156,23 @@ class EncodeAndPartitionFn(beam.DoFn):
                 self.tokens.inc(int(encoded.offsets[-1]))
                 self.dead_letters.inc(len(encoded.dead_letters))
                 group.add(layout, rng, encoded)
-        table = group.table(layout.shuffle, layout.num_shards, np.dtype(layout.dtype))
-        shards = table.column("shard").to_numpy()
+            group.kinds.setdefault(rng.index, (layout.relative(rng.source), "", False))  # a range of no batch
+        table, order, shards = group.table(layout.shuffle, layout.num_shards, np.dtype(layout.dtype))
         refs, written = {}, 0
         path = part_path(layout, unit.index)
         ranges = table.column("range").to_numpy()
         with _atomic_part(path) as sink, pa.ipc.new_file(sink, table.schema) as writer:
             for shard in self.todo:
                 lo, hi = np.searchsorted(shards, [shard, shard + 1])
-                batches = table.slice(lo, hi - lo).combine_chunks().to_batches() if hi > lo else []
+                batches = table.take(order[lo:hi]).combine_chunks().to_batches() if hi > lo else []
                 for batch in batches:
                     writer.write_batch(batch)
-                kinds = {int(r): group.kinds[int(r)][:2] for r in np.unique(ranges[lo:hi])}
+                kinds = {int(r): group.kinds[int(r)][:2] for r in np.unique(ranges[order[lo:hi]])}
                 refs[shard] = PartRef(unit.index, written, written + len(batches), kinds, {})
                 written += len(batches)
+                del batches
+        del table
+        pa.default_memory_pool().release_unused()  # the pool keeps freed blocks; the next group needs as much again
         self.parts.inc()
         for index, (source, kind, several) in group.kinds.items():
             home = index % layout.num_shards
@@ -217,12 +227,13 @@ class WriteShuffledShardFn(beam.DoFn):
             yield ShardWritten(0, index, stats)
             return
         refs = sorted(refs, key=lambda r: r.group)
-        table = _read_parts(layout, refs).sort_by([("key", "ascending"), ("doc_id", "ascending")])
+        table = _read_parts(layout, refs)
+        order = _sort_order(table.select(["key", "doc_id"]), ("key", "doc_id"))
         writer = layout.format.writer(layout.path(layout.name(index)), layout)
         batches = 0
         try:
-            for start in range(0, table.num_rows, WRITE_DOCUMENTS):
-                _write_slice(writer, table.slice(start, WRITE_DOCUMENTS).combine_chunks())
+            for start in range(0, table.num_rows, WRITE_DOCUMENTS):  # the sorted copy made one slice at a time
+                _write_slice(writer, table.take(order[start : start + WRITE_DOCUMENTS]).combine_chunks())
                 batches += 1
         except BaseException as exc:
             writer.abort(exc)
@@ -233,6 +244,8 @@ class WriteShuffledShardFn(beam.DoFn):
         files.update(write_dead_letters(layout, index, dead))
         stats["files"] = files
         write_stats(layout, index, stats)  # last: from here on the shard is complete
+        del table
+        pa.default_memory_pool().release_unused()
         self.shards.inc()
         yield ShardWritten(0, index, stats)
 
