@@ -10,9 +10,10 @@ Every document's key is :func:`shuffle_keys`: the first 8 bytes of BLAKE2b over 
 manifest records it (relative to the inputs' root), so the order does not move with the folder, the runner, the
 bundles, ``--range-bytes`` or the worker count. Output shard ``i`` of ``n`` holds the keys in ``[i, i + 1) * 2**64 /
 n`` (:func:`shard_of_keys`), sorted by ``(key, doc_id)``: the shards one after the other are one sorted order of the
-corpus, and ``n`` comes from the corpus's bytes and ``--shard-size`` alone (:func:`shuffled_shard_count`). Dead
-letters are not shuffled: each range's go to its home shard (``index % n``), whose stats list the range even when
-it holds none of its documents, so every planned range is in some shard.
+corpus, and ``n`` comes from the corpus's bytes and ``--shard-size`` alone (:func:`shuffled_shard_count`). A
+dead letter goes where its key puts it, as a document would (its shard's file, in key order); each range is also
+listed by its home shard (``index % n``), even where that holds none of its documents, so every planned range is in
+some shard.
 
 Memory: the ids pass through part files, never through Beam (the local runners hold a GroupByKey's values in memory):
 a worker holds one group's documents (``--shard-size`` of input) while it partitions them, and one output shard's
@@ -174,11 +175,27 @@ class EncodeAndPartitionFn(beam.DoFn):
         del table
         pa.default_memory_pool().release_unused()  # the pool keeps freed blocks; the next group needs as much again
         self.parts.inc()
+        dead = _dead_by_shard(layout, group.dead)
         for index, (source, kind, several) in group.kinds.items():
-            home = index % layout.num_shards
-            if home in refs:
-                refs[home].dead[index] = (source, kind, several, group.dead.get(index, []))
+            for shard in {index % layout.num_shards} | {sh for sh, by_range in dead.items() if index in by_range}:
+                if shard in refs:  # the range's home (listed even without its documents) and its dead letters'
+                    refs[shard].dead[index] = (source, kind, several, dead.get(shard, {}).get(index, []))
         yield from refs.items()
+
+
+def _dead_by_shard(layout: ShardLayout, dead: dict[int, list]) -> dict[int, dict[int, list]]:
+    """``{shard: {range: [(key, id, dead letter)]}}``: a dead letter goes where its key says, as a document would,
+    so where it lands does not depend on the ranges."""
+    out: dict[int, dict[int, list]] = {}
+    for index, letters in dead.items():
+        if not letters:
+            continue
+        ids = [document_id(layout.relative(d.source), d.position_kind, d.position) for d in letters]
+        keys = shuffle_keys(layout.shuffle, ids)
+        for d, doc_id, key, shard in zip(letters, ids, keys.tolist(), shard_of_keys(keys, layout.num_shards).tolist(),
+                                         strict=True):  # fmt: skip
+            out.setdefault(shard, {}).setdefault(index, []).append((key, doc_id, d))
+    return out
 
 
 class _atomic_part:
@@ -240,7 +257,7 @@ class WriteShuffledShardFn(beam.DoFn):
             raise
         files = writer.close()
         stats = _shard_stats(layout, index, table, refs, self.output.verify, batches)
-        dead = [d for r in refs for i in sorted(r.dead) for d in r.dead[i][3]]
+        dead = [d for _, _, d in sorted((t for r in refs for v in r.dead.values() for t in v[3]), key=lambda t: t[:2])]
         files.update(write_dead_letters(layout, index, dead))
         stats["files"] = files
         write_stats(layout, index, stats)  # last: from here on the shard is complete

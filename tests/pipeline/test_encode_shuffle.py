@@ -131,6 +131,10 @@ def test_another_range_bytes_gives_the_same_shards_and_another_seed_another_orde
     assert len(manifest(other_ranges)["shards"]) == len(manifest(shuffled)["shards"])
     assert manifest(other_ranges)["receipts"]["planned_ranges"] > manifest(shuffled)["receipts"]["planned_ranges"]
     assert shard_files(other_ranges) == shard_files(shuffled)
+    dead = sorted((shuffled / "dead_letters").glob("*.jsonl"))
+    assert dead and [p.read_bytes() for p in dead] == [
+        (other_ranges / "dead_letters" / p.name).read_bytes() for p in dead
+    ]
     seed8 = _run(tok, inputs, tmp_path / "s8", "--shuffle", "8")
     a, b = read_back(shuffled), read_back(seed8)
     assert sorted(a) == sorted(b)
