@@ -48,36 +48,6 @@ void ChunkCache::clear() {
 
 size_t ChunkCache::size() const { return (owner_ ? table_.size() - seeded_ : 0) + spans_.size(); }
 
-// ------------------------------------------------------------------------------------------ cache pool
-
-// Caches kept for later calls: enough for every thread of a machine, not one per thread ever asked for.
-constexpr size_t kPoolKeep = 64;
-
-std::unique_ptr<ChunkCache> CachePool::acquire() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) return std::make_unique<ChunkCache>();
-    std::unique_ptr<ChunkCache> cache = std::move(free_.back());
-    free_.pop_back();
-    return cache;
-}
-
-void CachePool::release(std::unique_ptr<ChunkCache> cache) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.size() < kPoolKeep) free_.push_back(std::move(cache));
-}
-
-void CachePool::clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& cache : free_) cache->clear();
-}
-
-size_t CachePool::size() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    size_t n = 0;
-    for (const auto& cache : free_) n += cache->size();
-    return n;
-}
-
 // ------------------------------------------------------------------------------------------ encoder
 
 Encoder::Encoder(const std::vector<std::pair<uint32_t, std::string_view>>& vocab,

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache_pool.h"
 #include "literals.h"
 #include "piece_table.h"
 #include "pretok.h"
@@ -118,31 +119,8 @@ class ChunkCache {
 // 204,567 distinct pieces of the 20 MB that are not tokens (of 236,483 distinct, 4.28 M in all), each merged once.
 // Chunk caches kept between calls, one lent to each thread of a call: a cache is never shared by two threads, and
 // a warm cache outlives the call (a cold one made a 1 MB batch 1.6x slower).
-class CachePool {
-  public:
-    std::unique_ptr<ChunkCache> acquire();
-    void release(std::unique_ptr<ChunkCache> cache);
-    void clear();        // the caches not lent out now
-    size_t size() const;  // pieces in the caches not lent out now
-
-  private:
-    mutable std::mutex mutex_;
-    std::vector<std::unique_ptr<ChunkCache>> free_;
-};
-
-// A cache borrowed from a pool for one scope.
-class CacheLease {
-  public:
-    explicit CacheLease(CachePool& pool) : pool_(pool), cache_(pool.acquire()) {}
-    ~CacheLease() { pool_.release(std::move(cache_)); }
-    CacheLease(const CacheLease&) = delete;
-    CacheLease& operator=(const CacheLease&) = delete;
-    ChunkCache* get() { return cache_.get(); }
-
-  private:
-    CachePool& pool_;
-    std::unique_ptr<ChunkCache> cache_;
-};
+using CachePool = Pool<ChunkCache>;
+using CacheLease = Lease<ChunkCache>;
 
 // Where a piece failed: a byte of it has no token (the caller names the bytes).
 struct BadPiece {

@@ -4,12 +4,19 @@
 #include <algorithm>
 #include <cstring>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace bpe {
 
 namespace {
 constexpr uint32_t kMaxCodePoint = 0x110000;
 constexpr char kSpace[] = "\xe2\x96\x81";  // U+2581
 constexpr size_t kCacheBytes = size_t(1) << 28;  // a word table's text (and its ids' bytes) before it restarts
+constexpr size_t kShortWordBytes = size_t(1) << 28;  // a short-word table's slots before it restarts
+constexpr size_t kPad = 16;  // zero bytes after a normalized text: a 16-byte load at any of its words is readable
+constexpr size_t kKeepBuffer = size_t(64) << 20;  // a thread's normalized text kept for the next call up to this
 
 bool is_space_at(std::string_view s, size_t i) {
     return i + 3 <= s.size() && s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2];
@@ -143,33 +150,65 @@ void WordTable::insert(std::string_view word, uint64_t hash, const int32_t* ids,
     ++used_;
 }
 
-void SpmEncoder::normalize(std::string_view text, bool prefix, std::string& out) const {
-    out.clear();
-    out.reserve(text.size() + 8);
+// A character of the text, a space written as "▁": no branch on the space (one in six bytes of Latin text).
+static inline unsigned char* put_escaped(unsigned char* d, unsigned char c) {
+    const bool space = c == ' ';
+    d[0] = space ? 0xE2 : c;
+    d[1] = 0x96;
+    d[2] = 0x81;
+    return d + 1 + 2 * space;
+}
+
+size_t SpmEncoder::normalize(std::string_view text, bool prefix, std::string& out) const {
     size_t begin = 0, end = text.size();
     const bool remove = config_.remove_extra_whitespaces;
     if (remove) {
         while (begin < end && text[begin] == ' ') ++begin;
         while (end > begin && text[end - 1] == ' ') --end;
-        if (begin == end) return;
     }
-    const auto space = [&]() {
-        if (config_.escape_whitespaces) out.append(kSpace, 3);
-        else out.push_back(' ');
-    };
-    if (prefix && config_.add_dummy_prefix) space();
-    bool prev_space = false;
-    for (size_t i = begin; i < end; ++i) {
-        const char c = text[i];
-        if (c == ' ') {
-            if (remove && prev_space) continue;
-            space();
-            prev_space = true;
-        } else {
-            out.push_back(c);
-            prev_space = false;
+    if (begin == end) {
+        out.assign(kPad, '\0');
+        return 0;
+    }
+    out.resize(3 * (end - begin) + 3 + kPad);  // every byte a space at most
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    auto* const d0 = reinterpret_cast<unsigned char*>(out.data());
+    unsigned char* d = d0;
+    const bool escape = config_.escape_whitespaces;
+    if (prefix && config_.add_dummy_prefix) d = escape ? put_escaped(d, ' ') : (*d = ' ', d + 1);
+    if (escape && !remove) {
+        size_t i = begin;
+#ifdef __SSE2__
+        const __m128i space = _mm_set1_epi8(' ');
+        for (; i + 16 <= end; i += 16) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi8(v, space)) == 0) {
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(d), v);
+                d += 16;
+                continue;
+            }
+            for (size_t j = i; j < i + 16; ++j) d = put_escaped(d, p[j]);
+        }
+#endif
+        for (; i < end; ++i) d = put_escaped(d, p[i]);
+    } else {
+        bool prev_space = false;
+        for (size_t i = begin; i < end; ++i) {
+            const unsigned char c = p[i];
+            if (c == ' ') {
+                if (remove && prev_space) continue;
+                d = escape ? put_escaped(d, ' ') : (*d = ' ', d + 1);
+                prev_space = true;
+            } else {
+                *d++ = c;
+                prev_space = false;
+            }
         }
     }
+    const size_t n = static_cast<size_t>(d - d0);
+    std::memset(d, 0, kPad);
+    out.resize(n + kPad);
+    return n;
 }
 
 void SpmEncoder::emit_unknown(std::string_view bytes, std::vector<int32_t>& out, bool& prev_unk) const {
@@ -260,44 +299,45 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
     }
 }
 
-void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix, std::vector<int32_t>& out,
-                        Cache& cache) const {
-    std::string normalized;
-    std::string_view s = text;
-    if (normalize_text) {
-        normalize(text, prefix, normalized);
-        s = normalized;
-    }
-    bool prev_unk = false;
-    const bool use_cache = !config_.fuse_unk;
-    std::vector<int32_t> ids;
-    const auto word = [&](size_t a, size_t b) {
-        if (a >= b) return;
-        std::string_view w = s.substr(a, b - a);
-        if (!use_cache) {
-            encode_word(w, out, prev_unk);
-            return;
-        }
-        const uint64_t h = word_hash(w);
-        uint32_t count = 0;
-        const int32_t* found = cache.find(w, h, &count);
-        if (found) {
-            out.insert(out.end(), found, found + count);
-            return;
-        }
-        ids.clear();
-        encode_word(w, ids, prev_unk);
-        cache.insert(w, h, ids.data(), uint32_t(ids.size()));
-        out.insert(out.end(), ids.begin(), ids.end());
-    };
+// Words of s (normalized; kPad readable bytes after it): cut before each "▁" that follows another character
+// (cut_words), and where a run of newlines starts or ends (split_newlines).
+template <class Word>
+void SpmEncoder::each_word(std::string_view s, Word&& word) const {
+    const size_t n = s.size();
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
     size_t start = 0;
+    if (!config_.split_newlines) {
+        if (config_.cut_words) {
+            size_t after_space = 0;  // where the last "▁" ended
+            const auto lead = [&](size_t j) {  // p[j] == 0xE2, the lead byte of "▁" and of other characters
+                if (p[j + 1] != 0x96 || p[j + 2] != 0x81) return;
+                if (j > 0 && j != after_space) {
+                    word(start, j);
+                    start = j;
+                }
+                after_space = j + 3;
+            };
+            size_t i = 0;
+#ifdef __SSE2__
+            const __m128i e2 = _mm_set1_epi8(static_cast<char>(0xE2));
+            for (; i + 16 <= n; i += 16) {
+                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+                for (unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, e2))); m; m &= m - 1)
+                    lead(i + static_cast<size_t>(__builtin_ctz(m)));
+            }
+#endif
+            for (; i < n; ++i)
+                if (p[i] == 0xE2) lead(i);
+        }
+        word(start, n);
+        return;
+    }
     bool prev_is_space = false;
     bool prev_newline = false;
-    for (size_t i = 0; i < s.size();) {
+    for (size_t i = 0; i < n;) {
         const bool space = is_space_at(s, i);
         const bool newline = s[i] == '\n';
-        bool cut = false;
-        if (config_.split_newlines && i > 0 && newline != prev_newline) cut = true;
+        bool cut = i > 0 && newline != prev_newline;
         if (config_.cut_words && space && !prev_is_space && i > 0) cut = true;
         if (cut) {
             word(start, i);
@@ -307,7 +347,82 @@ void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix,
         prev_newline = newline;
         i += space ? 3 : 1;
     }
-    word(start, s.size());
+    word(start, n);
+}
+
+int32_t* SpmEncoder::cached_word(std::string_view w, int32_t* dst, Cache& cache, std::vector<int32_t>& scratch) const {
+    const size_t len = w.size();
+    bool prev_unk = false;  // only fuse_unk reads it, and fuse_unk does not cache
+    if (len <= kPieceMax) {
+        // The key from one 16-byte load: the kPad bytes after the text make it readable.
+        const PieceKey k = piece_key_wide(reinterpret_cast<const uint8_t*>(w.data()), len);
+        const uint64_t h = piece_hash(k);
+        PieceTable& table = cache.short_words;
+        auto* out = reinterpret_cast<uint32_t*>(dst);
+        if (uint32_t* end = PieceTable::emit(table.view().line(h), k, out)) return reinterpret_cast<int32_t*>(end);
+        size_t free_slot = 0;
+        if (uint32_t* end = table.find(k, h, out, &free_slot)) return reinterpret_cast<int32_t*>(end);
+        scratch.clear();
+        encode_word(w, scratch, prev_unk);
+        const size_t count = scratch.size();  // at most len: a symbol is at least one byte, and one id per byte
+        if (count) {
+            const auto* ids = reinterpret_cast<const uint32_t*>(scratch.data());
+            if (!table.insert_at(free_slot, k, ids, count)) {
+                if (table.bytes_if_grown() <= kShortWordBytes) {
+                    table.grow();
+                } else {
+                    table = PieceTable();  // bounded: start again
+                    ++cache.resets;
+                }
+                table.insert(k, h, ids, count);
+            }
+            std::memcpy(dst, scratch.data(), count * sizeof(int32_t));
+        }
+        return dst + count;
+    }
+    const uint64_t h = word_hash(w);
+    uint32_t count = 0;
+    if (const int32_t* found = cache.long_words.find(w, h, &count)) {
+        std::memcpy(dst, found, count * sizeof(int32_t));
+        return dst + count;
+    }
+    scratch.clear();
+    encode_word(w, scratch, prev_unk);
+    cache.long_words.insert(w, h, scratch.data(), uint32_t(scratch.size()));
+    std::memcpy(dst, scratch.data(), scratch.size() * sizeof(int32_t));
+    return dst + scratch.size();
+}
+
+void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix, std::vector<int32_t>& out,
+                        Cache& cache) const {
+    thread_local std::string buffer;
+    size_t n = text.size();
+    if (normalize_text) {
+        n = normalize(text, prefix, buffer);
+    } else {
+        buffer.assign(n + kPad, '\0');
+        std::memcpy(buffer.data(), text.data(), n);
+    }
+    const std::string_view s(buffer.data(), n);
+    if (config_.fuse_unk) {  // a run of unknown symbols across words is one <unk>: words in order, no cache
+        bool prev_unk = false;
+        each_word(s, [&](size_t a, size_t b) {
+            if (a < b) encode_word(s.substr(a, b - a), out, prev_unk);
+        });
+    } else {
+        // At most one id per byte of s (a symbol is at least one byte; a byte falls back to one id): room for all
+        // and for the 4 ids a cache hit stores at once.
+        const size_t before = out.size();
+        out.resize(before + n + kPad);
+        int32_t* const base = out.data();
+        int32_t* dst = base + before;
+        thread_local std::vector<int32_t> scratch;
+        each_word(s, [&](size_t a, size_t b) {
+            if (a < b) dst = cached_word(s.substr(a, b - a), dst, cache, scratch);
+        });
+        out.resize(static_cast<size_t>(dst - base));
+    }
+    if (buffer.capacity() > kKeepBuffer) std::string().swap(buffer);
 }
 
 }  // namespace bpe

@@ -5,7 +5,8 @@
 // piece's score, or the merge list's rank), ties to the leftmost pair, as sentencepiece, llama.cpp and Hugging Face
 // break them. Texts are cut into words before each "▁" that follows another character (only where no piece holds
 // such a "x▁", so that no merge could cross the cut) and at newline runs (GGUF gemma4); each word's ids are kept in a
-// per-thread table, so a repeated word costs one hash lookup.
+// per-thread cache, so a repeated word costs one hash lookup: words of up to 15 bytes (most of them) in a PieceTable
+// (piece_table.h: key and up to 4 ids in one 32-byte slot, one cache line a probe), longer ones in a WordTable.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "piece_table.h"
 
 namespace bpe {
 
@@ -72,7 +75,16 @@ private:
 
 uint64_t word_hash(std::string_view s);
 
-using Cache = WordTable;
+// A thread's cache of words' ids (cache_pool.h lends one to each thread of a call and keeps it for the next).
+struct SpmCache {
+    PieceTable short_words;  // words of 1-15 bytes
+    WordTable long_words;
+    uint64_t resets = 0;     // times short_words reached its bound and started again
+    void clear() { *this = SpmCache(); }
+    size_t size() const { return short_words.size() + long_words.size(); }
+};
+
+using Cache = SpmCache;
 
 class SpmEncoder {
 public:
@@ -88,7 +100,12 @@ public:
     const SpmConfig& config() const { return config_; }
 
 private:
-    void normalize(std::string_view text, bool prefix, std::string& out) const;
+    // The normalized text into out (resized; 16 readable bytes after its end), its length returned.
+    size_t normalize(std::string_view text, bool prefix, std::string& out) const;
+    template <class Word>
+    void each_word(std::string_view s, Word&& word) const;
+    // One word's ids at dst (room for its bytes + 4), the end returned: from the cache, else merged and kept.
+    int32_t* cached_word(std::string_view w, int32_t* dst, Cache& cache, std::vector<int32_t>& scratch) const;
     void encode_word(std::string_view word, std::vector<int32_t>& out, bool& prev_unk) const;
     void emit_unknown(std::string_view bytes, std::vector<int32_t>& out, bool& prev_unk) const;
 

@@ -1,6 +1,6 @@
 // Python bindings of the SentencePiece-style encoder (spm.h): SpmEncoder(...).encode / encode_flat /
 // encode_flat_arrow. Texts are read with the GIL held, encoded without it, on up to `threads` threads, each with its
-// own word table.
+// own word cache, borrowed from the encoder's pool and kept for later calls.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include "cache_pool.h"
 #include "spm.h"
 
 namespace nb = nanobind;
@@ -26,7 +27,7 @@ namespace {
 
 struct PySpmEncoder {
     SpmEncoder enc;
-    Cache cache;  // the calling thread's word table (encode, and encode_flat on one thread)
+    Pool<Cache> caches;  // each thread of a call borrows one; kept warm for the next call
 };
 
 template <class T>
@@ -46,24 +47,20 @@ nb::object encode_views(PySpmEncoder& self, const std::vector<std::string_view>&
     std::vector<int64_t> counts(n, 0);
     {
         nb::gil_scoped_release release;
-        const auto run = [&](size_t part, Cache& cache) {
+        const auto run = [&](size_t part) {
+            Lease<Cache> cache(self.caches);
             const size_t a = n * part / threads, b = n * (part + 1) / threads;
             auto& out = parts[part];
             for (size_t i = a; i < b; ++i) {
                 const size_t before = out.size();
-                self.enc.encode(texts[i], true, true, out, cache);
+                self.enc.encode(texts[i], true, true, out, *cache.get());
                 counts[i] = static_cast<int64_t>(out.size() - before);
             }
         };
-        if (threads == 1) {
-            run(0, self.cache);
-        } else {
-            std::vector<Cache> caches(threads);
-            std::vector<std::thread> workers;
-            for (size_t p = 1; p < threads; ++p) workers.emplace_back(run, p, std::ref(caches[p]));
-            run(0, self.cache);
-            for (auto& w : workers) w.join();
-        }
+        std::vector<std::thread> workers;
+        for (size_t p = 1; p < threads; ++p) workers.emplace_back(run, p);
+        run(0);
+        for (auto& w : workers) w.join();
     }
     std::vector<int64_t> offsets(n + 1, 0);
     for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + counts[i];
@@ -144,7 +141,8 @@ void bind_spm(nb::module_& m) {
                 std::vector<int32_t> out;
                 {
                     nb::gil_scoped_release release;
-                    self.enc.encode(s, normalize, prefix, out, self.cache);
+                    Lease<Cache> cache(self.caches);
+                    self.enc.encode(s, normalize, prefix, out, *cache.get());
                 }
                 return out;
             },
