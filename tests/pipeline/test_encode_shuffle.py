@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -235,3 +236,18 @@ def test_packs_over_a_shuffled_output(shuffled, tmp_path):
         planned += [sequences[s] for s in sorted(sequences)]
     assert sorted(got) == sorted(planned) and got != planned
     assert audit_output(str(shuffled)).ok
+
+
+def test_an_input_changed_at_the_same_size_redoes_every_shuffled_shard(tok, inputs, shuffled, tmp_path):
+    """Every shard holds documents of every input, so one input edited in place makes them all be redone."""
+    copies = [Path(shutil.copy(p, tmp_path / p.name)) for p in inputs]
+    out = _run(tok, copies, tmp_path / "out", "--shuffle", "7")
+    before = shard_files(out)
+    data = copies[2].read_bytes()
+    copies[2].write_bytes(data)  # the same bytes and size, a new version (mtime)
+    stat = copies[2].stat()
+    os.utime(copies[2], ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    result = run_encode(_job(tok, copies, out))
+    n = len(manifest(out)["shards"])
+    assert result["run"]["inputs_changed"] == {str(copies[2]): list(range(n))}
+    assert result["run"]["shards_skipped"] == 0 and shard_files(out) == before
