@@ -24,6 +24,7 @@ from pipeline.encode.audit import audit_output
 from pipeline.encode.job import run_encode
 from pipeline.encode.pack_plan import ffd_rows
 from pipeline.encode.packing import PackSettings, build_pack, iter_sequences
+from pipeline.encode.readback import find_document
 from pipeline.encode.settings import EncodeJob, EncodeSettings
 
 BAD_LINE = b'{"text": "a line cut short'
@@ -251,3 +252,15 @@ def test_an_input_changed_at_the_same_size_redoes_every_shuffled_shard(tok, inpu
     n = len(manifest(out)["shards"])
     assert result["run"]["inputs_changed"] == {str(copies[2]): list(range(n))}
     assert result["run"]["shards_skipped"] == 0 and shard_files(out) == before
+
+
+def test_a_shuffled_npy_output_verifies_and_decodes_a_document_by_its_id(tok, inputs, plain, tmp_path):
+    out = _run(tok, inputs, tmp_path / "npy", "--shuffle", "7", "--shard-format", "npy")
+    audit = audit_output(str(out), sample=10, seed=1)
+    assert audit.ok, audit.problems
+    docs = read_back(out)
+    assert sorted(docs) == sorted(read_back(plain))
+    assert [d for d, _ in docs] == sorted((d for d, _ in docs), key=lambda d: (spec_key(7, d), d))
+    doc_id, ids = read_back(plain)[-1]
+    found_id, found = find_document(str(out), doc_id)
+    assert found_id == doc_id and found.tolist() == ids
