@@ -15,32 +15,15 @@ constexpr uint32_t kMaxCodePoint = 0x110000;
 constexpr char kSpace[] = "\xe2\x96\x81";  // U+2581
 constexpr size_t kCacheBytes = size_t(1) << 28;  // a word table's text (and its ids' bytes) before it restarts
 constexpr size_t kShortWordBytes = size_t(1) << 28;  // a short-word table's slots before it restarts
-constexpr size_t kPad = 16;  // zero bytes after a normalized text: a 16-byte load at any of its words is readable
+constexpr size_t kPad = 16;
+constexpr uint64_t kNoPair = ~uint64_t(0);  // no merge: the highest priority there is
+constexpr size_t kScanSymbols = 32;  // words of more symbols merge through the priority queue  // zero bytes after a normalized text: a 16-byte load at any of its words is readable
 constexpr size_t kKeepBuffer = size_t(64) << 20;  // a thread's normalized text kept for the next call up to this
 
 bool is_space_at(std::string_view s, size_t i) {
     return i + 3 <= s.size() && s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2];
 }
 
-struct Symbol {
-    int32_t id;
-    uint32_t start;
-    uint32_t length;
-    int32_t prev;
-    int32_t next;
-    bool frozen;
-};
-
-struct Candidate {
-    uint32_t priority;
-    int32_t left;
-    int32_t right;
-    uint32_t length;  // bytes of the merged symbol: a stale candidate no longer matches
-    int32_t merged;
-    bool operator<(const Candidate& o) const {  // std::priority_queue pops the largest: lowest priority, leftmost
-        return priority != o.priority ? priority > o.priority : left > o.left;
-    }
-};
 }  // namespace
 
 int utf8_length(const unsigned char* p, size_t left, uint32_t* cp) {
@@ -84,15 +67,13 @@ void PairTable::build(const std::vector<uint64_t>& keys, const std::vector<uint6
     size_t size = 16;
     int bits = 4;
     while (size < keys.size() * 2) size <<= 1, ++bits;
-    keys_.assign(size, kEmpty);
-    values_.assign(size, 0);
+    slots_.assign(size, Slot());
     mask_ = size - 1;
     shift_ = 64 - bits;
     for (size_t n = 0; n < keys.size(); ++n) {
         size_t i = (keys[n] * 0x9E3779B97F4A7C15ull) >> shift_;
-        while (keys_[i] != kEmpty && keys_[i] != keys[n]) i = (i + 1) & mask_;
-        keys_[i] = keys[n];
-        values_[i] = values[n];
+        while (slots_[i].key != kEmpty && slots_[i].key != keys[n]) i = (i + 1) & mask_;
+        slots_[i] = Slot{keys[n], values[n]};
     }
 }
 
@@ -159,20 +140,20 @@ static inline unsigned char* put_escaped(unsigned char* d, unsigned char c) {
     return d + 1 + 2 * space;
 }
 
-size_t SpmEncoder::normalize(std::string_view text, bool prefix, std::string& out) const {
+size_t SpmEncoder::normalize(std::string_view text, bool prefix, RawBuffer<char>& out) const {
     size_t begin = 0, end = text.size();
     const bool remove = config_.remove_extra_whitespaces;
     if (remove) {
         while (begin < end && text[begin] == ' ') ++begin;
         while (end > begin && text[end - 1] == ' ') --end;
     }
+    out.set_size(0);
+    auto* const d0 = reinterpret_cast<unsigned char*>(out.reserve_more(3 * (end - begin) + 3 + kPad));  // all spaces
     if (begin == end) {
-        out.assign(kPad, '\0');
+        std::memset(d0, 0, kPad);
         return 0;
     }
-    out.resize(3 * (end - begin) + 3 + kPad);  // every byte a space at most
     const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-    auto* const d0 = reinterpret_cast<unsigned char*>(out.data());
     unsigned char* d = d0;
     const bool escape = config_.escape_whitespaces;
     if (prefix && config_.add_dummy_prefix) d = escape ? put_escaped(d, ' ') : (*d = ' ', d + 1);
@@ -207,7 +188,6 @@ size_t SpmEncoder::normalize(std::string_view text, bool prefix, std::string& ou
     }
     const size_t n = static_cast<size_t>(d - d0);
     std::memset(d, 0, kPad);
-    out.resize(n + kPad);
     return n;
 }
 
@@ -224,7 +204,78 @@ void SpmEncoder::emit_unknown(std::string_view bytes, std::vector<int32_t>& out,
     prev_unk = true;
 }
 
-void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, bool& prev_unk) const {
+uint64_t SpmEncoder::pair_value(const SpmSymbol& a, const SpmSymbol& b) const {
+    if (a.id < 0 || b.id < 0 || a.frozen || b.frozen) return kNoPair;
+    const uint64_t* v = pairs_.find((uint64_t(uint32_t(a.id)) << 32) | uint32_t(b.id));
+    return v ? *v : kNoPair;
+}
+
+// Symbols in order, pairs[k] the value of (k, k + 1). Each step merges the pair of lowest priority, the leftmost
+// of equals (a strict < over the pairs left to right), as the heap merge does.
+void SpmEncoder::merge_scan(std::vector<SpmSymbol>& symbols, std::vector<uint64_t>& pairs) const {
+    size_t n = symbols.size();
+    pairs.resize(n);
+    for (size_t k = 0; k + 1 < n; ++k) pairs[k] = pair_value(symbols[k], symbols[k + 1]);
+    pairs[n - 1] = kNoPair;
+    while (n > 1) {
+        size_t best = 0;
+        uint64_t best_value = pairs[0];
+        for (size_t k = 1; k + 1 < n; ++k) {
+            // Priority in the high half: comparing whole values orders by priority; equal priorities are one
+            // merged piece (score rules) or one list entry, so the lower k wins either way through `<`.
+            if ((pairs[k] >> 32) < (best_value >> 32)) best = k, best_value = pairs[k];
+        }
+        if (best_value == kNoPair) break;
+        SpmSymbol& a = symbols[best];
+        a.id = int32_t(uint32_t(best_value));
+        a.length += symbols[best + 1].length;
+        symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+        pairs.erase(pairs.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+        --n;
+        if (best > 0) pairs[best - 1] = pair_value(symbols[best - 1], a);
+        pairs[best] = best + 1 < n ? pair_value(a, symbols[best + 1]) : kNoPair;
+    }
+}
+
+void SpmEncoder::merge_heap(std::vector<SpmSymbol>& symbols, std::vector<SpmCandidate>& queue) const {
+    queue.clear();
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        symbols[i].prev = int32_t(i) - 1;
+        symbols[i].next = i + 1 < symbols.size() ? int32_t(i) + 1 : -1;
+    }
+    const auto consider = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0) return;
+        const SpmSymbol& a = symbols[left];
+        const SpmSymbol& b = symbols[right];
+        const uint64_t v = pair_value(a, b);
+        if (v == kNoPair) return;
+        queue.push_back({uint32_t(v >> 32), left, right, a.length + b.length, int32_t(uint32_t(v))});
+        std::push_heap(queue.begin(), queue.end());
+    };
+    for (size_t i = 1; i < symbols.size(); ++i) consider(int32_t(i - 1), int32_t(i));
+    while (!queue.empty()) {
+        std::pop_heap(queue.begin(), queue.end());
+        const SpmCandidate top = queue.back();
+        queue.pop_back();
+        SpmSymbol& a = symbols[top.left];
+        SpmSymbol& b = symbols[top.right];
+        if (a.length == 0 || b.length == 0 || a.length + b.length != top.length || a.next != top.right) continue;
+        a.length += b.length;
+        a.id = top.merged;
+        b.length = 0;
+        a.next = b.next;
+        if (b.next >= 0) symbols[b.next].prev = top.left;
+        consider(a.prev, top.left);
+        consider(top.left, a.next);
+    }
+    // In order, the merged-away ones dropped.
+    size_t at = 0;
+    for (int32_t i = 0; i >= 0; i = symbols[i].next) symbols[at++] = symbols[i];
+    symbols.resize(at);
+}
+
+void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, bool& prev_unk,
+                             SpmScratch& scratch) const {
     if (config_.newline_runs && !word.empty() && word[0] == '\n') {
         auto it = whole_.find(std::string(word));
         if (it != whole_.end()) {
@@ -233,10 +284,8 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
             return;
         }
     }
-    thread_local std::vector<Symbol> symbols;
-    thread_local std::vector<Candidate> queue;
+    std::vector<SpmSymbol>& symbols = scratch.symbols;
     symbols.clear();
-    queue.clear();
     const auto* data = reinterpret_cast<const unsigned char*>(word.data());
     for (size_t i = 0; i < word.size();) {
         uint32_t cp = 0;
@@ -252,44 +301,22 @@ void SpmEncoder::encode_word(std::string_view word, std::vector<int32_t>& out, b
             }
         }
         if (!frozen) {
-            n = utf8_length(data + i, word.size() - i, &cp);
-            if (n == 0) n = 1;  // not reached: texts are checked UTF-8
-            else id = char_ids_[cp];
+            if (data[i] < 0x80) {
+                n = 1;
+                id = char_ids_[data[i]];
+            } else {
+                n = utf8_length(data + i, word.size() - i, &cp);
+                if (n == 0) n = 1;  // not reached: texts are checked UTF-8
+                else id = char_ids_[cp];
+            }
         }
-        const int32_t index = static_cast<int32_t>(symbols.size());
-        symbols.push_back({id, static_cast<uint32_t>(i), static_cast<uint32_t>(n), index - 1, index + 1, frozen});
+        symbols.push_back({id, static_cast<uint32_t>(i), static_cast<uint32_t>(n), 0, 0, frozen});
         i += n;
     }
     if (symbols.empty()) return;
-    symbols.back().next = -1;
-    const auto consider = [&](int32_t left, int32_t right) {
-        if (left < 0 || right < 0) return;
-        const Symbol& a = symbols[left];
-        const Symbol& b = symbols[right];
-        if (a.id < 0 || b.id < 0 || a.frozen || b.frozen) return;
-        const uint64_t* v = pairs_.find((uint64_t(uint32_t(a.id)) << 32) | uint32_t(b.id));
-        if (!v) return;
-        queue.push_back({uint32_t(*v >> 32), left, right, a.length + b.length, int32_t(uint32_t(*v))});
-        std::push_heap(queue.begin(), queue.end());
-    };
-    for (size_t i = 1; i < symbols.size(); ++i) consider(int32_t(i - 1), int32_t(i));
-    while (!queue.empty()) {
-        std::pop_heap(queue.begin(), queue.end());
-        const Candidate top = queue.back();
-        queue.pop_back();
-        Symbol& a = symbols[top.left];
-        Symbol& b = symbols[top.right];
-        if (a.length == 0 || b.length == 0 || a.length + b.length != top.length || a.next != top.right) continue;
-        a.length += b.length;
-        a.id = top.merged;
-        b.length = 0;
-        a.next = b.next;
-        if (b.next >= 0) symbols[b.next].prev = top.left;
-        consider(a.prev, top.left);
-        consider(top.left, a.next);
-    }
-    for (int32_t i = 0; i >= 0; i = symbols[i].next) {
-        const Symbol& s = symbols[i];
+    if (symbols.size() <= kScanSymbols) merge_scan(symbols, scratch.pairs);
+    else merge_heap(symbols, scratch.queue);
+    for (const SpmSymbol& s : symbols) {
         if (s.id >= 0 && uint32_t(s.id) < config_.n_vocab) {
             out.push_back(s.id);
             prev_unk = false;
@@ -350,8 +377,9 @@ void SpmEncoder::each_word(std::string_view s, Word&& word) const {
     word(start, n);
 }
 
-int32_t* SpmEncoder::cached_word(std::string_view w, int32_t* dst, Cache& cache, std::vector<int32_t>& scratch) const {
+int32_t* SpmEncoder::cached_word(std::string_view w, int32_t* dst, Cache& cache) const {
     const size_t len = w.size();
+    std::vector<int32_t>& scratch = cache.scratch.ids;
     bool prev_unk = false;  // only fuse_unk reads it, and fuse_unk does not cache
     if (len <= kPieceMax) {
         // The key from one 16-byte load: the kPad bytes after the text make it readable.
@@ -363,7 +391,7 @@ int32_t* SpmEncoder::cached_word(std::string_view w, int32_t* dst, Cache& cache,
         size_t free_slot = 0;
         if (uint32_t* end = table.find(k, h, out, &free_slot)) return reinterpret_cast<int32_t*>(end);
         scratch.clear();
-        encode_word(w, scratch, prev_unk);
+        encode_word(w, scratch, prev_unk, cache.scratch);
         const size_t count = scratch.size();  // at most len: a symbol is at least one byte, and one id per byte
         if (count) {
             const auto* ids = reinterpret_cast<const uint32_t*>(scratch.data());
@@ -387,42 +415,43 @@ int32_t* SpmEncoder::cached_word(std::string_view w, int32_t* dst, Cache& cache,
         return dst + count;
     }
     scratch.clear();
-    encode_word(w, scratch, prev_unk);
+    encode_word(w, scratch, prev_unk, cache.scratch);
     cache.long_words.insert(w, h, scratch.data(), uint32_t(scratch.size()));
     std::memcpy(dst, scratch.data(), scratch.size() * sizeof(int32_t));
     return dst + scratch.size();
 }
 
-void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix, std::vector<int32_t>& out,
-                        Cache& cache) const {
-    thread_local std::string buffer;
+void SpmEncoder::encode(std::string_view text, bool normalize_text, bool prefix, IdBuffer& out, Cache& cache) const {
+    RawBuffer<char>& buffer = cache.scratch.text;
     size_t n = text.size();
     if (normalize_text) {
         n = normalize(text, prefix, buffer);
     } else {
-        buffer.assign(n + kPad, '\0');
-        std::memcpy(buffer.data(), text.data(), n);
+        buffer.set_size(0);
+        char* d = buffer.reserve_more(n + kPad);
+        std::memcpy(d, text.data(), n);
+        std::memset(d + n, 0, kPad);
     }
     const std::string_view s(buffer.data(), n);
     if (config_.fuse_unk) {  // a run of unknown symbols across words is one <unk>: words in order, no cache
         bool prev_unk = false;
+        std::vector<int32_t>& scratch = cache.scratch.ids;
+        scratch.clear();
         each_word(s, [&](size_t a, size_t b) {
-            if (a < b) encode_word(s.substr(a, b - a), out, prev_unk);
+            if (a < b) encode_word(s.substr(a, b - a), scratch, prev_unk, cache.scratch);
         });
+        out.append(scratch.data(), scratch.size());
     } else {
         // At most one id per byte of s (a symbol is at least one byte; a byte falls back to one id): room for all
         // and for the 4 ids a cache hit stores at once.
-        const size_t before = out.size();
-        out.resize(before + n + kPad);
-        int32_t* const base = out.data();
-        int32_t* dst = base + before;
-        thread_local std::vector<int32_t> scratch;
+        int32_t* const begin = out.reserve_more(n + kPad);
+        int32_t* dst = begin;
         each_word(s, [&](size_t a, size_t b) {
-            if (a < b) dst = cached_word(s.substr(a, b - a), dst, cache, scratch);
+            if (a < b) dst = cached_word(s.substr(a, b - a), dst, cache);
         });
-        out.resize(static_cast<size_t>(dst - base));
+        out.set_size(out.size() + static_cast<size_t>(dst - begin));
     }
-    if (buffer.capacity() > kKeepBuffer) std::string().swap(buffer);
+    if (buffer.capacity() > kKeepBuffer) buffer.reset();
 }
 
 }  // namespace bpe

@@ -9,7 +9,11 @@
 // (piece_table.h: key and up to 4 ids in one 32-byte slot, one cache line a probe), longer ones in a WordTable.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,23 +36,29 @@ struct SpmConfig {
     bool newline_runs = false;    // GGUF gemma4: a run of "\n" that is a token is that token
 };
 
-// Open addressing, power-of-two slots, keys never 2**64 - 1 (the empty mark): the pairs of the merge.
+// Open addressing, power-of-two slots, keys never 2**64 - 1 (the empty mark): the pairs of the merge. Key and
+// value side by side in one 16-byte slot: a probe of a new pair is one cache miss, not two (perf, a first call on
+// 4 MB: the value's load was a quarter of the pair lookups' cost).
 class PairTable {
 public:
     void build(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& values);
     const uint64_t* find(uint64_t key) const {
         size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
         while (true) {
-            const uint64_t k = keys_[i];
-            if (k == key) return &values_[i];
-            if (k == kEmpty) return nullptr;
+            const Slot& s = slots_[i];
+            if (s.key == key) return &s.value;
+            if (s.key == kEmpty) return nullptr;
             i = (i + 1) & mask_;
         }
     }
 
 private:
     static constexpr uint64_t kEmpty = ~uint64_t(0);
-    std::vector<uint64_t> keys_, values_;
+    struct alignas(16) Slot {
+        uint64_t key = kEmpty;
+        uint64_t value = 0;
+    };
+    std::vector<Slot> slots_;
     size_t mask_ = 0;
     int shift_ = 64;
 };
@@ -75,16 +85,99 @@ private:
 
 uint64_t word_hash(std::string_view s);
 
+// Memory that is written before it is read, grown without being filled (std::vector and std::string zero what
+// they grow by: a memset of 4 bytes per byte of text was a fifth of a first call's instructions).
+template <class T>
+class RawBuffer {
+  public:
+    RawBuffer() = default;
+    RawBuffer(const RawBuffer&) = delete;
+    RawBuffer& operator=(const RawBuffer&) = delete;
+    ~RawBuffer() { std::free(data_); }
+    T* data() const { return data_; }
+    size_t size() const { return size_; }
+    size_t capacity() const { return capacity_; }
+    // Room for `more` past size(), keeping what is there.
+    T* reserve_more(size_t more) {
+        if (size_ + more > capacity_) {
+            const size_t want = std::max(size_ + more, 2 * capacity_);
+            T* p = static_cast<T*>(std::realloc(data_, want * sizeof(T)));
+            if (!p) throw std::bad_alloc();
+            data_ = p;
+            capacity_ = want;
+        }
+        return data_ + size_;
+    }
+    void set_size(size_t n) { size_ = n; }
+    void append(const T* values, size_t n) {
+        std::memcpy(reserve_more(n), values, n * sizeof(T));
+        size_ += n;
+    }
+    T* release() {  // the memory, now the caller's to free()
+        T* p = data_;
+        data_ = nullptr;
+        size_ = capacity_ = 0;
+        return p;
+    }
+    void reset() {
+        std::free(release());
+    }
+
+  private:
+    T* data_ = nullptr;
+    size_t size_ = 0, capacity_ = 0;
+};
+
+using IdBuffer = RawBuffer<int32_t>;
+
+// A symbol of a word being merged: a character (or a USER_DEFINED piece, frozen), then the pieces merged from them.
+struct SpmSymbol {
+    int32_t id;  // -1: not a piece
+    uint32_t start;
+    uint32_t length;  // bytes; 0 once merged into its left neighbour (the heap merge)
+    int32_t prev;
+    int32_t next;
+    bool frozen;
+};
+
+// A pair in the heap merge's queue: the lowest priority first, then the leftmost.
+struct SpmCandidate {
+    uint32_t priority;
+    int32_t left;
+    int32_t right;
+    uint32_t length;  // bytes of the merged symbol: a stale candidate no longer matches
+    int32_t merged;
+    bool operator<(const SpmCandidate& o) const {  // std::priority_queue order: pops the largest
+        return priority != o.priority ? priority > o.priority : left > o.left;
+    }
+};
+
+// A thread's working memory, kept with its cache (thread_local in a shared library costs a __tls_get_addr call
+// per use: 13% of a first call's instructions).
+struct SpmScratch {
+    std::vector<SpmSymbol> symbols;
+    std::vector<SpmCandidate> queue;
+    std::vector<uint64_t> pairs;  // the scan merge: (priority << 32 | merged id) of symbol k and k + 1
+    std::vector<int32_t> ids;
+    RawBuffer<char> text;  // the normalized text
+};
+
 // A thread's cache of words' ids (cache_pool.h lends one to each thread of a call and keeps it for the next).
 struct SpmCache {
     PieceTable short_words;  // words of 1-15 bytes
     WordTable long_words;
     uint64_t resets = 0;     // times short_words reached its bound and started again
-    void clear() { *this = SpmCache(); }
+    SpmScratch scratch;
+    void clear() {
+        short_words = PieceTable();
+        long_words = WordTable();
+    }
     size_t size() const { return short_words.size() + long_words.size(); }
 };
 
 using Cache = SpmCache;
+
+
 
 class SpmEncoder {
 public:
@@ -95,18 +188,26 @@ public:
 
     // One text (UTF-8): normalized here when `normalize` (identity rules: prefix, space escaping, extra spaces),
     // else taken as the model's normalized text.
-    void encode(std::string_view text, bool normalize, bool prefix, std::vector<int32_t>& out, Cache& cache) const;
+    void encode(std::string_view text, bool normalize, bool prefix, IdBuffer& out, Cache& cache) const;
+    // The most ids a text of `bytes` UTF-8 bytes can have (one per byte of its normalized text, and room for the
+    // 4 ids a cache hit stores at once).
+    static size_t max_ids(size_t bytes) { return 3 * bytes + 3 + 16; }
 
     const SpmConfig& config() const { return config_; }
 
 private:
-    // The normalized text into out (resized; 16 readable bytes after its end), its length returned.
-    size_t normalize(std::string_view text, bool prefix, std::string& out) const;
+    // The normalized text into out (16 readable bytes after its end), its length returned.
+    size_t normalize(std::string_view text, bool prefix, RawBuffer<char>& out) const;
     template <class Word>
     void each_word(std::string_view s, Word&& word) const;
     // One word's ids at dst (room for its bytes + 4), the end returned: from the cache, else merged and kept.
-    int32_t* cached_word(std::string_view w, int32_t* dst, Cache& cache, std::vector<int32_t>& scratch) const;
-    void encode_word(std::string_view word, std::vector<int32_t>& out, bool& prev_unk) const;
+    int32_t* cached_word(std::string_view w, int32_t* dst, Cache& cache) const;
+    void encode_word(std::string_view word, std::vector<int32_t>& out, bool& prev_unk, SpmScratch& scratch) const;
+    // The two merges of a word's symbols (the same result): a scan for the best pair, for words of up to
+    // kScanSymbols symbols, and a priority queue over a linked list for longer ones.
+    void merge_scan(std::vector<SpmSymbol>& symbols, std::vector<uint64_t>& pairs) const;
+    void merge_heap(std::vector<SpmSymbol>& symbols, std::vector<SpmCandidate>& queue) const;
+    uint64_t pair_value(const SpmSymbol& a, const SpmSymbol& b) const;
     void emit_unknown(std::string_view bytes, std::vector<int32_t>& out, bool& prev_unk) const;
 
     SpmConfig config_;

@@ -37,20 +37,33 @@ nb::object numpy_array(std::vector<T>&& values) {
     return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data->data(), {data->size()}, owner));
 }
 
-// Each text's ids, texts split over threads in contiguous ranges (results joined in input order).
+// A NumPy array over n values of malloc'd memory, which the array then owns.
+template <class T>
+nb::object lend_malloc(T* data, size_t n) {
+    if (!data) data = static_cast<T*>(std::malloc(sizeof(T)));
+    if (!data) throw std::bad_alloc();
+    nb::capsule owner(data, [](void* p) noexcept { std::free(p); });
+    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, {n}, owner));
+}
+
+// Each text's ids, texts split over threads in contiguous ranges (results joined in input order). Each part's
+// buffer is reserved once at its bound (address space: only what is written is memory).
 nb::object encode_views(PySpmEncoder& self, const std::vector<std::string_view>& texts, size_t threads, bool wide) {
     const size_t n = texts.size();
     size_t total_bytes = 0;
     for (auto t : texts) total_bytes += t.size();
     threads = std::max<size_t>(1, std::min({threads, n, std::max<size_t>(1, total_bytes >> 16)}));
-    std::vector<std::vector<int32_t>> parts(threads);
+    std::vector<IdBuffer> parts(threads);
     std::vector<int64_t> counts(n, 0);
     {
         nb::gil_scoped_release release;
         const auto run = [&](size_t part) {
             Lease<Cache> cache(self.caches);
             const size_t a = n * part / threads, b = n * (part + 1) / threads;
-            auto& out = parts[part];
+            IdBuffer& out = parts[part];
+            size_t bound = 0;
+            for (size_t i = a; i < b; ++i) bound += SpmEncoder::max_ids(texts[i].size());
+            out.reserve_more(bound);
             for (size_t i = a; i < b; ++i) {
                 const size_t before = out.size();
                 self.enc.encode(texts[i], true, true, out, *cache.get());
@@ -66,17 +79,24 @@ nb::object encode_views(PySpmEncoder& self, const std::vector<std::string_view>&
     for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + counts[i];
     const size_t total = static_cast<size_t>(offsets[n]);
     nb::object ids;
-    if (wide) {
-        std::vector<uint32_t> out;
-        out.reserve(total);
-        for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-        ids = numpy_array(std::move(out));
+    if (wide && threads == 1) {  // the part's own memory becomes the array (int32 ids below 2**31 read as uint32)
+        ids = lend_malloc(reinterpret_cast<uint32_t*>(parts[0].release()), total);
+    } else if (wide) {
+        auto* out = static_cast<uint32_t*>(std::malloc(std::max<size_t>(total, 1) * sizeof(uint32_t)));
+        if (!out) throw std::bad_alloc();
+        size_t at = 0;
+        for (auto& p : parts) {
+            std::memcpy(out + at, p.data(), p.size() * sizeof(uint32_t));
+            at += p.size();
+        }
+        ids = lend_malloc(out, total);
     } else {
-        std::vector<uint16_t> out;
-        out.reserve(total);
+        auto* out = static_cast<uint16_t*>(std::malloc(std::max<size_t>(total, 1) * sizeof(uint16_t)));
+        if (!out) throw std::bad_alloc();
+        size_t at = 0;
         for (auto& p : parts)
-            for (int32_t v : p) out.push_back(static_cast<uint16_t>(v));
-        ids = numpy_array(std::move(out));
+            for (size_t k = 0; k < p.size(); ++k) out[at++] = static_cast<uint16_t>(p.data()[k]);
+        ids = lend_malloc(out, total);
     }
     return nb::make_tuple(ids, numpy_array(std::move(offsets)));
 }
@@ -138,13 +158,13 @@ void bind_spm(nb::module_& m) {
             "encode",
             [](PySpmEncoder& self, nb::bytes text, bool normalize, bool prefix) {
                 std::string_view s(text.c_str(), text.size());
-                std::vector<int32_t> out;
+                IdBuffer out;
                 {
                     nb::gil_scoped_release release;
                     Lease<Cache> cache(self.caches);
                     self.enc.encode(s, normalize, prefix, out, *cache.get());
                 }
-                return out;
+                return std::vector<int32_t>(out.data(), out.data() + out.size());
             },
             "The ids of one text given as UTF-8 bytes (normalized here when `normalize`).")
         .def(
