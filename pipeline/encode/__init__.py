@@ -22,6 +22,7 @@ receipts.py     run_hash and the receipts that let a third party check an output
 audit.py        beam-bpe verify: an output against its manifest and receipts; its document checks in
                 audit_documents.py, --sample's re-reading in audit_sample.py
 shuffle.py      stage: --shuffle SEED, documents in a seeded order over the whole corpus (part files, GroupByKey)
+shuffle_stats.py a shuffled shard's stats in the plain shards' shape
 shuffle_keys.py --shuffle's keys, shards and seed (no Beam: the stage, verify and packs share them)
 audit_shuffle.py beam-bpe verify's document walk for a shuffled output (keys, not input order)
 pack_plan.py    the two packing algorithms (concat, ffd), on lengths alone

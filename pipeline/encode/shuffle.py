@@ -38,8 +38,9 @@ from pipeline.corpus.readers import read_range
 from pipeline.corpus.records import document_id, per_document
 from pipeline.encode.documents import encode_batch
 from pipeline.encode.layout import TMP_DIR, ShardLayout
-from pipeline.encode.shards import SUMS, read_stats, write_dead_letters, write_stats
+from pipeline.encode.shards import read_stats, write_dead_letters, write_stats
 from pipeline.encode.shuffle_keys import shard_of_keys, shuffle_keys
+from pipeline.encode.shuffle_stats import shard_stats
 from pipeline.encode.write import ENCODE_NAMESPACE, READ_NAMESPACE, ShardOutput, ShardUnit, ShardWritten
 from pipeline.errors import UsageError
 from pipeline.launch.progress import active_channel
@@ -256,7 +257,7 @@ class WriteShuffledShardFn(beam.DoFn):
             writer.abort(exc)
             raise
         files = writer.close()
-        stats = _shard_stats(layout, index, table, refs, self.output.verify, batches)
+        stats = shard_stats(layout, index, table, refs, self.output.verify, batches)
         dead = [d for _, _, d in sorted((t for r in refs for v in r.dead.values() for t in v[3]), key=lambda t: t[:2])]
         files.update(write_dead_letters(layout, index, dead))
         stats["files"] = files
@@ -290,56 +291,6 @@ def _write_slice(writer, part: pa.Table) -> None:
     columns = {"doc_ids": part.column("doc_id").chunk(0), "sources": part.column("source").to_pylist(),
                "positions": part.column("position").to_numpy()}  # fmt: skip
     writer.write(ids, offsets, **{name: columns[name] for name in writer.wants})
-
-
-def _shard_stats(layout: ShardLayout, index: int, table: pa.Table, refs: list[PartRef], verify: bool, batches: int):
-    """The shard's stats in the plain shards' shape: one entry per range it holds documents of, or is home to."""
-    known, dead, several = {}, {}, set()
-    for ref in refs:
-        known.update(ref.ranges)
-        for i, (source, kind, multi, letters) in ref.dead.items():
-            known[i], dead[i] = (source, kind), len(letters)
-            if multi:
-                several.add(i)
-    sums = {i: dict.fromkeys((*SUMS, "dead_letters"), 0) for i in known}
-    files: dict[int, dict] = {}
-    if table.num_rows:
-        lengths = pc.list_value_length(table.column("tokens")).to_numpy(zero_copy_only=False).astype(np.int64)
-        ranges = table.column("range").to_numpy()
-        text = table.column("text_bytes").to_numpy()
-        sources = table.column("source").to_pylist()
-        for r in np.unique(ranges).tolist():
-            mask = ranges == r
-            n = int(mask.sum())
-            sums[r].update(documents=n, tokens=int(lengths[mask].sum()), text_bytes=int(text[mask].sum()),
-                           verified=n if verify else 0)  # fmt: skip
-            if r in several:
-                files[r] = _files_of(np.array(sources, dtype=object)[mask], lengths[mask], text[mask])
-    entries = []
-    for i in sorted(known):
-        s = sums[i]
-        s["dead_letters"] = dead.get(i, 0)
-        s["documents_read"] = s["documents"] + s["dead_letters"]
-        entry = dict(s, index=i, source=known[i][0])
-        if i in files:
-            entry["sources"] = files[i]
-        entries.append(entry)
-    kinds = [known[i][1] for i in sorted(known) if known[i][1]]
-    totals = {key: sum(e[key] for e in entries) for key in (*SUMS, "dead_letters")}
-    return {"index": index, "name": layout.name(index), "fingerprint": layout.fingerprint,
-            "position_kind": kinds[0] if kinds else "", "batches": batches, **totals, "ranges": entries}  # fmt: skip
-
-
-def _files_of(sources: np.ndarray, lengths: np.ndarray, text: np.ndarray) -> dict:
-    """A range of several files: its documents, tokens and text bytes in this shard per file, in path order."""
-    paths = sorted(set(sources.tolist()))
-    out = {"paths": paths, "documents": [], "tokens": [], "text_bytes": []}
-    for p in paths:
-        m = sources == p
-        out["documents"].append(int(m.sum()))
-        out["tokens"].append(int(lengths[m].sum()))
-        out["text_bytes"].append(int(text[m].sum()))
-    return out
 
 
 class WriteShuffledShards(beam.PTransform):
