@@ -42,6 +42,7 @@ struct SpmConfig {
 class PairTable {
 public:
     void build(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& values);
+    void prefetch(uint64_t key) const { __builtin_prefetch(&slots_[(key * 0x9E3779B97F4A7C15ull) >> shift_]); }
     const uint64_t* find(uint64_t key) const {
         size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
         while (true) {
