@@ -55,3 +55,46 @@ def test_invalid_arrow_text_is_reported_by_index():
     with pytest.raises(InvalidTextError) as info:
         native.encode_ordinary_flat(bad)
     assert info.value.index == 2
+
+
+@pytest.mark.parametrize("name", ["tokenizer.model.v1", "ggml-vocab-llama-spm.gguf"])
+@settings(max_examples=60, deadline=None)
+@given(word=st.lists(st.sampled_from(list("abcdeilnorst日本語中文éü")), min_size=25, max_size=90).map("".join))
+def test_words_of_every_length_merge_as_the_reference(name, word):
+    """Words of up to 32 symbols merge by a scan, longer ones through a priority queue: both as the reference, on
+    the first sight of a word (a miss) and the next (a hit of the word cache)."""
+    native, python = pair(name)
+    texts = [word, word[:31], word[:32], word[:33], f"{word} {word[::-1]}"]
+    expected = [python.encode_ordinary(t) for t in texts]
+    for _ in range(2):
+        ids, offsets = native.encode_ordinary_flat(texts, num_threads=1)
+        assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == expected
+
+
+def test_python_threads_sharing_one_tokenizer():
+    """Each call borrows a word cache of its own: Python threads calling one tokenizer at once (the GIL released
+    inside) get the ids one thread alone gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    native, python = pair("tokenizer.model.v1")
+    batches = [[f"batch {b} doc {i} " + f"w{b}x{i} " * (i % 40) + "日本語" * (b % 4) for i in range(300)]
+               for b in range(8)]  # fmt: skip
+    expected = [[python.encode_ordinary(d) for d in docs] for docs in batches]
+
+    def run(docs):
+        ids, offsets = native.encode_ordinary_flat(docs, num_threads=2)
+        return [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            assert list(pool.map(run, batches)) == expected
+
+
+@pytest.mark.parametrize("name", ["tokenizer.model.v1", "ggml-vocab-llama-spm.gguf"])
+def test_flat_calls_on_empty_and_space_only_texts(name):
+    native, python = pair(name)
+    texts = ["", " ", "  ", "\n", "a", "", "   a  "]
+    ids, offsets = native.encode_ordinary_flat(texts, num_threads=1)
+    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == [
+        python.encode_ordinary(t) for t in texts
+    ]
