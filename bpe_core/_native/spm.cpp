@@ -215,6 +215,10 @@ uint64_t SpmEncoder::pair_value(const SpmSymbol& a, const SpmSymbol& b) const {
 void SpmEncoder::merge_scan(std::vector<SpmSymbol>& symbols, std::vector<uint64_t>& pairs) const {
     size_t n = symbols.size();
     pairs.resize(n);
+    // Every first pair's slot asked for before any is read: the probes' cache misses overlap (they were half of
+    // the merge's time, perf).
+    for (size_t k = 0; k + 1 < n; ++k)
+        pairs_.prefetch((uint64_t(uint32_t(symbols[k].id)) << 32) | uint32_t(symbols[k + 1].id));
     for (size_t k = 0; k + 1 < n; ++k) pairs[k] = pair_value(symbols[k], symbols[k + 1]);
     pairs[n - 1] = kNoPair;
     while (n > 1) {

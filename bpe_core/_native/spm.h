@@ -42,6 +42,7 @@ struct SpmConfig {
 class PairTable {
 public:
     void build(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& values);
+    void prefetch(uint64_t key) const { __builtin_prefetch(&slots_[(key * 0x9E3779B97F4A7C15ull) >> shift_]); }
     const uint64_t* find(uint64_t key) const {
         size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
         while (true) {
@@ -205,6 +206,9 @@ private:
     void encode_word(std::string_view word, std::vector<int32_t>& out, bool& prev_unk, SpmScratch& scratch) const;
     // The two merges of a word's symbols (the same result): a scan for the best pair, for words of up to
     // kScanSymbols symbols, and a priority queue over a linked list for longer ones.
+    // Not merge_kernels.h's kernels: they order by the whole value, so the result id breaks a tie of ranks before
+    // the position does (a rank names one result there); here pieces of equal score share a priority and the
+    // leftmost pair wins whatever it makes.
     void merge_scan(std::vector<SpmSymbol>& symbols, std::vector<uint64_t>& pairs) const;
     void merge_heap(std::vector<SpmSymbol>& symbols, std::vector<SpmCandidate>& queue) const;
     uint64_t pair_value(const SpmSymbol& a, const SpmSymbol& b) const;

@@ -55,11 +55,19 @@ nb::object encode_views(PySpmEncoder& self, const std::vector<std::string_view>&
     threads = std::max<size_t>(1, std::min({threads, n, std::max<size_t>(1, total_bytes >> 16)}));
     std::vector<IdBuffer> parts(threads);
     std::vector<int64_t> counts(n, 0);
+    // Part p takes the texts whose bytes start in the p-th equal share of the total (a few long texts among short
+    // ones would otherwise leave a thread with most of the work).
+    std::vector<size_t> cuts(threads + 1, n);
+    cuts[0] = 0;
+    for (size_t i = 0, p = 1, seen = 0; i < n && p < threads; ++i) {
+        while (p < threads && seen >= total_bytes / threads * p) cuts[p++] = i;
+        seen += texts[i].size();
+    }
     {
         nb::gil_scoped_release release;
         const auto run = [&](size_t part) {
             Lease<Cache> cache(self.caches);
-            const size_t a = n * part / threads, b = n * (part + 1) / threads;
+            const size_t a = cuts[part], b = cuts[part + 1];
             IdBuffer& out = parts[part];
             size_t bound = 0;
             for (size_t i = a; i < b; ++i) bound += SpmEncoder::max_ids(texts[i].size());

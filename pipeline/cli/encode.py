@@ -99,6 +99,9 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
         help="on resume, also compare the sha256 of the shards taken as complete with their records (their sizes "
         "are always checked); reads every shard",
     )
+    out.add_argument("--shuffle", metavar="SEED",
+                     help="write the documents in a seeded order over the whole corpus (an integer seed: the order is "
+                     "the same on every runner, sharding and worker count); parquet and npy shards")  # fmt: skip
     from pipeline.cli.pack import add_pack_arguments
 
     add_pack_arguments(p.add_argument_group("packing (an index beside the shards: pipeline/encode/packing.py)"),
@@ -112,6 +115,7 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
     """The EncodeJob of ``beam-bpe encode --input ...`` (also what ``python -m pipeline.cli.dataflow encode``
     translates)."""
     from pipeline.encode.settings import EncodeJob, EncodeSettings, parse_size
+    from pipeline.encode.shuffle_keys import parse_seed
 
     if args.text is not None:
         raise UsageError("give --text (one text) or --input (a corpus), not both")
@@ -130,6 +134,7 @@ def job_from_args(args: argparse.Namespace, *, several: bool = False):
         verify=args.verify,
         prefix=args.prefix,
         merge=args.merge,
+        shuffle=None if getattr(args, "shuffle", None) is None else parse_seed(args.shuffle),
     )
     return EncodeJob(
         tokenizer=_one_tokenizer(args.tokenizer, several=several),
@@ -160,6 +165,11 @@ def _blend_job(args: argparse.Namespace, *, several: bool):
         )
     if not args.out:
         raise UsageError("--blend needs --out DIR")
+    if getattr(args, "shuffle", None) is not None:
+        raise UsageError(
+            "--shuffle with --blend: a blend's sources are written per epoch in input order (a trainer's "
+            "loader samples across them); drop --shuffle, or shuffle each source with its own encode run"
+        )
     from pipeline.encode.blend_spec import load_blend
 
     spec = load_blend(args.blend)
@@ -184,6 +194,8 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
             "--pack concat joins the documents into one stream, and without an EOS after each document their "
             "boundaries are lost in it: add --eos, or use --pack ffd"
         )
+    if len(args.tokenizer) > 1 and job.settings.shuffle is not None:
+        raise UsageError("--shuffle encodes with one --tokenizer per run: run one job per tokenizer (--out OUT/NAME)")
     if len(args.tokenizer) > 1:  # one read, one folder per tokenizer
         from pipeline.encode.several import run_encode_several
         from pipeline.storage.paths import join

@@ -26,6 +26,10 @@ blend_plan.py   a mixture's selection on keys and lengths: the document keys, fu
 blend.py        the mixture's stages: the per-document count pass, the filtered write (epochs as replicated ranges)
 blend_job.py    run_encode_blend: OUT/<name>/ per source, OUT/manifest.json (blend), blend.json, megatron_data_path.txt
 audit_blend.py  verify on a mixture: every source folder, the blend section and blend.json against them
+shuffle.py      stage: --shuffle SEED, documents in a seeded order over the whole corpus (part files, GroupByKey)
+shuffle_stats.py a shuffled shard's stats in the plain shards' shape
+shuffle_keys.py --shuffle's keys, shards and seed (no Beam: the stage, verify and packs share them)
+audit_shuffle.py beam-bpe verify's document walk for a shuffled output (keys, not input order)
 pack_plan.py    the two packing algorithms (concat, ffd), on lengths alone
 packing.py      packed sequences over a finished output: OUT/packs/<L>/, iter_sequences
 formats/        one module per shard format and the registry FORMATS (formats/__init__.py)

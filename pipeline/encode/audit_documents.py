@@ -24,8 +24,9 @@ from pipeline.storage.paths import join
 MAX_LINES = 20  # problems of one kind named per shard; the rest are counted
 
 
-def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int) -> list:
-    """Walk every shard's documents against its ranges; return the sampled ones: ``(shard, doc_id, range, ids)``."""
+def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed: int, walk_of=None) -> list:
+    """Walk every shard's documents against its ranges; return the sampled ones: ``(shard, doc_id, range, ids)``.
+    ``walk_of(audit, shard, owners, index)`` makes another walk (a shuffled output's: audit_shuffle.py)."""
     shard_format = manifest["settings"]["shard_format"]
     fmt = FORMATS.get(shard_format)
     if fmt is None or fmt.reader is None:
@@ -40,8 +41,8 @@ def check_documents(audit, manifest: dict, receipts: dict, *, sample: int, seed:
     entries = {s["name"]: s for s in manifest["shards"]}
     picked: list[tuple[str, str, int, np.ndarray]] = []
     number = 0
-    for shard in receipts["shards"]:
-        walk = _ShardWalk(audit, shard, owners)
+    for index, shard in enumerate(receipts["shards"]):
+        walk = _ShardWalk(audit, shard, owners) if walk_of is None else walk_of(audit, shard, owners, index)
         try:
             for doc_ids, load in batches_of(join(audit.out, shard["name"]), entries.get(shard["name"], shard)):
                 local = walk.batch(doc_ids)
@@ -129,9 +130,25 @@ class _ShardWalk:
         """The shard's range (its place in the shard's list) of each document of a batch, or -1; one pass of Arrow
         and NumPy where every document is where it should be, the per-document :meth:`step` (to name the wrong
         ones) where not."""
+        found = self.locate(doc_ids)
+        if found is None:
+            return np.array([self.step(d) for d in doc_ids.to_pylist()], dtype=np.int64)
+        local, positions = found
+        k = np.concatenate([[self.at], local])
+        q = np.concatenate([[self.last], positions])
+        rising = (k[1:] > k[:-1]) | ((k[1:] == k[:-1]) & (q[1:] > q[:-1]))
+        if not (local >= 0).all() or not rising.all():
+            return np.array([self.step(d) for d in doc_ids.to_pylist()], dtype=np.int64)
+        self.counts += np.bincount(local, minlength=len(self.ranges))
+        self.at, self.last = int(local[-1]), int(positions[-1])
+        self.seen += len(doc_ids)
+        return local
+
+    def locate(self, doc_ids: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+        """The shard's range of each document (-1 where none) and its position; None where an id does not parse."""
         parsed = pc.extract_regex(doc_ids, r"^(?P<source>.*)[@#](?P<position>[0-9]+)$")
         if parsed.null_count:
-            return np.array([self.step(d) for d in doc_ids.to_pylist()], dtype=np.int64)
+            return None
         sources = parsed.field("source")
         positions = pc.cast(parsed.field("position"), pa.int64()).to_numpy()
         local = np.full(len(doc_ids), -1, dtype=np.int64)
@@ -144,15 +161,7 @@ class _ShardWalk:
             slot = np.searchsorted(starts, p, side="right") - 1
             inside = (slot >= 0) & (p < ends[np.maximum(slot, 0)])
             local[mask] = np.where(inside, ks[np.maximum(slot, 0)], -1)
-        k = np.concatenate([[self.at], local])
-        q = np.concatenate([[self.last], positions])
-        rising = (k[1:] > k[:-1]) | ((k[1:] == k[:-1]) & (q[1:] > q[:-1]))
-        if not (local >= 0).all() or not rising.all():
-            return np.array([self.step(d) for d in doc_ids.to_pylist()], dtype=np.int64)
-        self.counts += np.bincount(local, minlength=len(self.ranges))
-        self.at, self.last = int(local[-1]), int(positions[-1])
-        self.seen += len(doc_ids)
-        return local
+        return local, positions
 
     def step(self, doc_id: str) -> int:
         self.seen += 1

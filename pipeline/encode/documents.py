@@ -58,6 +58,7 @@ class EncodedBatch(NamedTuple):
     # where the documents come from several files: (source, source_index, documents, tokens, text_bytes) of the
     # written documents, by file (DocumentBatch.source_runs with their counts)
     source_runs: tuple = ()
+    doc_text_bytes: np.ndarray | None = None  # UTF-8 bytes of each written document (the --shuffle stage's sums)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -93,7 +94,7 @@ def encode_batch(
     return EncodedBatch(
         batch.range_index, batch.batch_index, batch.last, batch.source, batch.position_kind,
         positions[keep], offsets, ids.astype(dtype, copy=False), dead, batch.documents_read,
-        int(kept_bytes.sum()), verified, _kept_runs(batch.source_runs, keep, offsets, kept_bytes),
+        int(kept_bytes.sum()), verified, _kept_runs(batch.source_runs, keep, offsets, kept_bytes), kept_bytes,
     )  # fmt: skip
 
 

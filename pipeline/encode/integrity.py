@@ -92,7 +92,7 @@ def reconcile_inputs(layout: ShardLayout, corpus) -> dict[str, list[int]]:
     for r in corpus.ranges:
         for piece in range_pieces(r):
             if piece[0] in wanted:
-                shards_of.setdefault(piece[0], set()).add(layout.shard_of(r.index))
+                shards_of.setdefault(piece[0], set()).update(layout.shards_built_from(r.index))
     for source in changed:
         shards = sorted(shards_of.get(source, ()))
         redo[source] = shards
@@ -165,7 +165,8 @@ def moved_inputs(layout: ShardLayout, corpus) -> None:
     if not moved:
         return
     paths = {path for path, _, _ in moved}
-    shards = sorted({layout.shard_of(r.index) for r in corpus.ranges if any(p[0] in paths for p in range_pieces(r))})
+    shards = sorted({i for r in corpus.ranges if any(p[0] in paths for p in range_pieces(r))
+                     for i in layout.shards_built_from(r.index)})  # fmt: skip
     for index in shards:
         remove(layout.stats_path(index))
     path, before, now = moved[0]

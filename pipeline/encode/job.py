@@ -26,6 +26,7 @@ from pipeline.encode.policy import job_policy
 from pipeline.encode.resume import job_identity, sha256_json
 from pipeline.encode.run import build_encode_graph, encode_outputs, finish_encode, prepare_output, stopped
 from pipeline.encode.settings import EncodeJob, resolve_shard_size
+from pipeline.encode.shuffle_keys import shuffled_shard_count
 from pipeline.encode.tokenizer import open_tokenizer
 from pipeline.errors import UsageError
 from pipeline.launch.checks import check_launch
@@ -65,10 +66,11 @@ def plan_encode(job: EncodeJob, beam_args: list[str]) -> EncodePlan:
     fingerprint = sha256_json(identity)
     range_to_shard = assign_shards(corpus.ranges, job.shard_size)
     num_shards = range_to_shard[-1] + 1 if range_to_shard else 0
+    if s.shuffle is not None:  # the groups read together stay; the shards come from the bytes alone
+        num_shards = shuffled_shard_count(corpus.ranges, job.shard_size)
     root = common_root([f.path for f in corpus.files])
-    layout = ShardLayout(
-        job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint, range_to_shard, root=root
-    )
+    layout = ShardLayout(job.out, s.prefix, num_shards, s.shard_format, dtype, ref.digest, fingerprint,
+                         range_to_shard, root=root, shuffle=s.shuffle)  # fmt: skip
     return EncodePlan(job, tok, ref, policy, corpus, identity, layout)
 
 

@@ -47,6 +47,9 @@ class ShardLayout:
     fingerprint: str = ""
     range_to_shard: tuple[int, ...] = ()  # the shard of each range (by range index); empty: one shard per range
     root: str = ""  # the inputs' common folder: documents are named relative to it (portable outputs)
+    # --shuffle's seed: then range_to_shard groups the ranges for reading only, and every shard holds documents of
+    # every range (pipeline/encode/shuffle.py)
+    shuffle: int | None = None
 
     def relative(self, source: str) -> str:
         """``source`` (a planned input path) as the output names it: relative to :attr:`root` where it lies below.
@@ -64,6 +67,10 @@ class ShardLayout:
 
     def shard_of(self, range_index: int) -> int:
         return self.range_to_shard[range_index] if self.range_to_shard else range_index
+
+    def shards_built_from(self, range_index: int) -> tuple[int, ...] | range:
+        """The shards that hold documents of range ``range_index``: its one shard, or with ``--shuffle`` all."""
+        return range(self.num_shards) if self.shuffle is not None else (self.shard_of(range_index),)
 
     def ranges_of(self, index: int) -> list[int]:
         """The range indices of shard ``index``, in input order."""

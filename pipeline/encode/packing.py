@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from pipeline.encode.formats import and_list, readable_formats
 from pipeline.encode.pack_plan import FFD_WINDOW, PACK_METHODS, concat_rows, ffd_rows
 from pipeline.encode.readback import iter_shard, load_manifest
+from pipeline.encode.shuffle_keys import shuffle_sequences
 from pipeline.errors import OutputError, ShardFileError, UsageError
 from pipeline.storage.files import COMPLETED, exists, read_bytes, remove, write_atomic
 from pipeline.storage.paths import join
@@ -114,7 +115,10 @@ def _write_pack(out: str, manifest: dict, settings: PackSettings, tmp: str) -> d
         if settings.method == "concat":
             cols = concat_rows(shard=i, lengths=lengths, start=stream, length=L)
         else:
+            first = seq
             cols, cut, seq = ffd_rows(shard=i, lengths=lengths, first_seq=seq, length=L)
+            if manifest["settings"].get("shuffle") is not None:  # --shuffle: the shard's sequences in seeded order
+                cols = shuffle_sequences(cols, manifest["settings"]["shuffle"], i, first, seq)
             totals["cut"] += cut
         stream += int(lengths.sum())
         totals["documents"] += len(ids)

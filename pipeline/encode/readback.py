@@ -80,7 +80,7 @@ def find_document(out_dir: str, doc: str) -> tuple[str, np.ndarray]:
             seen += shard["documents"]
         raise ShardFileError(f"--doc {doc}: the output holds {seen} documents (0 to {seen - 1})")
     for spelling in _spellings(doc, manifest.get("root", "")):
-        for shard in _shards_that_may_hold(manifest["shards"], spelling):
+        for shard in _keyed_shard(manifest, spelling) or _shards_that_may_hold(manifest["shards"], spelling):
             for doc_id, ids in iter_shard(out_dir, shard, fmt):
                 if doc_id == spelling:
                     return doc_id, ids
@@ -105,6 +105,16 @@ def _spellings(doc: str, root: str = "") -> list[str]:
     if path.startswith(below):
         spelled.append(path[len(below) :] + doc[cut:])
     return list(dict.fromkeys(spelled)) or [path + doc[cut:]]
+
+
+def _keyed_shard(manifest: dict, doc: str) -> list[dict]:
+    """A ``--shuffle`` output's one shard that can hold ``doc``: the one its key says (pipeline/encode/shuffle.py)."""
+    seed = manifest["settings"].get("shuffle")
+    if seed is None or not manifest["shards"]:
+        return []
+    from pipeline.encode.shuffle_keys import shard_of_keys, shuffle_keys
+
+    return [manifest["shards"][int(shard_of_keys(shuffle_keys(seed, [doc]), len(manifest["shards"]))[0])]]
 
 
 def _shards_that_may_hold(shards: list[dict], doc: str) -> list[dict]:

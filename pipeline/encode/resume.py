@@ -49,6 +49,8 @@ def job_identity(job, tokenizer_digest: str, plan: CorpusPlan, policy: dict, dty
         dtype=dtype,
         **policy,
     )
+    if s.shuffle is not None:  # only when given: a plain job's fingerprint stays what it was
+        settings["shuffle"] = s.shuffle
     return {
         "tokenizer": {"digest": tokenizer_digest},
         # as columns: one object per file made job.json ~100 bytes a file (and the launcher's identity ~300)

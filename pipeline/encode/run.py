@@ -59,6 +59,10 @@ def prepare_output(plan, lease) -> Output:
 def encode_outputs(outputs: list[Output], beam_args: list[str], reporter: Reporter) -> None:
     """One pipeline that writes every shard any of ``outputs`` still needs, each shard read once for all."""
     working = [o for o in outputs if o.todo]
+    if outputs[0].layout.shuffle is not None:  # the seeded order: every shard from every range (shuffle.py)
+        from pipeline.encode.shuffle import encode_shuffled
+
+        return encode_shuffled(outputs, beam_args, reporter)
     corpus = outputs[0].plan.corpus
     units = shard_units(corpus.ranges, [o.layout for o in working], [set(o.todo) for o in working]) if working else []
     ranges = [r for u in units for r in u.ranges]
@@ -86,6 +90,10 @@ def encode_outputs(outputs: list[Output], beam_args: list[str], reporter: Report
 def build_encode_graph(pipeline: beam.Pipeline, plan):
     """The stages of one tokenizer's run on ``pipeline`` (every shard of the plan): the Dataflow translation's."""
     layout = plan.layout
+    if layout.shuffle is not None:
+        from pipeline.encode.shuffle import shuffled_graph
+
+        return shuffled_graph(pipeline, plan)
     units = shard_units(plan.corpus.ranges, [layout], [set(range(layout.num_shards))])
     spec = ShardOutput(plan.ref, plan.policy, layout, verify=plan.job.settings.verify)
     return pipeline | "WriteShards" >> WriteShards(units, [spec], plan.job.corpus)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pipeline.corpus.plan import DEFAULT_RANGE_BYTES, CorpusSpec, InputSpec
 from pipeline.encode.formats import DEFAULT, get_format
 from pipeline.encode.policy import check_special_tokens
+from pipeline.encode.shuffle_keys import check_shuffle
 from pipeline.errors import UsageError
 from pipeline.launch.sizes import parse_size  # noqa: F401 - --shard-size's reader, here since issue 12
 from pipeline.storage.paths import absolute
@@ -35,6 +36,7 @@ class EncodeSettings:
     verify: bool = False
     prefix: str = "tokens"
     merge: bool = False  # also one merged file for the whole output, where the format has one (megatron)
+    shuffle: int | None = None  # --shuffle SEED: documents in a seeded order over the whole corpus (shuffle.py)
 
     def __post_init__(self) -> None:
         fmt = get_format(self.shard_format)
@@ -43,6 +45,8 @@ class EncodeSettings:
             raise UsageError(f"--prefix must be a plain file-name prefix such as 'tokens', got {self.prefix!r}")
         fmt.check_eos(self.eos)
         check_special_tokens(self.special_tokens)
+        if self.shuffle is not None:
+            check_shuffle(self.shuffle, self.shard_format)
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,13 @@ def test_python_threads_sharing_one_tokenizer():
     with ThreadPoolExecutor(4) as pool:
         for _ in range(3):
             assert list(pool.map(run, batches)) == expected
+
+
+@pytest.mark.parametrize("name", ["tokenizer.model.v1", "ggml-vocab-llama-spm.gguf"])
+def test_flat_calls_on_empty_and_space_only_texts(name):
+    native, python = pair(name)
+    texts = ["", " ", "  ", "\n", "a", "", "   a  "]
+    ids, offsets = native.encode_ordinary_flat(texts, num_threads=1)
+    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)] == [
+        python.encode_ordinary(t) for t in texts
+    ]

@@ -181,6 +181,23 @@ def test_encode_translates_to_a_dataflow_job_through_the_module_command(gcs, no_
     assert not gcs.exists(f"{BUCKET}/ids")
 
 
+SHUFFLE_STEPS = {"WriteShuffledShards", "WriteShuffledShards/EncodeAndPartition", "WriteShuffledShards/GroupByShard",
+                 "WriteShuffledShards/WriteShuffledShard"}  # fmt: skip
+
+
+def test_a_shuffled_encode_translates_to_its_own_stages(gcs, no_network, wheel, tmp_path, capsys):
+    argv = ["encode", "--tokenizer", f"{BUCKET}/tok/tokenizer.bpe", "--input", f"{BUCKET}/corpus/*.jsonl",
+            "--out", f"{BUCKET}/ids", "--shuffle", "7", "--staged_copy", tmp_path / "staged",
+            *DATAFLOW, "--extra_package", wheel, "--dataflow_job_file", tmp_path / "job.json"]  # fmt: skip
+    assert dataflow_job.main([str(a) for a in argv]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    summary = dataflow_job.summarize(
+        json.loads((tmp_path / "job.json").read_text()), _staged_proto(printed), str(tmp_path / "staged")
+    )
+    check_description(summary, tmp_path, wheel, SHUFFLE_STEPS)
+    assert not gcs.exists(f"{BUCKET}/ids")
+
+
 def _staged_proto(printed: dict):
     from apache_beam.portability.api import beam_runner_api_pb2
 

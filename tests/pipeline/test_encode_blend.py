@@ -251,6 +251,8 @@ def test_refused_before_work_on_the_command_line(tok, inputs, tmp_path, capsys):
     assert "give --blend or --input, not both" in err
     err = _cli_error(capsys, "encode", "--tokenizer", tok, "--tokenizer", tok, "--blend", good, "--out", out)
     assert "--blend encodes one mixture with one tokenizer, and 2 --tokenizer" in err
+    err = _cli_error(capsys, "encode", "--tokenizer", tok, "--blend", good, "--shuffle", "7", "--out", out)
+    assert "--shuffle with --blend" in err
     empty = _mix(tmp_path, inputs, "total_tokens: 100\nsources:\n  - {name: a, input: 'IN/web/*.jsonl', weight: 1}\n"
                                    "  - {name: e, input: 'IN/empty/e.jsonl', weight: 1}\n", "empty.yaml")  # fmt: skip
     err = _cli_error(capsys, "encode", "--tokenizer", tok, "--blend", empty, "--out", out)
