@@ -15,13 +15,13 @@ import posixpath
 
 import fsspec
 
+from pipeline.encode.formats.megatron import DATA_PATH
 from pipeline.storage.files import COMPLETED, MANIFEST
 from pipeline.storage.lease import Lease, is_stale
 from pipeline.storage.paths import join
 
 KIND = "beam-bpe blend"
 BLEND_FILE = "blend.json"
-DATA_PATH = "megatron_data_path.txt"
 
 
 def is_blend(out: str) -> bool:

@@ -16,6 +16,8 @@ import time
 from pipeline.encode.blend import count_documents, epoch_plan, plan_sources, write_sources
 from pipeline.encode.blend_plan import pick_source, source_targets
 from pipeline.encode.blend_spec import BlendSpec
+from pipeline.encode.formats import FORMATS
+from pipeline.encode.formats.megatron import DATA_PATH
 from pipeline.encode.run import finish_encode, prepare_output, stopped
 from pipeline.encode.streams import write_file
 from pipeline.errors import OutputError, UsageError
@@ -27,7 +29,6 @@ from pipeline.storage.paths import join
 
 KIND = "beam-bpe blend"
 BLEND_FILE = "blend.json"
-DATA_PATH = "megatron_data_path.txt"
 
 
 def run_encode_blend(job, spec: BlendSpec, beam_args: list[str] | None = None, *, reporter: Reporter | None = None):
@@ -100,7 +101,13 @@ def finish_blend(job, spec: BlendSpec, picks: list, manifests: list[dict]) -> di
              "tokens": total, "documents": sum(m["documents_written"] for m in manifests),
              "sources": resolved}  # fmt: skip
     write_file(join(job.out, BLEND_FILE), (json.dumps(blend, indent=2, sort_keys=True) + "\n").encode())
-    if all("shards" in m and m["settings"].get("shard_format") == "megatron" for m in manifests):
+
+    # The formats whose outputs name their shards in a data-path file (megatron) name the whole blend in one too.
+    def named_by_data_path(m: dict) -> bool:
+        fmt = FORMATS.get(m.get("settings", {}).get("shard_format"))
+        return "shards" in m and fmt is not None and DATA_PATH in fmt.output_files("")
+
+    if all(named_by_data_path(m) for m in manifests):
         pairs = [f"{s['tokens']} {join(job.out, src.name, s['name'])}"
                  for src, m in zip(spec.sources, manifests, strict=True)
                  for s in m["shards"] if s["documents"]]  # fmt: skip
