@@ -15,9 +15,9 @@ constexpr uint32_t kMaxCodePoint = 0x110000;
 constexpr char kSpace[] = "\xe2\x96\x81";  // U+2581
 constexpr size_t kCacheBytes = size_t(1) << 28;  // a word table's text (and its ids' bytes) before it restarts
 constexpr size_t kShortWordBytes = size_t(1) << 28;  // a short-word table's slots before it restarts
-constexpr size_t kPad = 16;
+constexpr size_t kPad = 16;  // zero bytes after a normalized text: a 16-byte load at any of its words is readable
 constexpr uint64_t kNoPair = ~uint64_t(0);  // no merge: the highest priority there is
-constexpr size_t kScanSymbols = 32;  // words of more symbols merge through the priority queue  // zero bytes after a normalized text: a 16-byte load at any of its words is readable
+constexpr size_t kScanSymbols = 32;  // words of more symbols merge through the priority queue
 constexpr size_t kKeepBuffer = size_t(64) << 20;  // a thread's normalized text kept for the next call up to this
 
 bool is_space_at(std::string_view s, size_t i) {

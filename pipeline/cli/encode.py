@@ -101,7 +101,7 @@ def add_encode_corpus_arguments(p: argparse.ArgumentParser) -> None:
     )
     out.add_argument("--shuffle", metavar="SEED",
                      help="write the documents in a seeded order over the whole corpus (an integer seed: the order is "
-                     "the same on every runner, sharding and worker count); parquet and npy shards")  # fmt: skip
+                     "the same on every runner, sharding and worker count); any shard format but megatron")  # fmt: skip
     from pipeline.cli.pack import add_pack_arguments
 
     add_pack_arguments(p.add_argument_group("packing (an index beside the shards: pipeline/encode/packing.py)"),
