@@ -180,6 +180,13 @@ def _blend_job(args: argparse.Namespace, *, several: bool):
         args.input, args.blend = [], blend
 
 
+def _implied_eos(shard_format: str, args: argparse.Namespace) -> str | None:
+    """The EOS after each document: --eos, or the one the shard format adds by itself (npy, datatrove)."""
+    from pipeline.encode.formats import get_format
+
+    return get_format(shard_format).separators((), args.bos, args.eos)[1]
+
+
 def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.cli.pack import pack_settings, run_pack
     from pipeline.encode.job import run_encode  # imports Apache Beam: only for the pipeline
@@ -189,7 +196,7 @@ def cmd_encode_corpus(args: argparse.Namespace, beam_args: list[str]) -> int:
     if isinstance(job, tuple):  # --blend
         return _run_blend(args, beam_args, *job)
     pack = pack_settings(args.pack_length, args.pack, args.pack_rows, length_flag="--pack-length")
-    if pack is not None and pack.method == "concat" and args.eos is None:
+    if pack is not None and pack.method == "concat" and _implied_eos(job.settings.shard_format, args) is None:
         raise UsageError(
             "--pack concat joins the documents into one stream, and without an EOS after each document their "
             "boundaries are lost in it: add --eos, or use --pack ffd"

@@ -152,6 +152,16 @@ def test_encode_refuses_concat_without_eos_and_pack_without_a_length(r50k_file, 
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def test_concat_takes_the_eos_an_npy_output_adds_by_itself(r50k_file, tmp_path):  # noqa: F811
+    inputs = write_inputs(tmp_path / "in", sample_docs()[:20], n=1)
+    out = tmp_path / "out"
+    assert encode_cli(r50k_file, inputs, out, "--shard-format", "npy", "--pack-length", "64") == 0
+    docs = [ids for _, ids in read_back(out)]
+    assert len(docs) == 20 and all(d[-1] == 50256 for d in docs)
+    seqs = list(iter_sequences(str(out), 64))
+    assert np.concatenate([ids for ids, _ in seqs]).tolist() == [t for d in docs for t in d]
+
+
 def test_ffd_pack_without_eos_on_parquet(r50k_file, tmp_path):  # noqa: F811
     inputs = write_inputs(tmp_path / "in", sample_docs()[:40], n=2)
     out = tmp_path / "out"
