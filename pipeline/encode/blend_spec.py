@@ -93,7 +93,7 @@ def parse_blend(node, path: str) -> BlendSpec:
     if not hasattr(items, "value") or not isinstance(items.value, list) or not items.value:
         raise UsageError(f"{where.at(items)}: 'sources' must be a non-empty list of sources")
     sources = [_source(where, item, i) for i, item in enumerate(items.value)]
-    _check_sources(where, sources, total)
+    _check_sources(where, sources, total, top.get("total_tokens", (None,))[0])
     return BlendSpec(path, seed, total, tuple(s for s, _ in sources))
 
 
@@ -139,7 +139,7 @@ def _source(where: _Where, item, i: int) -> tuple[BlendSource, dict]:
     return BlendSource(name, inputs, fmt, field_, weight, tokens, keys["input"][0].start_mark.line + 1), keys
 
 
-def _check_sources(where: _Where, sources: list, total: int | None) -> None:
+def _check_sources(where: _Where, sources: list, total: int | None, total_key=None) -> None:
     seen: dict[str, int] = {}
     for source, keys in sources:
         line = keys["name"][0].start_mark.line + 1
@@ -160,8 +160,8 @@ def _check_sources(where: _Where, sources: list, total: int | None) -> None:
         targets = sum(s.tokens for s, _ in sources)
         if targets != total:
             raise UsageError(
-                f"{where.path}: key 'total_tokens': {total} differs from the sum of the sources' token targets "
-                f"({targets}): drop total_tokens or make the targets add up to it"
+                f"{where.at(total_key)}: key 'total_tokens': {total} differs from the sum of the sources' token "
+                f"targets ({targets}): drop total_tokens or make the targets add up to it"
             )
 
 
@@ -176,7 +176,8 @@ class _Where:
 
     def mapping(self, node, what: str, allowed: tuple[str, ...]) -> dict:
         if node is None or not getattr(node, "tag", "").endswith(":map"):
-            raise UsageError(f"{self.path}: {what} must be a mapping of keys ({', '.join(allowed)})")
+            where = self.path if node is None else self.at(node)  # None: an empty file
+            raise UsageError(f"{where}: {what} must be a mapping of keys ({', '.join(allowed)})")
         out = {}
         for key, value in node.value:
             name = key.value
