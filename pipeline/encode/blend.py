@@ -15,7 +15,6 @@ selection travels to the workers as one threshold per epoch (``blend_plan.chosen
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 
@@ -25,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.corpus.plan import AUTO, InputSpec
-from pipeline.corpus.readers import read_range
 from pipeline.corpus.records import per_document, source_runs_of
 from pipeline.corpus.texts import TextColumn
 from pipeline.encode.blend_plan import chosen, document_keys
@@ -34,8 +32,7 @@ from pipeline.encode.count_tokens import rows_folder
 from pipeline.encode.documents import encode_batch
 from pipeline.encode.job import plan_encode
 from pipeline.encode.resume import sha256_json
-from pipeline.encode.shards import ShardSink
-from pipeline.encode.write import EncodeShardFn, ShardOutput, ShardWritten, shard_units
+from pipeline.encode.write import EncodeShardFn, ShardOutput, shard_units
 from pipeline.errors import CorpusError, UsageError
 from pipeline.launch.options import pipeline_options, run_to_end
 from pipeline.launch.progress import Reporter
@@ -144,24 +141,8 @@ class BlendShardFn(EncodeShardFn):
         super().__init__(outputs, spec)
         self.blend = blend
 
-    def _write(self, unit, todo):
-        layout = self.outputs[0].layout
-        with contextlib.ExitStack() as stack:
-            sinks = [stack.enter_context(ShardSink(self.outputs[i].layout, unit.index)) for i in todo]
-            for rng in unit.ranges:
-                self.ranges.inc()
-                for batch in read_range(rng, self.spec):
-                    self._count_read(rng, batch)
-                    batch = select_batch(batch, self.blend, layout)
-                    for i, sink in zip(todo, sinks, strict=True):
-                        out = self.outputs[i]
-                        encoded = encode_batch(self.toks[i], batch, out.policy, np.dtype(out.layout.dtype),
-                                               verify=out.verify)  # fmt: skip
-                        self._count_encoded(encoded)
-                        sink.add(encoded)
-        for i, sink in zip(todo, sinks, strict=True):
-            self.shards.inc()
-            yield ShardWritten(i, unit.index, sink.stats)
+    def _select(self, batch):
+        return select_batch(batch, self.blend, self.outputs[0].layout)
 
 
 def select_batch(batch, blend: dict, layout):

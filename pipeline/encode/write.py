@@ -131,6 +131,7 @@ class EncodeShardFn(beam.DoFn):
                 self.ranges.inc()
                 for batch in read_range(rng, self.spec):
                     self._count_read(rng, batch)
+                    batch = self._select(batch)
                     for i, sink in zip(todo, sinks, strict=True):
                         out = self.outputs[i]
                         encoded = encode_batch(self.toks[i], batch, out.policy, np.dtype(out.layout.dtype),
@@ -140,6 +141,10 @@ class EncodeShardFn(beam.DoFn):
         for i, sink in zip(todo, sinks, strict=True):  # closed by the with block: files, dead letters, stats
             self.shards.inc()
             yield ShardWritten(i, unit.index, sink.stats)
+
+    def _select(self, batch):
+        """The part of a batch this stage encodes (all of it; a blend's stage keeps what its epoch takes)."""
+        return batch
 
     def _count_read(self, rng: CorpusRange, batch) -> None:
         self.batches.inc()
