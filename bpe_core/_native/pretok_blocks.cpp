@@ -132,10 +132,11 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
 // bytes: letters join L, the others (punctuation, symbols, marks, invalid bytes) are O by default. A digit or a space
 // (\p{N} groups count characters, \s runs split before their last character) or a character cut by the block's edge
 // ends what the block knows: `cut`. deepseek-v3 also has [\p{P}\p{S}] (ps), the controls of its algebra (x: format
-// characters, unassigned, invalid bytes) and its CJK zone.
+// characters, unassigned, invalid bytes) and its CJK zone. The o200k family keeps its letter cases in ps and x.
 struct Wide {
     uint64_t letters, cont;  // bytes of non-ASCII letters; continuation bytes of the classified characters
-    uint64_t ps, x, zone;    // deepseek-v3 only
+    uint64_t ps, x, zone;    // deepseek-v3 (above); the o200k family: ps its upper-case letters (only in
+                             // [\p{Lu}\p{Lt}...]), x those of both cases (\p{Lm}, \p{Lo}), zone unused
     unsigned cut;
 };
 
@@ -230,10 +231,13 @@ BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
 // A block whose characters (from where the memo ends) are all well-formed 2- and 3-byte sequences takes the fast way:
 // the tier's masks (utf8_masks_*) check the form, each character is decoded without checks, add() sees its lead's
 // bit alone, and the classes are spread over the characters' bytes at the end. Any other block (4-byte characters,
-// invalid bytes) goes one character at a time through the strict decoder.
+// invalid bytes) goes one character at a time through the strict decoder. kCutMarks: a mark cuts too (o200k's marks
+// are in both of its letter classes and its prefix class at once, which the algebra does not model).
 using Utf8MasksFn = Utf8Masks (*)(const uint8_t*);
 
-template <Utf8MasksFn UM, class Add>
+BPE_INLINE bool wide_cuts(uint8_t f, bool marks) { return (f & (kFlagN | kFlagS)) || (marks && flags_mark(f)); }
+
+template <Utf8MasksFn UM, class Add, bool kCutMarks = false>
 inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo, Wide& w, Add add) {
     const uintptr_t at = reinterpret_cast<uintptr_t>(s);
     uint64_t from_mask = ~uint64_t(0);
@@ -273,7 +277,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
                     const uint32_t cp = ((b0 & 0x0Fu) << 12) | (b1 << 6) | (s[j + 2] & 0x3Fu);
                     f = flags_of(cp), zone = dsv3_cjk(cp);
                 }
-                if (f & (kFlagN | kFlagS)) {
+                if (wide_cuts(f, kCutMarks)) {
                     cut = j;
                     break;
                 }
@@ -296,7 +300,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
         uint32_t len;
         const uint32_t cp = utf8_decode(s, avail, j, len);
         const uint8_t f = flags_of(cp);
-        if (j + len > 64 || (f & (kFlagN | kFlagS))) {
+        if (j + len > 64 || wide_cuts(f, kCutMarks)) {
             w.cut = j;
             break;
         }
@@ -333,6 +337,25 @@ __attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail
             t.x |= bits;
         if (zone) t.zone |= bits;
     });
+    return w;
+}
+
+// The same for the o200k family: its letters by case, U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and W =
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}]: those only in U (upper case) in ps, those in both (\p{Lm}, \p{Lo}) in x, the rest of the
+// letters (\p{Ll}) only in letters; a mark cuts. kLlama: llama.cpp's classes (`(?=[\p{L}])[^a-z]`, `[^A-Z]`),
+// where every letter above ASCII is in both and a mark is no letter (O).
+template <bool kLlama, Utf8MasksFn UM>
+__attribute__((noinline)) Wide classify_wide_o200k(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
+    Wide w{};
+    auto add = [](Wide& t, uint8_t f, bool, uint64_t bits) {
+        if (!(f & kFlagL)) return;
+        t.letters |= bits;
+        if (kLlama || (f & (kFlagU | kFlagW)) == (kFlagU | kFlagW))
+            t.x |= bits;
+        else if (f & kFlagU)
+            t.ps |= bits;
+    };
+    each_wide<UM, decltype(add), !kLlama>(s, avail, hi, memo, w, add);
     return w;
 }
 
@@ -416,8 +439,9 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
     uint64_t wide_letters = 0, cont = 0;
     uint64_t wide_ps = 0, wide_x = 0, zone = 0;
     if (m.hi) {
-        if (F == kFamO200k || F == kFamO200kBare) {  // its letter classes (U, W, marks in both) are left to the scalar
-            v = unsigned(__builtin_ctzll(m.hi));
+        if (F == kFamO200k || F == kFamO200kBare) {  // (kMarks: llama.cpp's letter classes)
+            const Wide w = classify_wide_o200k<kMarks, UM>(s, avail, m.hi, memo);
+            v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x;
         } else if (F == kFamDsv3) {
             const Wide w = classify_wide_dsv3<UM>(s, avail, m.hi, memo);
             v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x, zone = w.zone;
@@ -446,11 +470,22 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
         // As the cl100k family, with: no contraction pieces (a contraction after letters is their suffix, below);
         // a start before an upper-case letter after a lower-case one (`U*W+|U+W*`); an O run takes the newlines
         // and slashes after it (`[\r\n/]*`: the first of them a newline, else the slashes are O+ already).
-        const uint64_t NL = m.nl & valid, Wnl = W & ~NL, UP = m.up & valid, LO = L & ~UP;
+        // Letters of both cases (BO: \p{Lm}, \p{Lo}, above ASCII) make `U*W+` backtrack: a piece is in U* until its
+        // first lower-case letter (LO), then in W+ (phase B), which an upper-case letter (UP) ends; and a U* run
+        // that reaches the end of the letters, holds a BO and ends in UP, gives them back to after its last BO
+        // (W+ must match one): the UP after that BO start a piece of their own (`U+W*`).
+        const uint64_t NL = m.nl & valid, Wnl = W & ~NL, UP = (m.up | wide_ps) & valid, BO = wide_x & valid;
+        const uint64_t LO = L & ~UP & ~BO;
         const uint64_t absorbed = smear_up(NL & (O << 1), NL | (m.sl & valid));
         const uint64_t o = O & ~absorbed;
         const uint64_t o_start = o & ~((o | SP) << 1);
-        const uint64_t l_start = (L & ~(L << 1) & ~((o_start | Wnl) << 1)) | (UP & (LO << 1));
+        const uint64_t o_start_chars = cont ? smear_up(o_start, cont & o) : o_start;
+        const uint64_t phase_b = BO ? smear_up(LO, LO | BO) : LO;
+        uint64_t l_start = (L & ~(L << 1) & ~((o_start_chars | Wnl) << 1)) | (UP & ~cont & (phase_b << 1));
+        if (BO) {
+            const uint64_t up_to_end = smear_down(UP & ~(L >> 1) & (valid >> 1), UP);  // UP runs ending the letters
+            l_start |= up_to_end & ~(UP << 1) & ((BO & ~phase_b) << 1);
+        }
         const uint64_t w = W & ~absorbed;
         const uint64_t r = NL & w;
         const uint64_t has_nl_after = smear_down(r, w);
@@ -528,6 +563,12 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
             t &= ~(((uint64_t(1) << (e - j - 1)) - 1) << (j + 1));  // nothing starts inside it ...
             if (e < 64) t |= uint64_t(1) << e;            // ... and the next piece starts after it
             if (F == kFamO200k && e < 64) aps &= ~(uint64_t(1) << e);  // an apostrophe there is not a suffix
+            if (F == kFamO200k && e < 64 && ((wide_x >> e) & 1)) {
+                // letters of both cases right after it start a piece in U*, which phase_b (smeared from the
+                // contraction's letters) does not see: known up to that start, the next block starts there
+                u = std::min(u, e + 1);
+                break;
+            }
         }
     }
     const uint64_t below_u = u >= 64 ? ~uint64_t(0) : (uint64_t(1) << u) - 1;
@@ -701,6 +742,23 @@ BPE_AVX2 size_t walk_avx2(Pretok kind, const uint8_t* s, size_t n, size_t* pos, 
     return walk<F, kGroup, kMarks, classify_avx2, utf8_masks_avx2>(kind, s, n, pos, ends, max, covered);
 }
 
+// The o200k family in a tier: the digit groups, contractions or none (Tekken), and o200k's letter classes or
+// llama.cpp's (kLlama).
+template <bool kLlama>
+size_t walk_o200k(bool avx2, bool d1, bool bare, Pretok kind, const uint8_t* s, size_t n, size_t* pos,
+                  size_t* ends, size_t max, size_t* covered) {
+    if (avx2) {
+        if (bare) return d1 ? walk_avx2<kFamO200kBare, 1, kLlama>(kind, s, n, pos, ends, max, covered)
+                            : walk_avx2<kFamO200kBare, 3, kLlama>(kind, s, n, pos, ends, max, covered);
+        return d1 ? walk_avx2<kFamO200k, 1, kLlama>(kind, s, n, pos, ends, max, covered)
+                  : walk_avx2<kFamO200k, 3, kLlama>(kind, s, n, pos, ends, max, covered);
+    }
+    if (bare) return d1 ? walk_sse2<kFamO200kBare, 1, kLlama>(kind, s, n, pos, ends, max, covered)
+                        : walk_sse2<kFamO200kBare, 3, kLlama>(kind, s, n, pos, ends, max, covered);
+    return d1 ? walk_sse2<kFamO200k, 1, kLlama>(kind, s, n, pos, ends, max, covered)
+              : walk_sse2<kFamO200k, 3, kLlama>(kind, s, n, pos, ends, max, covered);
+}
+
 // The cl100k family in a tier (pretok.h kFamilyBase): the block algebra depends only on the digit groups and on
 // whether marks join letters. The contractions' case folding only matters where a non-ASCII character follows the
 // apostrophe, which the block leaves to the scalar splitter; the two whitespace tails differ only where a run
@@ -752,19 +810,11 @@ size_t pretok_blocks_split_some_tier(Pretok kind, const uint8_t* text, size_t n,
                         : walk_sse2<kFamDsv3, 3>(kind, text, n, pos, ends, max, covered);
         default: {
             if (const int b = pretok_o200k_bits(kind); b >= 0) {
-                // ASCII only (the rest is the scalar's): llama.cpp's letter classes are o200k's there, and the
-                // contraction's case folding matters only where a non-ASCII character follows the apostrophe
-                const bool d1 = b & kO2Digits1, bare = !(b & (kO2Fold | kO2Ascii));
-                if (avx2) {
-                    if (bare) return d1 ? walk_avx2<kFamO200kBare, 1>(kind, text, n, pos, ends, max, covered)
-                                        : walk_avx2<kFamO200kBare, 3>(kind, text, n, pos, ends, max, covered);
-                    return d1 ? walk_avx2<kFamO200k, 1>(kind, text, n, pos, ends, max, covered)
-                              : walk_avx2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
-                }
-                if (bare) return d1 ? walk_sse2<kFamO200kBare, 1>(kind, text, n, pos, ends, max, covered)
-                                    : walk_sse2<kFamO200kBare, 3>(kind, text, n, pos, ends, max, covered);
-                return d1 ? walk_sse2<kFamO200k, 1>(kind, text, n, pos, ends, max, covered)
-                          : walk_sse2<kFamO200k, 3>(kind, text, n, pos, ends, max, covered);
+                // the contraction's case folding matters only where a non-ASCII character follows the apostrophe
+                // (left to the scalar); llama.cpp's letter classes differ from o200k's above ASCII alone
+                const bool d1 = b & kO2Digits1, bare = !(b & (kO2Fold | kO2Ascii)), llama = b & kO2Llama;
+                if (llama) return walk_o200k<true>(avx2, d1, bare, kind, text, n, pos, ends, max, covered);
+                return walk_o200k<false>(avx2, d1, bare, kind, text, n, pos, ends, max, covered);
             }
             const int bits = pretok_family_bits(kind);
             if (bits >= 0) return walk_family(unsigned(bits), avx2, kind, text, n, pos, ends, max, covered);
