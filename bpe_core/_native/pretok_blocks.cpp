@@ -680,6 +680,54 @@ __attribute__((noinline)) size_t run_end(const uint8_t* s, size_t n, size_t i, c
     return run_follow<F, kMarks, Classify, UM>(s, n, i + v, i + 64, rc, in_zone, memo);
 }
 
+// The o200k family's long letter runs: those of letters of both cases (\p{Lm}, \p{Lo}: Chinese, Japanese, Korean,
+// Thai written without spaces) after one character (a prefix, or a letter of either case). U* takes them all, W+
+// gives back the last: the piece ends at the first byte that is no letter (nor a mark, nor an apostrophe that may
+// start a contraction suffix). Where a letter of one case, a mark or an apostrophe comes first, 0: the piece is the
+// scalar's (one of both cases, then one case, can go either way). kLlama: llama.cpp's classes (every letter above
+// ASCII is of both cases there, and a mark is no letter).
+template <Family F, bool kLlama, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
+__attribute__((noinline)) size_t run_follow_o200k(const uint8_t* s, size_t n, size_t q, WideMemo& memo) {
+    for (;;) {
+        uint8_t tail[64];
+        const uint8_t* p = s + q;
+        if (n - q < 64) {  // the rest of the text with zeros after it (no letters: the end of the text ends the run)
+            __builtin_memset(tail, 0, 64);
+            __builtin_memcpy(tail, s + q, n - q);
+            p = tail;
+        }
+        const Masks mq = Classify(p);
+        const Wide w = mq.hi ? classify_wide_o200k<kLlama, UM>(p, n - q, mq.hi, memo) : Wide{0, 0, 0, 0, 0, 64};
+        if (p == tail) memo.base = 0;  // not the text's
+        const unsigned v = w.cut;
+        const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
+        const uint64_t stop = valid & ~w.x;
+        if (stop) {
+            const unsigned j = unsigned(__builtin_ctzll(stop));
+            if ((((mq.l | w.letters) >> j) & 1) || (F == kFamO200k && p[j] == '\'')) return 0;
+            return q + j;
+        }
+        if (v < 64) {  // a wide digit or space ends the run; a mark continues it (unknown here); or cut by the edge
+            uint32_t len;
+            const uint32_t cp = utf8_decode(s, n, q + v, len);
+            if (v + len <= 64) return kLlama || !flags_mark(flags_of(cp)) ? q + v : 0;
+        }
+        q += v;
+    }
+}
+
+template <Family F, bool kLlama, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
+__attribute__((noinline)) size_t run_end_o200k(const uint8_t* s, size_t n, size_t i, const Masks& m, WideMemo& memo) {
+    if (!m.hi) return 0;
+    const uint8_t* b = s + i;
+    const Wide w = classify_wide_o200k<kLlama, UM>(b, n - i, m.hi, memo);
+    const unsigned f = utf8_char_len(b, n - i, 0);  // the first character: a prefix, or a letter of any case
+    if (w.cut < f + 8 || (F == kFamO200k && b[0] == '\'')) return 0;
+    const uint64_t range = (w.cut == 64 ? ~uint64_t(0) : (uint64_t(1) << w.cut) - 1) & ~((uint64_t(1) << f) - 1);
+    if (range & ~w.x) return 0;
+    return run_follow_o200k<F, kLlama, Classify, UM>(s, n, i + w.cut, memo);
+}
+
 template <Family F, int kGroup, bool kMarks, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
 BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                        size_t* covered) {
@@ -704,8 +752,10 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
                 i = ends[k - 1];
                 continue;
             }
-            if (F != kFamO200k && F != kFamO200kBare) {  // a letter run longer than the block?
-                const size_t e = run_end<F, kMarks, Classify, UM>(s, n, i, m, memo);
+            {  // a letter run longer than the block?
+                const size_t e = F == kFamO200k || F == kFamO200kBare
+                                     ? run_end_o200k<F, kMarks, Classify, UM>(s, n, i, m, memo)
+                                     : run_end<F, kMarks, Classify, UM>(s, n, i, m, memo);
                 if (e) {
                     ends[k++] = e;
                     if (covered) *covered += e - i;
