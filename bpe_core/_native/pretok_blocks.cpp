@@ -7,10 +7,10 @@
 // back only to bytes of the same block, or to "bit 0 started a piece").
 //  1. Classify the 64 bytes into u64 masks: L (ASCII letter), N (digit), W (\s: 9-13 and 32), NL (\r \n), SP (32),
 //     AP ('), HI (>= 0x80). SSE2 4x16 bytes, or AVX2 2x32 (per-function target attribute, chosen once per process).
-//  2. Non-ASCII characters (r50k, cl100k family, deepseek-v3) are decoded and classified by the Unicode tables
-//     (flags_of), their class spread over their bytes: letters join L, the rest O. V = the first that is a digit or
-//     a space (their rules count characters), or is cut by the block's edge (o200k: the first non-ASCII byte); bytes
-//     >= V are unknown to the algebra. A block of well-formed 2- and 3-byte characters is checked by vector masks and
+//  2. Non-ASCII characters are decoded and classified by the Unicode tables (flags_of), their class spread over
+//     their bytes: letters join L (the o200k family: by case too), the rest O. V = the first that is a digit or a
+//     space (their rules count characters), an o200k mark, or a character cut by the block's edge; bytes >= V are
+//     unknown to the algebra. A block of well-formed 2- and 3-byte characters is checked by vector masks and
 //     decoded without the strict decoder; the classes of the characters the last block read are kept (WideMemo).
 //  3. Boundary algebra (piece starts T) with shifts: for the cl100k family (cl100k, llama3, qwen2):
 //       O = not L, N, W            Wnl = W & ~NL            prev(x) = x << 1 (bit j = bit j-1 of x)
@@ -31,8 +31,9 @@
 //  5. A block with no certain start: a letter run longer than the block is followed the same way (run_end); any
 //     other (a piece of 64 bytes or more, a wide digit or space near its start) goes to pretok_split_some, one piece
 //     at a time, until past the last non-ASCII byte of the block or the character that cut it.
-// o200k: the same with a start before an upper-case letter that follows a lower-case one, contractions as the
-// suffix of the letters before them, and `[\r\n/]*` after an O run.
+// o200k: the same with a start before an upper-case letter that follows a lower-case one (with letters of both cases,
+// \p{Lm} and \p{Lo}, as `U*W+` backtracks: see block_starts), contractions as the suffix of the letters before them,
+// and `[\r\n/]*` after an O run; its long runs of letters of both cases are followed (run_end_o200k).
 #include "pretok_blocks.h"
 
 #include <algorithm>
