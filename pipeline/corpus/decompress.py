@@ -111,3 +111,104 @@ class DecompressedFile:
             parts.append(part)
             size += len(part)
         return b"".join(parts)
+
+
+class _Counting:
+    """A binary file object that counts the bytes read from it (the compressed position of a stream)."""
+
+    def __init__(self, raw) -> None:
+        self.raw, self.position = raw, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.position += len(data)
+        return data
+
+
+class StreamWindows:
+    """Windows of whole lines spread through a compressed file's decompressed bytes, for the training pre-flight.
+
+    A stream cannot be entered in the middle (a deflate or zstd block needs what came before it), so the file is
+    decompressed from its start and what lies between the windows is discarded as it comes: memory is one window
+    and one decompressor step. Window ``i`` starts at the first line that begins after the compressed position
+    ``starts[i]`` (compressed bytes stand for decompressed ones: the ratio of a file varies little along it) and
+    holds about ``window`` bytes, to the end of a line. After the last window nothing more is read. A damaged
+    stream ends the windows where the damage is (the count stage makes the rest a dead letter).
+
+    ``compressed`` and ``decompressed`` count what was read, so the caller knows the file's ratio so far.
+
+    >>> import io, zlib
+    >>> z = zlib.compressobj(wbits=31)
+    >>> data = z.compress(b"".join(b"line %d\\n" % i for i in range(100000))) + z.flush()
+    >>> ws = list(StreamWindows(io.BytesIO(data), "gzip").windows([0, len(data) // 2], 16))
+    >>> [w.startswith(b"line 0\\n") for w in ws], all(w.endswith(b"\\n") for w in ws)
+    ([True, False], True)
+    """
+
+    def __init__(self, raw, compression: str) -> None:
+        self._raw, self._compression = _Counting(raw), compression
+        self.decompressed = 0
+
+    @property
+    def compressed(self) -> int:
+        return self._raw.position
+
+    def windows(self, starts, window: int) -> Iterator[bytes]:
+        chunks, pending, at_start = decompressed_chunks(self._raw, self._compression), b"", True
+        try:
+            for start in starts:
+                while self._raw.position < start or not pending:  # read and discard up to the window
+                    pending = next(chunks, None)
+                    if pending is None:
+                        return
+                    self.decompressed += len(pending)
+                    at_start = at_start and self.decompressed == len(pending)
+                if not at_start:  # the line cut by the compressed position belongs to no window
+                    pending = self._after_newline(chunks, pending)
+                at_start = False
+                block, pending = self._take(chunks, pending, window)
+                if block:
+                    yield block
+            self._drain(chunks)
+        except DamagedStream:
+            return
+
+    def _drain(self, chunks) -> None:
+        """Decompress what the last compressed read holds, so that ``decompressed / compressed`` is the ratio of
+        the bytes read (a small file's one read holds it whole: its ratio was off by the unread rest)."""
+        position = self._raw.position
+        for chunk in chunks:
+            if self._raw.position != position:  # this one came from a further read: not counted, not read on
+                return
+            self.decompressed += len(chunk)
+
+    def _after_newline(self, chunks, data: bytes) -> bytes:
+        while True:
+            cut = data.find(b"\n")
+            if cut >= 0:
+                return data[cut + 1 :]
+            data = next(chunks, b"")
+            self.decompressed += len(data)
+            if not data:
+                return b""
+
+    def _take(self, chunks, data: bytes, window: int) -> tuple[bytes, bytes]:
+        """About ``window`` bytes from ``data`` on, to the end of a line (at most ``2 * window``: a longer line is
+        cut), and the bytes after them."""
+        parts, size = [], 0
+        while True:
+            if size < window:
+                part = data[: window - size]
+            else:
+                cut = data.find(b"\n", 0, 2 * window - size)
+                part = data[: cut + 1] if cut >= 0 else data[: 2 * window - size]
+            parts.append(part)
+            size += len(part)
+            data = data[len(part) :]
+            if (size >= window and part.endswith(b"\n")) or size >= 2 * window:
+                return b"".join(parts), data
+            if not data:
+                data = next(chunks, b"")
+                self.decompressed += len(data)
+                if not data:
+                    return b"".join(parts), b""

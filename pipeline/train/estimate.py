@@ -21,28 +21,29 @@ import random
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
 from bpe_core.train.growth import (
     PowerLaw,
     growth_curve,
+    incidence,
     merge_loop_memory,
     merge_loop_seconds,
+    table_sizes,
     tail_exponents,
     words_within,
 )
-from bpe_core.train.sorted_counts import SortedChunkCounter, SortedCounts, merge_sorted_counts
+from bpe_core.train.sorted_counts import merge_sorted_counts
 from pipeline.corpus.plan import CorpusPlan, CorpusSpec
-from pipeline.corpus.records import CorpusRange
 from pipeline.errors import UsageError
+from pipeline.train.sample import count_sample, range_file_bytes, sample_ranges, sample_window
 from pipeline.train.settings import TrainSettings
 
 SAMPLE_FRACTION = 0.05
 MIN_SAMPLE_BYTES = 32 << 20
 MAX_SAMPLE_BYTES = 512 << 20
-SAMPLE_UNITS = 64
 DRIVER_MEMORY_SHARE = 0.8  # --driver-memory's default: this share of the launching machine's memory
 SEED = 27
+UNDECIDED = 0.25  # the halves' predictions this far apart: a range, not one number
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,18 @@ class Estimate:
     reachable_vocab: int  # at most this many tokens: 256 + special tokens + pair occurrences of the words
     by_min_count: tuple[tuple[int, int, int], ...] = ()  # (K, words, their bytes) left by --min-chunk-count K
     curve: tuple[tuple[int, int, int], ...] = ()  # the sample's growth: (units, text bytes, unique chunks), means
+    decided: bool = True  # False: the sample cannot decide (heavy tails); the figures are a range, low to high
+    chunks_low: int = 0  # the range's ends (the point figures where decided)
+    chunks_high: int = 0
+    loop_memory_low: int = 0
+    loop_memory_high: int = 0
+
+    def __post_init__(self) -> None:
+        if self.decided:
+            for end in ("chunks_low", "chunks_high"):
+                object.__setattr__(self, end, self.chunks)
+            for end in ("loop_memory_low", "loop_memory_high"):
+                object.__setattr__(self, end, self.loop_memory)
 
     @property
     def driver_memory(self) -> int:
@@ -89,107 +102,6 @@ class Estimate:
         )
 
 
-def sample_ranges(plan: CorpusPlan, budget: int, *, units: int = SAMPLE_UNITS) -> list[tuple[CorpusRange, int]]:
-    """``(range, file bytes)`` of the sample: at ``units`` positions spaced evenly over the corpus's bytes, a byte
-    window of ``budget / units`` (uncompressed text/JSONL) or the whole range holding it (a compressed file, a
-    Parquet row group: of these, an evenly spaced selection within the budget, at least one), each once, in corpus
-    order. A budget of the corpus's size or more is every range, whole."""
-    sized = list(zip(plan.ranges, range_file_bytes(plan), strict=True))
-    total = sum(size for _, size in sized)
-    if budget >= total:
-        return sized
-    window = sample_window(budget, units)
-    windows, whole, starts, position, k = {}, {}, [], 0, 0
-    for _, size in sized:
-        starts.append(position)
-        position += size
-    for i in range(units):
-        target = (i + 0.5) * total / units
-        while k + 1 < len(sized) and starts[k + 1] <= target:
-            k += 1
-        rng, size = sized[k]
-        if rng.kind == "bytes" and size > window:
-            begin = rng.start + min(size - window, max(0, int(target - starts[k]) - window // 2))
-            windows[(k, begin)] = (rng._replace(start=begin, end=begin + window), window)
-        else:
-            whole[(k, rng.start)] = (rng, size)
-    room = max(0, budget - window * len(windows))
-    hits = list(whole.items())
-    mean = sum(size for _, (_, size) in hits) / max(1, len(hits))
-    keep = max(1, min(len(hits), int(room // max(1, mean)))) if hits else 0
-    chosen = {hits[int((j + 0.5) * len(hits) / keep)][0] for j in range(keep)}  # spread, not the first ones
-    picked = {**windows, **{key: unit for key, unit in whole.items() if key in chosen}}
-    return [picked[key] for key in sorted(picked)]
-
-
-def sample_window(budget: int, units: int = SAMPLE_UNITS) -> int:
-    """Bytes of one sampled window (and of one piece of a range read whole)."""
-    return max(1 << 12, budget // units)
-
-
-def range_file_bytes(plan: CorpusPlan) -> list[int]:
-    """The stored bytes of each range: its byte span (a byte range, a whole file, a range of several small files),
-    or a row group's share of its file. One pass over the plan (was a scan of every file and range per row group:
-    quadratic in the file count)."""
-    groups: dict[str, int] = {}
-    for r in plan.ranges:
-        if r.kind == "row_group":
-            groups[r.source] = groups.get(r.source, 0) + 1
-    file_size = {f.path: f.size for f in plan.files if f.path in groups}
-    return [
-        file_size[r.source] // groups[r.source] if r.kind == "row_group" else max(0, r.end - r.start)
-        for r in plan.ranges
-    ]
-
-
-def count_sample(
-    sample: list[tuple[CorpusRange, int]], spec: CorpusSpec, settings: TrainSettings, *, piece: int
-) -> tuple[list[SortedCounts], list[int], int]:
-    """One sorted table per sampled window, or per ``piece`` bytes of text of a range read whole (a file or row
-    group holds many pieces: the growth between them is what the fit needs), the text bytes of each, and the file
-    bytes read."""
-    from pipeline.corpus.readers import read_range  # pyarrow readers, as the count stage reads
-
-    tables, sizes, file_bytes = [], [], 0
-    for rng, size in sample:
-        file_bytes += size
-        limit = piece if rng.kind != "bytes" else 1 << 62
-        counter, text = SortedChunkCounter(settings.pre), 0
-        for batch in read_range(rng, spec):
-            lengths = _lengths(batch.texts)
-            start = 0
-            while start < len(lengths):
-                end = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), limit - text, "left")) + 1)
-                counter.add(batch.texts[start:end], num_threads=None)
-                text += int(lengths[start:end].sum())
-                start = end
-                if text >= limit:
-                    tables.append(_take(counter))
-                    sizes.append(text)
-                    counter, text = SortedChunkCounter(settings.pre), 0
-        if text:
-            tables.append(_take(counter))
-            sizes.append(text)
-    return tables, sizes, file_bytes
-
-
-def _take(counter: SortedChunkCounter) -> SortedCounts:
-    parts, _ = counter.take(1)
-    return parts[0][1] if parts else SortedCounts(*_empty())
-
-
-def _empty():
-    return np.zeros(1, np.int32), np.zeros(0, np.uint8), np.zeros(0, np.int64)
-
-
-def _lengths(texts) -> np.ndarray:
-    """UTF-8 bytes of each text (an Arrow column where the reader made one; the readers check UTF-8)."""
-    arrow = getattr(texts, "arrow", None)
-    if arrow is not None:
-        return pc.binary_length(arrow).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.array([len(t.encode("utf-8", "surrogatepass")) for t in texts], dtype=np.int64)
-
-
 def estimate_corpus(
     plan: CorpusPlan, spec: CorpusSpec, settings: TrainSettings, *, sample_bytes: int | None = None
 ) -> Estimate:
@@ -204,7 +116,7 @@ def estimate_corpus(
 def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]:
     total = sum(range_file_bytes(plan))
     budget = sample_budget(total) if sample_bytes is None else sample_bytes
-    sample = sample_ranges(plan, budget)
+    sample = sample_ranges(plan, budget, spec=spec)
     tables, sizes, sample_file_bytes = count_sample(sample, spec, settings, piece=sample_window(budget))
     exact = sample_file_bytes >= total
     sample_text = sum(sizes)
@@ -226,14 +138,50 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
         law = PowerLaw(whole.words / sample_text, 1.0)
         return _estimate(settings, total, sample_text, sample_text, len(tables), True, law, kept, singles), curve
     text_bytes = int(total * sample_text / max(1, sample_file_bytes))
+    fits = [_extrapolate(top, sample_text, text_bytes)]
+    fits += [_extrapolate(_union([tables[i] for i in half]), sum(sizes[i] for i in half), text_bytes)
+             for half in (order[0::2], order[1::2]) if half]  # fmt: skip
+    ests = [_estimate(settings, total, text_bytes, sample_text, len(tables), False, law, kept, singles)
+            for law, kept in fits]  # fmt: skip
+    return _with_range(ests[0], ests[1:]), curve
+
+
+def _extrapolate(top, text: int, text_bytes: int):
+    """The words law of a sample's incidence table and what it predicts for ``text_bytes``: (law, kept(K))."""
+    _, n_words, n_bytes = table_sizes(top)
     b_words, b_bytes = tail_exponents(top)
-    words = PowerLaw(whole.words / sample_text**b_words, b_words)
-    word_bytes = PowerLaw(whole.word_bytes / sample_text**b_bytes, b_bytes)
+    words = PowerLaw(n_words / text**b_words, b_words)
+    word_bytes = PowerLaw(n_bytes / text**b_bytes, b_bytes)
 
     def predicted(k: float) -> tuple[float, float]:  # seen k times in n bytes ~ seen once in n / k bytes
         return words(text_bytes / k), word_bytes(text_bytes / k)
 
-    return _estimate(settings, total, text_bytes, sample_text, len(tables), False, words, predicted, singles), curve
+    return words, predicted
+
+
+def _union(tables):
+    return merge_sorted_counts([incidence(t) for t in tables])
+
+
+def _with_range(est: Estimate, halves: list[Estimate]) -> Estimate:
+    """The estimate with a range where the sample cannot decide: the predictions of its two disjoint halves (each
+    from its own spectrum, to the whole corpus) differ from the whole sample's by more than ``UNDECIDED``. Such a
+    sample is one where a few windows hold much of what is new (heavy tails): which half holds them moves the
+    prediction. The range is the whole sample's prediction divided and multiplied by the largest factor a half
+    moved it (at most ``sqrt(2)``: the high end at most twice the low end)."""
+    factor = max(_factor(est.chunks, h.chunks) for h in halves) if halves else 1.0
+    if factor <= 1 + UNDECIDED:
+        return est
+    factor = min(factor, 2**0.5)
+    memory = max(_factor(est.loop_memory, h.loop_memory) for h in halves)
+    memory = min(max(memory, 1.0), 2**0.5)
+    return dataclasses.replace(est, decided=False, chunks_low=int(est.chunks / factor) + 1,
+                               chunks_high=int(est.chunks * factor), loop_memory_low=int(est.loop_memory / memory) + 1,
+                               loop_memory_high=int(est.loop_memory * memory))  # fmt: skip
+
+
+def _factor(a: float, b: float) -> float:
+    return max(a, b) / max(1.0, min(a, b))
 
 
 def sample_budget(total: int) -> int:
