@@ -113,14 +113,18 @@ class DecompressedFile:
         return b"".join(parts)
 
 
+WINDOW_RAW_STEP = 1 << 14  # compressed bytes per read when windows are placed: the positions' resolution
+
+
 class _Counting:
-    """A binary file object that counts the bytes read from it (the compressed position of a stream)."""
+    """A binary file object that counts the bytes read from it (the compressed position of a stream), read in
+    steps of ``WINDOW_RAW_STEP`` (at RAW_BLOCK, a file of under 64 KiB put every window at its start)."""
 
     def __init__(self, raw) -> None:
         self.raw, self.position = raw, 0
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n)
+        data = self.raw.read(WINDOW_RAW_STEP if n < 0 else min(n, WINDOW_RAW_STEP))
         self.position += len(data)
         return data
 
