@@ -136,8 +136,10 @@ class StreamWindows:
     decompressed from its start and what lies between the windows is discarded as it comes: memory is one window
     and one decompressor step. Window ``i`` starts at the first line that begins after the compressed position
     ``starts[i]`` (compressed bytes stand for decompressed ones: the ratio of a file varies little along it) and
-    holds about ``window`` bytes, to the end of a line. After the last window nothing more is read. A damaged
-    stream ends the windows where the damage is (the count stage makes the rest a dead letter).
+    holds the lines that start within ``window`` bytes of it, the last one whole (up to ``longest`` bytes more;
+    none where the window lies inside one long line: ``b""``, as a byte window of an uncompressed file reads).
+    After the last window nothing more is read. A damaged stream ends the windows where the damage is (the count
+    stage makes the rest a dead letter).
 
     ``compressed`` and ``decompressed`` count what was read, so the caller knows the file's ratio so far.
 
@@ -157,7 +159,7 @@ class StreamWindows:
     def compressed(self) -> int:
         return self._raw.position
 
-    def windows(self, starts, window: int) -> Iterator[bytes]:
+    def windows(self, starts, window: int, *, longest: int = 32 << 20) -> Iterator[bytes]:
         chunks, pending, at_start = decompressed_chunks(self._raw, self._compression), b"", True
         try:
             for start in starts:
@@ -167,12 +169,15 @@ class StreamWindows:
                         return
                     self.decompressed += len(pending)
                     at_start = at_start and self.decompressed == len(pending)
-                if not at_start:  # the line cut by the compressed position belongs to no window
-                    pending = self._after_newline(chunks, pending)
+                skipped = 0
+                if not at_start:  # the line cut by the compressed position belongs to the window before
+                    pending, skipped = self._after_newline(chunks, pending)
                 at_start = False
-                block, pending = self._take(chunks, pending, window)
-                if block:
-                    yield block
+                if skipped >= window:  # no line starts in this window (inside a long one): an empty window
+                    yield b""
+                    continue
+                block, pending = self._take(chunks, pending, window - skipped, window - skipped + longest)
+                yield block
             self._drain(chunks)
         except DamagedStream:
             return
@@ -186,30 +191,33 @@ class StreamWindows:
                 return
             self.decompressed += len(chunk)
 
-    def _after_newline(self, chunks, data: bytes) -> bytes:
+    def _after_newline(self, chunks, data: bytes) -> tuple[bytes, int]:
+        """The bytes after the next newline, and how many were skipped to reach them."""
+        skipped = 0
         while True:
             cut = data.find(b"\n")
             if cut >= 0:
-                return data[cut + 1 :]
+                return data[cut + 1 :], skipped + cut + 1
+            skipped += len(data)
             data = next(chunks, b"")
             self.decompressed += len(data)
             if not data:
-                return b""
+                return b"", skipped
 
-    def _take(self, chunks, data: bytes, window: int) -> tuple[bytes, bytes]:
-        """About ``window`` bytes from ``data`` on, to the end of a line (at most ``2 * window``: a longer line is
-        cut), and the bytes after them."""
+    def _take(self, chunks, data: bytes, window: int, most: int) -> tuple[bytes, bytes]:
+        """The lines that start in the ``window`` bytes from ``data`` on (as a byte window of an uncompressed file
+        reads: the last one whole, up to ``most`` bytes in all: a longer line is cut), and the bytes after them."""
         parts, size = [], 0
         while True:
             if size < window:
                 part = data[: window - size]
             else:
-                cut = data.find(b"\n", 0, 2 * window - size)
-                part = data[: cut + 1] if cut >= 0 else data[: 2 * window - size]
+                cut = data.find(b"\n", 0, most - size)
+                part = data[: cut + 1] if cut >= 0 else data[: most - size]
             parts.append(part)
             size += len(part)
             data = data[len(part) :]
-            if (size >= window and part.endswith(b"\n")) or size >= 2 * window:
+            if (size >= window and part.endswith(b"\n")) or size >= most:
                 return b"".join(parts), data
             if not data:
                 data = next(chunks, b"")

@@ -96,10 +96,25 @@ class Estimate:
             f"{self.sample_units} samples, {self.sample_text_bytes / max(1, self.text_bytes):.1%} of the corpus"
         )
         return (
-            f"estimate: {self.chunks:,} unique chunks ({how}); driver memory about {_size(self.driver_memory)} "
+            f"estimate: {self.chunks_figure()} unique chunks ({how}); driver memory {self.memory_figure()} "
             f"(merge loop {_size(self.loop_memory)} + this process {_size(self.process_memory)}); "
             f"merge loop about {_duration(self.seconds)}"
         )
+
+    def chunks_figure(self) -> str:
+        """The unique chunks as a number, or where the sample cannot decide as a range that says so."""
+        if self.decided:
+            return f"{self.chunks:,}"
+        return (
+            f"between {self.chunks_low:,} and {self.chunks_high:,} (the sample cannot decide: heavy tails, a few "
+            f"windows hold much of what is new; {self.chunks:,} in the middle)"
+        )
+
+    def memory_figure(self) -> str:
+        if self.decided:
+            return f"about {_size(self.driver_memory)}"
+        low, high = self.process_memory + self.loop_memory_low, self.process_memory + self.loop_memory_high
+        return f"between {_size(low)} and {_size(high)} (about {_size(self.driver_memory)})"
 
 
 def estimate_corpus(
@@ -117,7 +132,8 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
     total = sum(range_file_bytes(plan))
     budget = sample_budget(total) if sample_bytes is None else sample_bytes
     sample = sample_ranges(plan, budget, spec=spec)
-    tables, sizes, sample_file_bytes = count_sample(sample, spec, settings, piece=sample_window(budget))
+    counted = count_sample(sample, spec, settings, piece=sample_window(budget))
+    tables, sizes, sample_file_bytes = counted.tables, counted.sizes, counted.file_bytes
     exact = sample_file_bytes >= total
     sample_text = sum(sizes)
     if not tables:  # nothing but dead letters in the sample: nothing to predict from
@@ -143,7 +159,18 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
              for half in (order[0::2], order[1::2]) if half]  # fmt: skip
     ests = [_estimate(settings, total, text_bytes, sample_text, len(tables), False, law, kept, singles)
             for law, kept in fits]  # fmt: skip
-    return _with_range(ests[0], ests[1:]), curve
+    return _with_range(ests[0], ests[1:], text_spread(counted.draws)), curve
+
+
+def text_spread(draws: list[tuple[int, int]]) -> float:
+    """The relative standard error of the corpus's text predicted from the sample: of the mean text per stored
+    byte over the sample's draws (windows and ranges read whole). Windows of short documents all hold about as
+    much text (a few per mille); where a few long documents are met by a few windows and missed by the rest,
+    it is large (0.15-0.2 on the heavy-tailed corpus of the tests)."""
+    ratios = np.array([text / stored for text, stored in draws if stored > 0], dtype=np.float64)
+    if len(ratios) < 2 or ratios.mean() <= 0:
+        return 0.0
+    return float(ratios.std(ddof=1) / ratios.mean() / np.sqrt(len(ratios)))
 
 
 def _extrapolate(top, text: int, text_bytes: int):
@@ -163,17 +190,19 @@ def _union(tables):
     return merge_sorted_counts([incidence(t) for t in tables])
 
 
-def _with_range(est: Estimate, halves: list[Estimate]) -> Estimate:
-    """The estimate with a range where the sample cannot decide: the predictions of its two disjoint halves (each
-    from its own spectrum, to the whole corpus) differ from the whole sample's by more than ``UNDECIDED``. Such a
-    sample is one where a few windows hold much of what is new (heavy tails): which half holds them moves the
-    prediction. The range is the whole sample's prediction divided and multiplied by the largest factor a half
-    moved it (at most ``sqrt(2)``: the high end at most twice the low end)."""
-    factor = max(_factor(est.chunks, h.chunks) for h in halves) if halves else 1.0
+def _with_range(est: Estimate, halves: list[Estimate], spread: float) -> Estimate:
+    """The estimate with a range where the sample cannot decide (heavy tails: a few windows hold much of what is
+    new, or much of the text). Two factors by which the prediction is uncertain, multiplied: the largest by which
+    a disjoint half of the sample (its own spectrum, to the whole corpus) moves the whole sample's prediction, and
+    that of two standard errors of the corpus's text (``text_spread``) through Heaps' exponent. Above
+    ``1 + UNDECIDED``, the figures are the prediction divided and multiplied by that factor (at most ``sqrt(2)``:
+    the high end at most twice the low end)."""
+    text = (1 + 2 * spread) ** est.growth_b
+    factor = text * (max(_factor(est.chunks, h.chunks) for h in halves) if halves else 1.0)
     if factor <= 1 + UNDECIDED:
         return est
     factor = min(factor, 2**0.5)
-    memory = max(_factor(est.loop_memory, h.loop_memory) for h in halves)
+    memory = text * (max(_factor(est.loop_memory, h.loop_memory) for h in halves) if halves else 1.0)
     memory = min(max(memory, 1.0), 2**0.5)
     return dataclasses.replace(est, decided=False, chunks_low=int(est.chunks / factor) + 1,
                                chunks_high=int(est.chunks * factor), loop_memory_low=int(est.loop_memory / memory) + 1,
@@ -305,11 +334,11 @@ def report(est: Estimate, settings: TrainSettings, limit: int) -> str:
         "      pieces        text   unique chunks",
         *(f"  {units:10,}  {_size(size):>10}  {chunks:14,}" for units, size, chunks in est.curve),
         "predicted for the whole corpus:",
-        f"  unique chunks    {est.chunks:,}"
+        f"  unique chunks    {est.chunks_figure()}"
         + ("" if est.exact else f" (unique chunks ~ {est.growth_a:.3g}·n^{est.growth_b:.2f}, n in bytes of text)"),
         f"  merge loop       {est.words:,} words of {_size(est.word_bytes)}, {est.merges:,} merges, about "
         f"{_duration(est.seconds)} of CPU",
-        f"  driver memory    about {_size(est.driver_memory)} (merge loop {_size(est.loop_memory)} + this process "
+        f"  driver memory    {est.memory_figure()} (merge loop {_size(est.loop_memory)} + this process "
         f"{_size(est.process_memory)}); --driver-memory {_size(limit) if limit else 'off'}",
         f"  vocabulary       at most about {est.reachable_vocab:,} tokens can be reached",
     ]

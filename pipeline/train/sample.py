@@ -148,58 +148,70 @@ def _entered(rng: CorpusRange, size: int, window: int, spec: CorpusSpec | None) 
     return (rng.kind == "bytes" and size > window) or _windowed(rng, size, window, spec)
 
 
-def count_sample(
-    sample: list[SampleUnit], spec: CorpusSpec, settings, *, piece: int
-) -> tuple[list[SortedCounts], list[int], int]:
+class CountedSample(NamedTuple):
+    """The sample counted: one sorted table per window or piece (``tables``) with its text bytes (``sizes``), the
+    stored bytes the sample stands for (``file_bytes``), and ``draws``: (text bytes, stored bytes) of each window
+    and each range read whole, empty windows included (how evenly text falls into the windows: a few long
+    documents make it uneven, and the corpus's text uncertain)."""
+
+    tables: list[SortedCounts]
+    sizes: list[int]
+    file_bytes: int
+    draws: list[tuple[int, int]]
+
+
+def count_sample(sample: list[SampleUnit], spec: CorpusSpec, settings, *, piece: int) -> CountedSample:
     """One sorted table per window, or per ``piece`` bytes of text of a range read whole (a file holds many
-    pieces: the growth between them is what the fit needs), the text bytes of each, and the stored bytes they
-    stand for."""
-    tables, sizes, file_bytes = [], [], 0
+    pieces: the growth between them is what the fit needs)."""
+    out = CountedSample([], [], 0, [])
     for unit in sample:
         if not unit.windows:
-            file_bytes += unit.file_bytes
             limit = piece if unit.rng.kind != "bytes" else 1 << 62
             texts = _range_texts(unit.rng, spec)
         elif unit.rng.kind == "row_group":
             texts, limit = _row_group_windows(unit, spec, piece), 1 << 62
         else:
             texts, limit = _stream_windows(unit, spec, piece), 1 << 62
+        text = 0
         for parts in _pieces(texts, limit):
             counter = SortedChunkCounter(settings.pre)
             for part in parts:
                 counter.add(part, num_threads=None)
-            tables.append(_take(counter))
-            sizes.append(sum(int(_lengths(p).sum()) for p in parts))
-        if unit.windows:
-            file_bytes += texts.stored
-    return tables, sizes, file_bytes
+            out.tables.append(_take(counter))
+            out.sizes.append(sum(int(_lengths(p).sum()) for p in parts))
+            text += out.sizes[-1]
+        draws = texts.draws if unit.windows else [(text, unit.file_bytes)]
+        out.draws.extend(draws)
+    file_bytes = sum(stored for _, stored in out.draws)
+    return out._replace(file_bytes=file_bytes)
 
 
 class _Windows:
-    """The texts of a windowed unit, window by window (``None`` between two windows), and the stored bytes they
-    stand for once read (``stored``)."""
+    """The texts of a windowed unit, window by window (``None`` after each window), and once read the (text,
+    stored bytes) of each window (``draws``)."""
 
     def __init__(self, gen) -> None:
-        self._gen, self.stored = gen, 0
+        self._gen, self.draws = gen, []
 
     def __iter__(self):
-        self.stored = yield from self._gen
+        self.draws = yield from self._gen
 
 
 def _stream_windows(unit: SampleUnit, spec: CorpusSpec, piece: int) -> _Windows:
     def gen() -> Iterator:
-        rng, text = unit.rng, 0
+        rng, texts = unit.rng, []
         fmt = rng.format or spec.format
         with fsspec.open(rng.source, "rb") as raw:
             stream = StreamWindows(raw, compression_of(rng.source))
             starts = [max(0, int(f * unit.file_bytes) - piece // (2 * COMPRESSED_RATIO)) for f in unit.windows]
-            for block in stream.windows(starts, piece):
-                for batch in _block_texts(block, fmt, spec):
-                    text += int(_lengths(batch).sum())
+            for block in stream.windows(starts, piece, longest=spec.max_document_bytes):
+                texts.append(0)
+                for batch in _block_texts(block, fmt, spec) if block else ():
+                    texts[-1] += int(_lengths(batch).sum())
                     yield batch
                 yield None
-        ratio = stream.compressed / max(1, stream.decompressed)
-        return int(text * ratio)
+        stored = int(piece * stream.compressed / max(1, stream.decompressed))  # a window: piece bytes of the stream
+        return [(text, stored) for text in texts]
 
     return _Windows(gen())
 
@@ -223,9 +235,9 @@ def _row_group_windows(unit: SampleUnit, spec: CorpusSpec, piece: int) -> _Windo
         lengths = [_lengths(b) for b in batches]
         total = sum(int(n.sum()) for n in lengths)
         ends = np.cumsum([int(n.sum()) for n in lengths])
-        text = 0
-        for f in unit.windows:
-            begin, end = int(f * total) - piece // 2, int(f * total) + (piece + 1) // 2
+        draws = []
+        for f in unit.windows:  # the rows that start in a window of piece bytes of the group's text
+            begin, end, text = int(f * total) - piece // 2, int(f * total) + (piece + 1) // 2, 0
             for batch, n, stop in zip(batches, lengths, ends, strict=True):
                 at = stop - n.sum() + np.concatenate([[0], np.cumsum(n)[:-1]])  # each row's start in the group
                 rows = np.flatnonzero((at >= begin) & (at < end))
@@ -233,7 +245,8 @@ def _row_group_windows(unit: SampleUnit, spec: CorpusSpec, piece: int) -> _Windo
                     yield batch[int(rows[0]) : int(rows[-1]) + 1]
                     text += int(n[rows[0] : rows[-1] + 1].sum())
             yield None
-        return int(unit.file_bytes * text / max(1, total))
+            draws.append((text, int(unit.file_bytes * min(1.0, piece / max(1, total)))))
+        return draws
 
     return _Windows(gen())
 

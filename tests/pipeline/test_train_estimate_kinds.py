@@ -49,7 +49,7 @@ def test_stream_windows_are_whole_lines_spread_through_the_decompressed_bytes(co
     for w in windows:
         found = data.find(w, at)
         assert found >= 0 and (found == 0 or data[found - 1 : found] == b"\n") and w.endswith(b"\n")
-        assert 8192 <= len(w) < 2 * 8192
+        assert 8192 - 300 <= len(w) < 8192 + 300  # lines starting in the window; a line is at most ~250 bytes
         at = found + len(w)
     offsets = [data.find(w) / len(data) for w in windows]
     lag = 900_000 / len(data) if compression == "bz2" else 0.0  # bz2 gives a block's bytes after the whole block
@@ -88,7 +88,7 @@ def test_a_file_whose_later_half_differs_is_sampled_from_both_halves(tmp_path, s
     budget = 64 * 4096
     sample = sample_ranges(plan, budget, spec=spec)
     assert any(unit.windows for unit in sample)  # entered, not read whole
-    tables, sizes, _ = count_sample(sample, spec, SETTINGS, piece=sample_window(budget))
+    tables, sizes, _, _ = count_sample(sample, spec, SETTINGS, piece=sample_window(budget))
     kinds = []
     for table in tables:
         chunks = [bytes(table.data[a:b]) for a, b in zip(table.offsets[:-1], table.offsets[1:], strict=True)]
@@ -148,24 +148,34 @@ def test_every_input_kind_predicts_what_the_jsonl_does(tmp_path):
 
 
 def _heavy_tailed(seed: int = 36) -> list[str]:
-    """Prose with a heavy tail: 2% of the documents are random identifiers, their sizes Pareto (alpha 0.9: a few
+    """Prose with a heavy tail: 1% of the documents are random identifiers, their sizes Pareto (alpha 0.7: a few
     documents hold most of them), so which windows meet them decides the count."""
     rng = random.Random(seed)
     out = []
     for text in _shared_texts(("en_bible_kjv", "docs_python_rst")):
         out.append(text)
-        if rng.random() < 0.02:
-            n = min(60_000, int(20 * rng.paretovariate(0.9)))
+        if rng.random() < 0.01:
+            n = min(150_000, int(200 * rng.paretovariate(0.7)))
             out.append(" ".join(f"{rng.getrandbits(40):x}" for _ in range(n)))
     return out
 
 
 def test_a_heavy_tailed_corpus_gets_a_range_that_holds_the_exact_count(tmp_path):
-    texts = _heavy_tailed()
-    exact = len(bpe_core.count_chunks(texts, "cl100k"))
-    path, spec = _write(tmp_path, "jsonl", texts)
-    plan = plan_corpus([InputSpec(path)], spec)
-    est = estimate_corpus(plan, spec, SETTINGS, sample_bytes=int(0.05 * plan.total_bytes))
-    assert not est.decided, est
-    assert est.chunks_low <= exact <= est.chunks_high <= 2 * est.chunks_low, (est.chunks_low, exact, est.chunks_high)
-    assert est.loop_memory_low <= est.loop_memory <= est.loop_memory_high <= 2 * est.loop_memory_low
+    """Three draws of the heavy-tailed corpus: each figure within 25% of the exact count, or a range (high at most
+    twice low) that holds it; at least one of them a range (the sample cannot decide there)."""
+    ranges = 0
+    for seed in (36, 37, 38):
+        texts = _heavy_tailed(seed)
+        exact = len(bpe_core.count_chunks(texts, "cl100k"))
+        (tmp_path / str(seed)).mkdir()
+        path, spec = _write(tmp_path / str(seed), "jsonl", texts)
+        plan = plan_corpus([InputSpec(path)], spec)
+        est = estimate_corpus(plan, spec, SETTINGS, sample_bytes=int(0.05 * plan.total_bytes))
+        if est.decided:
+            assert abs(est.chunks / exact - 1) < 0.25, (seed, est.chunks, exact)
+            continue
+        ranges += 1
+        assert est.chunks_low <= exact <= est.chunks_high <= 2 * est.chunks_low, (seed, est, exact)
+        assert est.loop_memory_low <= est.loop_memory <= est.loop_memory_high <= 2 * est.loop_memory_low
+        assert "between" in est.line() and "cannot decide" in est.line()
+    assert ranges >= 1
