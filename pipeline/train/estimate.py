@@ -2,15 +2,17 @@
 
 The merge loop runs on the driver after the whole corpus is counted, and its memory is fixed by the unique chunks
 the count finds: a run that cannot fit used to fail after hours. Before the count, this reads a sample spread over
-the planned corpus (``SAMPLE_UNITS`` byte windows of uncompressed text/JSONL, or whole compressed files and Parquet
-row groups, at positions spaced evenly over the corpus's bytes), counts each unit with the count stage's own
-counter, and fits the growth of unique chunks against bytes (``bpe_core.train.growth``: Heaps' law, ``a·n^b``) to
-predict the whole corpus. The sample is ``SAMPLE_FRACTION`` of the corpus, at least ``MIN_SAMPLE_BYTES`` and at most
-``MAX_SAMPLE_BYTES``; a corpus within the sample is read whole and its figures are exact.
+the planned corpus (``pipeline/train/sample.py``: 64 windows at positions spaced evenly over the corpus's bytes,
+inside uncompressed ranges, compressed streams and Parquet row groups alike, and small files read whole), counts
+each window with the count stage's own counter, and fits the growth of unique chunks against bytes
+(``bpe_core.train.growth``: Heaps' law, ``a·n^b``) to predict the whole corpus. The sample is ``SAMPLE_FRACTION`` of
+the corpus, at least ``MIN_SAMPLE_BYTES`` and at most ``MAX_SAMPLE_BYTES``; a corpus within the sample is read
+whole and its figures are exact. Where the sample cannot decide (heavy tails: its halves disagree, or a few
+windows hold much of the text), the figures are a range, its high end at most twice its low end (``decided``).
 
-Caveats: compressed files are sampled whole, file by file (a stream cannot be entered in the middle); the weights of
-``--weight`` change counts, not which chunks exist, and are not applied; ``--min-chunk-count K`` is predicted from
-the scale invariance of a power-law spectrum (chunks seen K times in n bytes ~ chunks seen once in n/K bytes).
+Caveats: the weights of ``--weight`` change counts, not which chunks exist, and are not applied;
+``--min-chunk-count K`` is predicted from the scale invariance of a power-law spectrum (chunks seen K times in n
+bytes ~ chunks seen once in n/K bytes).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ MAX_SAMPLE_BYTES = 512 << 20
 DRIVER_MEMORY_SHARE = 0.8  # --driver-memory's default: this share of the launching machine's memory
 SEED = 27
 UNDECIDED = 0.25  # the halves' predictions this far apart: a range, not one number
+# A range of driver memory also holds the memory model's own error (bpe_core/train/growth.py: -13% .. +12% of the
+# 12 runs it was fitted on), on top of the words' range.
+MEMORY_MODEL_ERROR = 1.15
 
 
 @dataclass(frozen=True)
@@ -196,14 +201,14 @@ def _with_range(est: Estimate, halves: list[Estimate], spread: float) -> Estimat
     a disjoint half of the sample (its own spectrum, to the whole corpus) moves the whole sample's prediction, and
     that of two standard errors of the corpus's text (``text_spread``) through Heaps' exponent. Above
     ``1 + UNDECIDED``, the figures are the prediction divided and multiplied by that factor (at most ``sqrt(2)``:
-    the high end at most twice the low end)."""
+    the high end at most twice the low end). The memory's range also holds the memory model's error."""
     text = (1 + 2 * spread) ** est.growth_b
     factor = text * (max(_factor(est.chunks, h.chunks) for h in halves) if halves else 1.0)
     if factor <= 1 + UNDECIDED:
         return est
     factor = min(factor, 2**0.5)
     memory = text * (max(_factor(est.loop_memory, h.loop_memory) for h in halves) if halves else 1.0)
-    memory = min(max(memory, 1.0), 2**0.5)
+    memory = min(max(memory, 1.0) * MEMORY_MODEL_ERROR, 2**0.5)
     return dataclasses.replace(est, decided=False, chunks_low=int(est.chunks / factor) + 1,
                                chunks_high=int(est.chunks * factor), loop_memory_low=int(est.loop_memory / memory) + 1,
                                loop_memory_high=int(est.loop_memory * memory))  # fmt: skip
@@ -280,6 +285,12 @@ def check_estimate(est: Estimate, settings: TrainSettings, limit: int) -> list[s
             f"chunks of {_size(est.word_bytes)} allow at most about {est.reachable_vocab:,} tokens "
             f"({'exact' if est.exact else 'estimated from the sample'}); training will stop there"
         )
+    high = est.process_memory + est.loop_memory_high
+    if limit and not est.decided and est.driver_memory <= limit < high:
+        warnings.append(
+            f"the driver may need up to {_size(high)}, over --driver-memory {_size(limit)}: the sample cannot decide "
+            f"(heavy tails); the run goes ahead on the middle of the range, {_size(est.driver_memory)}"
+        )
     if limit and est.driver_memory > limit:
         raise UsageError(
             f"the driver would need about {_size(est.driver_memory)} for {est.words:,} unique chunks "
@@ -313,7 +324,10 @@ def preflight(plan: CorpusPlan, spec: CorpusSpec, settings: TrainSettings, *, li
     reporter.stage(
         "estimate",
         unique_chunks=est.chunks,
+        decided=est.decided,  # False: the sample cannot decide; the figures are ranges (low, high)
+        unique_chunks_range=[est.chunks_low, est.chunks_high],
         driver_memory=est.driver_memory,
+        driver_memory_range=[est.process_memory + est.loop_memory_low, est.process_memory + est.loop_memory_high],
         merge_loop_seconds=round(est.seconds, 1),
         sample_text_bytes=est.sample_text_bytes,
         exact=est.exact,

@@ -33,6 +33,7 @@ from pipeline.corpus.readers import read_range  # pyarrow readers, as the count 
 from pipeline.corpus.records import OFFSET, PACKED, CorpusRange
 
 SAMPLE_UNITS = 64
+WHOLE_PIECES = 4
 
 
 class SampleUnit(NamedTuple):
@@ -166,7 +167,7 @@ def count_sample(sample: list[SampleUnit], spec: CorpusSpec, settings, *, piece:
     out = CountedSample([], [], 0, [])
     for unit in sample:
         if not unit.windows:
-            limit = piece if unit.rng.kind != "bytes" else 1 << 62
+            limit = WHOLE_PIECES * piece if unit.rng.kind != "bytes" else 1 << 62
             texts = _range_texts(unit.rng, spec)
         elif unit.rng.kind == "row_group":
             texts, limit = _row_group_windows(unit, spec, piece), 1 << 62

@@ -179,3 +179,21 @@ def test_a_heavy_tailed_corpus_gets_a_range_that_holds_the_exact_count(tmp_path)
         assert est.loop_memory_low <= est.loop_memory <= est.loop_memory_high <= 2 * est.loop_memory_low
         assert "between" in est.line() and "cannot decide" in est.line()
     assert ranges >= 1
+
+
+def test_a_range_whose_high_end_is_over_the_limit_is_warned_of(tmp_path):
+    import dataclasses
+
+    from pipeline.train.estimate import check_estimate
+
+    path, spec = _write(tmp_path, "jsonl", ["hello world, hello again"] * 10)
+    est = estimate_corpus(plan_corpus([InputSpec(path)], spec), spec, SETTINGS)
+    assert est.decided and est.chunks_low == est.chunks == est.chunks_high  # exact: no range
+    wide = dataclasses.replace(
+        est, decided=False, loop_memory_low=est.loop_memory // 2, loop_memory_high=est.loop_memory * 2
+    )
+    limit = est.process_memory + est.loop_memory + est.loop_memory // 2  # the middle fits, the high end does not
+    (warning,) = [w for w in check_estimate(wide, SETTINGS, limit) if "--vocab-size" not in w]
+    assert "cannot decide" in warning and "--driver-memory" in warning
+    assert [w for w in check_estimate(wide, SETTINGS, limit + est.loop_memory) if "--vocab-size" not in w] == []
+    assert [w for w in check_estimate(est, SETTINGS, limit) if "--vocab-size" not in w] == []
