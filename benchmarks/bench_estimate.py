@@ -35,7 +35,7 @@ from benchlib import iter_records
 
 KINDS = ("jsonl", "jsonl.gz", "zst", "parquet", "many")
 ESTIMATE = """
-import json, sys
+import json, sys, time
 from pipeline.corpus.plan import CorpusSpec, InputSpec, plan_corpus
 from pipeline.train.estimate import estimate_corpus
 from pipeline.train.settings import train_settings
@@ -43,7 +43,9 @@ fmt = "parquet" if sys.argv[1].endswith(".parquet") else "jsonl"
 spec = CorpusSpec(fmt)
 plan = plan_corpus([InputSpec(sys.argv[1])], spec)
 settings = train_settings({}, {"vocab_size": int(sys.argv[3]), "pretokenizer": sys.argv[4]})
-print(json.dumps(estimate_corpus(plan, spec, settings, sample_bytes=int(sys.argv[2])).to_manifest()))
+t = time.perf_counter()
+est = estimate_corpus(plan, spec, settings, sample_bytes=int(sys.argv[2]))
+print(json.dumps({**est.to_manifest(), "seconds_taken": time.perf_counter() - t}))
 """
 TARGET_BYTES = 40 << 20
 
@@ -203,8 +205,8 @@ def main() -> None:
     idle = 0 if args.quick else measure([str(BIN / "beam-bpe"), "--version"])["rss"]
     built = corpora()
     rows, mib = [], 1 << 20
-    print(f"{'corpus':<13}{'kind':<10}{'MB':>6} {'unique chunks: predicted':>34} {'exact':>10} {'error':>7}"
-          f" {'driver MiB: predicted':>24} {'measured':>9} {'error':>7}  ok: chunks, memory  load")  # fmt: skip
+    head = f"{'corpus':<13}{'kind':<10}{'MB':>6} {'unique chunks: predicted':>34} {'exact':>10} {'error':>7}"
+    print(f"{head} {'driver MiB: predicted':>24} {'measured':>9} {'error':>7}  ok: chunks, memory  load  estimate s")
     for name in names:
         texts = built[name]
         paths = write_kinds(work, name, texts)
@@ -229,7 +231,7 @@ def main() -> None:
             marks = (
                 f"{'yes' if c_ok else 'NO'}, {'yes' if m_ok else 'NO'}" if not args.quick else "yes" if c_ok else "NO"
             )
-            print(f"{line}  {marks:<17} {load:.1f}", flush=True)
+            print(f"{line}  {marks:<17} {load:4.1f}  {e['seconds_taken']:5.1f}", flush=True)
             rows.append({"corpus": name, "kind": kind, "chunks_ok": c_ok, "memory_ok": m_ok, "chunk_error": c_err,
                          "estimate": e, "truth": true})  # fmt: skip
     (work / "results.json").write_text(json.dumps(rows, indent=1))
