@@ -203,7 +203,7 @@ def _stream_windows(unit: SampleUnit, spec: CorpusSpec, piece: int) -> _Windows:
         rng, texts = unit.rng, []
         fmt = rng.format or spec.format
         with fsspec.open(rng.source, "rb") as raw:
-            stream = StreamWindows(raw, compression_of(rng.source))
+            stream = StreamWindows(raw, compression_of(rng.source), size=unit.file_bytes)
             starts = [max(0, int(f * unit.file_bytes) - piece // (2 * COMPRESSED_RATIO)) for f in unit.windows]
             for block in stream.windows(starts, piece, longest=spec.max_document_bytes):
                 texts.append(0)

@@ -197,3 +197,31 @@ def test_a_range_whose_high_end_is_over_the_limit_is_warned_of(tmp_path):
     assert "cannot decide" in warning and "--driver-memory" in warning
     assert [w for w in check_estimate(wide, SETTINGS, limit + est.loop_memory) if "--vocab-size" not in w] == []
     assert [w for w in check_estimate(est, SETTINGS, limit) if "--vocab-size" not in w] == []
+
+
+def _seekable_zstd(data: bytes, frame: int) -> bytes:
+    """zstd's seekable format (contrib/seekable_format), written here by its specification: independent frames of
+    ``frame`` bytes, then a skippable frame holding the seek table (compressed, decompressed size per frame)."""
+    import struct
+
+    frames = [zstandard.ZstdCompressor(level=3).compress(data[i : i + frame]) for i in range(0, len(data), frame)]
+    entries = b"".join(struct.pack("<II", len(f), len(data[i * frame : (i + 1) * frame])) for i, f in enumerate(frames))
+    footer = struct.pack("<IBI", len(frames), 0, 0x8F92EAB1)
+    return b"".join(frames) + struct.pack("<II", 0x184D2A5E, len(entries) + len(footer)) + entries + footer
+
+
+def test_a_seekable_zstd_file_is_entered_at_the_windows_frames():
+    data = _lines(60000)
+    packed = _seekable_zstd(data, 1 << 16)
+    starts = [int(f * len(packed)) for f in (0.0, 0.5, 0.9)]
+    stream = StreamWindows(io.BytesIO(packed), "zstd", size=len(packed))
+    windows = list(stream.windows(starts, 8192))
+    offsets = [data.find(w) / len(data) for w in windows]
+    assert all(w.endswith(b"\n") and data.find(w) >= 0 for w in windows)
+    for share, offset in zip((0.0, 0.5, 0.9), offsets, strict=True):
+        assert share - 0.05 < offset < share + 0.05, offsets
+    assert stream.compressed < 0.1 * len(packed)  # three frames' worth, not the 90% of the file before the last
+    through = StreamWindows(io.BytesIO(packed), "zstd")  # no size: read through, windows at about the same places
+    read_through = [data.find(w) / len(data) for w in through.windows(starts, 8192)]
+    assert all(abs(a - b) < 0.02 for a, b in zip(read_through, offsets, strict=True)), (read_through, offsets)
+    assert through.compressed > 0.85 * len(packed)
