@@ -1,6 +1,6 @@
 """The training pre-flight (``train --estimate``) against the run it predicts, per corpus kind and input kind.
 
-    .venv/bin/python benchmarks/bench_estimate.py [--quick] [--sample 0.05] [--work /tmp/bench-estimate]
+    .venv/bin/python benchmarks/bench_estimate.py [--quick] [--all] [--sample 0.05] [--work /tmp/bench-estimate]
 
 Corpora of different kinds, assembled from the shared data and from files already on this machine (none of them
 was used to fit the estimate's rules or its memory model): ``code`` (the .py sources of the venv's
@@ -15,7 +15,9 @@ Measured: the exact unique chunks (the counts of ``train --counts-only``, 2 work
 for every kind) and the driver's peak RSS (``train --from-counts``); predicted: the estimate from a sample of
 ``--sample`` of the ``.jsonl``'s bytes (the same text budget for every kind), its driver memory as ``beam-bpe
 --version``'s RSS plus the merge loop's. ``--quick`` counts in-process (bpe_core.count_chunks) and skips memory.
-Prints one row per corpus and kind, the load average beside it.
+With ``--all``, also every corpus together (a file of each, or 400 each for ``many``) sampled as ``train`` samples
+by default (5% of the stored bytes, at least 32 MiB): the issue's case of a few large compressed files of different
+kinds. Prints one row per corpus and kind, the load average and the estimate's seconds beside it.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ from pipeline.train.estimate import estimate_corpus
 from pipeline.train.settings import train_settings
 fmt = "parquet" if sys.argv[1].endswith(".parquet") else "jsonl"
 spec = CorpusSpec(fmt)
-plan = plan_corpus([InputSpec(sys.argv[1])], spec)
+plan = plan_corpus([InputSpec(p) for p in sys.argv[1].split(",")], spec)
 settings = train_settings({}, {"vocab_size": int(sys.argv[3]), "pretokenizer": sys.argv[4]})
 t = time.perf_counter()
-est = estimate_corpus(plan, spec, settings, sample_bytes=int(sys.argv[2]))
+est = estimate_corpus(plan, spec, settings, sample_bytes=int(sys.argv[2]) or None)  # 0: train's default sample
 print(json.dumps({**est.to_manifest(), "seconds_taken": time.perf_counter() - t}))
 """
 TARGET_BYTES = 40 << 20
@@ -152,11 +154,13 @@ def _input(kind: str, path: Path) -> str:
     return str(path / "*.jsonl.gz") if kind == "many" else str(path)
 
 
-def truth(work: Path, name: str, paths: dict[str, Path], texts: list[str], args) -> dict:
-    """Exact unique chunks and words, and (without --quick) the driver's peak RSS of the run."""
+def truth(work: Path, name: str, jsonl: str, texts: list[str] | None, args) -> dict:
+    """Exact unique chunks and words, and (without --quick) the driver's peak RSS of the run, of the ``jsonl``
+    input (a path or glob)."""
     cached = work / name / f"truth-{args.vocab_size}{'-quick' if args.quick else ''}.json"
     if cached.exists():
         return json.loads(cached.read_text())
+    cached.parent.mkdir(parents=True, exist_ok=True)
     if args.quick:
         import bpe_core
 
@@ -165,7 +169,8 @@ def truth(work: Path, name: str, paths: dict[str, Path], texts: list[str], args)
     else:
         counts_dir, train_dir = work / name / "counts", work / name / "train"
         cli = str(BIN / "beam-bpe")
-        measure([cli, "train", "--input", str(paths["jsonl"]), "--counts-only", "--pretokenizer", args.pretokenizer,
+        inputs = [arg for path in jsonl.split(",") for arg in ("--input", path)]
+        measure([cli, "train", *inputs, "--counts-only", "--pretokenizer", args.pretokenizer,
                  "--out", str(counts_dir), "--overwrite", "--no-progress", *MULTI])  # fmt: skip
         from bench_scale import WORDS_SUMMARY
 
@@ -178,10 +183,36 @@ def truth(work: Path, name: str, paths: dict[str, Path], texts: list[str], args)
     return out
 
 
-def estimate(kind: str, path: Path, sample: int, args) -> dict:
-    run = subprocess.run([sys.executable, "-c", ESTIMATE, _input(kind, path), str(sample), str(args.vocab_size),
+def estimate(pattern: str, sample: int, args) -> dict:
+    run = subprocess.run([sys.executable, "-c", ESTIMATE, pattern, str(sample), str(args.vocab_size),
                           args.pretokenizer], capture_output=True, text=True, check=True)  # fmt: skip
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _row(name: str, kind: str, mb: float, e: dict, true: dict, idle: int, args) -> dict:
+    """Print one corpus and kind: predicted against measured, and whether it holds (within 25%, or in its range)."""
+    mib = 1 << 20
+    c_err, c_ok = _within(e, true["chunks"], "chunks", "chunks_low", "chunks_high")
+    chunks = f"{e['chunks']:,}" if e["decided"] else f"{e['chunks_low']:,}..{e['chunks_high']:,}"
+    line = f"{name:<13}{kind:<10}{mb:6.0f} {chunks:>34} {true['chunks']:>10,} {c_err:+6.0%}"
+    m_ok = True
+    if not args.quick:
+        e = {**e, "mem": idle + e["loop_memory"], "mem_low": idle + e["loop_memory_low"],
+             "mem_high": idle + e["loop_memory_high"]}  # fmt: skip
+        m_err, m_ok = _within(e, true["rss"], "mem", "mem_low", "mem_high")
+        mem = f"{e['mem'] / mib:.0f}" if e["decided"] else f"{e['mem_low'] / mib:.0f}..{e['mem_high'] / mib:.0f}"
+        line += f" {mem:>24} {true['rss'] / mib:9.0f} {m_err:+6.0%}"
+    marks = f"{'yes' if c_ok else 'NO'}, {'yes' if m_ok else 'NO'}" if not args.quick else "yes" if c_ok else "NO"
+    print(f"{line}  {marks:<17} {os.getloadavg()[0]:4.1f}  {e['seconds_taken']:5.1f}", flush=True)
+    return {
+        "corpus": name,
+        "kind": kind,
+        "chunks_ok": c_ok,
+        "memory_ok": m_ok,
+        "chunk_error": c_err,
+        "estimate": e,
+        "truth": true,
+    }
 
 
 def _within(e: dict, true: float, point: str, low: str, high: str) -> tuple[float, bool]:
@@ -200,40 +231,34 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--vocab-size", type=int, default=16384)
     parser.add_argument("--pretokenizer", default="cl100k")
+    parser.add_argument("--all", action="store_true", help="also every corpus together, with train's default sample")
     args = parser.parse_args()
     work, names, kinds = Path(args.work), args.corpora.split(","), args.kinds.split(",")
     idle = 0 if args.quick else measure([str(BIN / "beam-bpe"), "--version"])["rss"]
     built = corpora()
-    rows, mib = [], 1 << 20
+    rows = []
     head = f"{'corpus':<13}{'kind':<10}{'MB':>6} {'unique chunks: predicted':>34} {'exact':>10} {'error':>7}"
     print(f"{head} {'driver MiB: predicted':>24} {'measured':>9} {'error':>7}  ok: chunks, memory  load  estimate s")
     for name in names:
         texts = built[name]
         paths = write_kinds(work, name, texts)
-        true = truth(work, name, paths, texts, args)
+        true = truth(work, name, str(paths["jsonl"]), texts, args)
         sample = int(args.sample * paths["jsonl"].stat().st_size)
+        mb = paths["jsonl"].stat().st_size / 1e6
         for kind in kinds:
-            e = estimate(kind, paths[kind], sample, args)
-            c_err, c_ok = _within(e, true["chunks"], "chunks", "chunks_low", "chunks_high")
-            chunks = f"{e['chunks']:,}" if e["decided"] else f"{e['chunks_low']:,}..{e['chunks_high']:,}"
-            line = f"{name:<13}{kind:<10}{paths['jsonl'].stat().st_size / 1e6:6.0f} {chunks:>34} {true['chunks']:>10,}"
-            line += f" {c_err:+6.0%}"
-            m_ok = True
-            if not args.quick:
-                e = {**e, "mem": idle + e["loop_memory"], "mem_low": idle + e["loop_memory_low"],
-                     "mem_high": idle + e["loop_memory_high"]}  # fmt: skip
-                m_err, m_ok = _within(e, true["rss"], "mem", "mem_low", "mem_high")
-                mem = (
-                    f"{e['mem'] / mib:.0f}" if e["decided"] else f"{e['mem_low'] / mib:.0f}..{e['mem_high'] / mib:.0f}"
-                )
-                line += f" {mem:>24} {true['rss'] / mib:9.0f} {m_err:+6.0%}"
-            load = os.getloadavg()[0]
-            marks = (
-                f"{'yes' if c_ok else 'NO'}, {'yes' if m_ok else 'NO'}" if not args.quick else "yes" if c_ok else "NO"
-            )
-            print(f"{line}  {marks:<17} {load:4.1f}  {e['seconds_taken']:5.1f}", flush=True)
-            rows.append({"corpus": name, "kind": kind, "chunks_ok": c_ok, "memory_ok": m_ok, "chunk_error": c_err,
-                         "estimate": e, "truth": true})  # fmt: skip
+            rows.append(_row(name, kind, mb, estimate(_input(kind, paths[kind]), sample, args), true, idle, args))
+    if args.all:  # every corpus together, a file each (or 400 each), with train's own default sample
+        everything = {"jsonl": "corpus.jsonl", "jsonl.gz": "corpus.jsonl.gz", "zst": "corpus.jsonl.zst",
+                      "parquet": "corpus.parquet", "many": "many/*.jsonl.gz"}  # fmt: skip
+
+        def inputs(kind: str) -> str:
+            return ",".join(str(work / n / everything[kind]) for n in names)
+
+        texts = [t for name in names for t in built[name]] if args.quick else None
+        true = truth(work, "all-" + "-".join(names), inputs("jsonl"), texts, args)
+        mb = sum((work / n / "corpus.jsonl").stat().st_size for n in names) / 1e6
+        for kind in kinds:
+            rows.append(_row("all, default", kind, mb, estimate(inputs(kind), 0, args), true, idle, args))
     (work / "results.json").write_text(json.dumps(rows, indent=1))
     print(
         f"\nwithin 25%, or inside a range of at most 2x: unique chunks {sum(r['chunks_ok'] for r in rows)} of "
