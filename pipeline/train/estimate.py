@@ -18,6 +18,7 @@ bytes ~ chunks seen once in n/K bytes).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 from dataclasses import asdict, dataclass
@@ -45,10 +46,8 @@ MIN_SAMPLE_BYTES = 32 << 20
 MAX_SAMPLE_BYTES = 512 << 20
 DRIVER_MEMORY_SHARE = 0.8  # --driver-memory's default: this share of the launching machine's memory
 SEED = 27
-UNDECIDED = 0.25  # the halves' predictions this far apart: a range, not one number
-# A range of driver memory also holds the memory model's own error (bpe_core/train/growth.py: -13% .. +12% of the
-# 12 runs it was fitted on), on top of the words' range.
-MEMORY_MODEL_ERROR = 1.15
+UNDECIDED = 0.25  # the other predictions this far apart: a range, not one number
+LARGE_SAMPLE = 0.2  # a sample of this share of the corpus's text or more is also extrapolated along its own curve
 
 
 @dataclass(frozen=True)
@@ -162,9 +161,13 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
     fits = [_extrapolate(top, sample_text, text_bytes)]
     fits += [_extrapolate(_union([tables[i] for i in half]), sum(sizes[i] for i in half), text_bytes)
              for half in (order[0::2], order[1::2]) if half]  # fmt: skip
+    large = sample_text >= LARGE_SAMPLE * text_bytes and len(curve) >= 3
+    if large:
+        fits.append(_from_curve(curve, sample_text, text_bytes))
     ests = [_estimate(settings, total, text_bytes, sample_text, len(tables), False, law, kept, singles)
             for law, kept in fits]  # fmt: skip
-    return _with_range(ests[0], ests[1:], text_spread(counted.draws)), curve
+    along_curve = ests.pop() if large else None
+    return _with_range(ests[0], ests[1:], along_curve, text_spread(counted.draws)), curve
 
 
 def text_spread(draws: list[tuple[int, int]]) -> float:
@@ -191,27 +194,50 @@ def _extrapolate(top, text: int, text_bytes: int):
     return words, predicted
 
 
+def _from_curve(curve, text: int, text_bytes: int):
+    """The law of the sample's own growth over its top two doublings, and what it predicts for ``text_bytes``."""
+    top, below = curve[-1], curve[-3]
+    b_words = math.log(top.words / max(1.0, below.words)) / math.log(top.text_bytes / max(1.0, below.text_bytes))
+    b_bytes = math.log(top.word_bytes / max(1.0, below.word_bytes)) / math.log(top.text_bytes / below.text_bytes)
+    words = PowerLaw(top.words / text**b_words, b_words)
+    word_bytes = PowerLaw(top.word_bytes / text**b_bytes, b_bytes)
+
+    def predicted(k: float) -> tuple[float, float]:
+        return words(text_bytes / k), word_bytes(text_bytes / k)
+
+    return words, predicted
+
+
 def _union(tables):
     return merge_sorted_counts([incidence(t) for t in tables])
 
 
-def _with_range(est: Estimate, halves: list[Estimate], spread: float) -> Estimate:
+def _with_range(est: Estimate, halves: list[Estimate], along_curve: Estimate | None, spread: float) -> Estimate:
     """The estimate with a range where the sample cannot decide (heavy tails: a few windows hold much of what is
-    new, or much of the text). Two factors by which the prediction is uncertain, multiplied: the largest by which
-    a disjoint half of the sample (its own spectrum, to the whole corpus) moves the whole sample's prediction, and
-    that of two standard errors of the corpus's text (``text_spread``) through Heaps' exponent. Above
-    ``1 + UNDECIDED``, the figures are the prediction divided and multiplied by that factor (at most ``sqrt(2)``:
-    the high end at most twice the low end). The memory's range also holds the memory model's error."""
+    new, or much of the text). Undecided: the other predictions (of the sample's two disjoint halves, each its own
+    spectrum to the whole corpus; for a sample of ``LARGE_SAMPLE`` of the corpus or more, of its own growth curve:
+    the extrapolation is then short and the curve measured, where the spectrum's rule was set on 5% samples of 64
+    windows) move the whole sample's by a factor that, times that of two standard errors of the corpus's text
+    (``text_spread``) through Heaps' exponent, is over ``1 + UNDECIDED``. The range is then as wide as the rule
+    allows, twice as high at its high end as at its low end, around the whole sample's prediction, or around the
+    geometric middle of it and the curve's (the ranges of only the predictions' spread, or around the middle of the
+    halves', missed more often: benchmarks/bench_estimate.py). The driver memory's range likewise."""
     text = (1 + 2 * spread) ** est.growth_b
-    factor = text * (max(_factor(est.chunks, h.chunks) for h in halves) if halves else 1.0)
+    others = halves + ([along_curve] if along_curve else [])
+    factor = text * max([_factor(est.chunks, o.chunks) for o in others] + [1.0])
     if factor <= 1 + UNDECIDED:
         return est
-    factor = min(factor, 2**0.5)
-    memory = text * (max(_factor(est.loop_memory, h.loop_memory) for h in halves) if halves else 1.0)
-    memory = min(max(memory, 1.0) * MEMORY_MODEL_ERROR, 2**0.5)
-    return dataclasses.replace(est, decided=False, chunks_low=int(est.chunks / factor) + 1,
-                               chunks_high=int(est.chunks * factor), loop_memory_low=int(est.loop_memory / memory) + 1,
-                               loop_memory_high=int(est.loop_memory * memory))  # fmt: skip
+    low, high = _double(est.chunks, along_curve.chunks if along_curve else est.chunks)
+    m_low, m_high = _double(est.loop_memory, along_curve.loop_memory if along_curve else est.loop_memory)
+    return dataclasses.replace(est, decided=False, chunks=int(min(high, max(low, est.chunks))), chunks_low=low,
+                               chunks_high=high, loop_memory=int(min(m_high, max(m_low, est.loop_memory))),
+                               loop_memory_low=m_low, loop_memory_high=m_high)  # fmt: skip
+
+
+def _double(a: int, b: int) -> tuple[int, int]:
+    """The 2x range around the geometric middle of ``a`` and ``b``."""
+    middle = (a * b) ** 0.5
+    return int(middle / 2**0.5) + 1, int(middle * 2**0.5)
 
 
 def _factor(a: float, b: float) -> float:
