@@ -2,47 +2,52 @@
 
 The merge loop runs on the driver after the whole corpus is counted, and its memory is fixed by the unique chunks
 the count finds: a run that cannot fit used to fail after hours. Before the count, this reads a sample spread over
-the planned corpus (``SAMPLE_UNITS`` byte windows of uncompressed text/JSONL, or whole compressed files and Parquet
-row groups, at positions spaced evenly over the corpus's bytes), counts each unit with the count stage's own
-counter, and fits the growth of unique chunks against bytes (``bpe_core.train.growth``: Heaps' law, ``a·n^b``) to
-predict the whole corpus. The sample is ``SAMPLE_FRACTION`` of the corpus, at least ``MIN_SAMPLE_BYTES`` and at most
-``MAX_SAMPLE_BYTES``; a corpus within the sample is read whole and its figures are exact.
+the planned corpus (``pipeline/train/sample.py``: 64 windows at positions spaced evenly over the corpus's bytes,
+inside uncompressed ranges, compressed streams and Parquet row groups alike, and small files read whole), counts
+each window with the count stage's own counter, and fits the growth of unique chunks against bytes
+(``bpe_core.train.growth``: Heaps' law, ``a·n^b``) to predict the whole corpus. The sample is ``SAMPLE_FRACTION`` of
+the corpus, at least ``MIN_SAMPLE_BYTES`` and at most ``MAX_SAMPLE_BYTES``; a corpus within the sample is read
+whole and its figures are exact. Where the sample cannot decide (heavy tails: its halves disagree, or a few
+windows hold much of the text), the figures are a range, its high end at most twice its low end (``decided``).
 
-Caveats: compressed files are sampled whole, file by file (a stream cannot be entered in the middle); the weights of
-``--weight`` change counts, not which chunks exist, and are not applied; ``--min-chunk-count K`` is predicted from
-the scale invariance of a power-law spectrum (chunks seen K times in n bytes ~ chunks seen once in n/K bytes).
+Caveats: the weights of ``--weight`` change counts, not which chunks exist, and are not applied;
+``--min-chunk-count K`` is predicted from the scale invariance of a power-law spectrum (chunks seen K times in n
+bytes ~ chunks seen once in n/K bytes).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
 from bpe_core.train.growth import (
     PowerLaw,
     growth_curve,
+    incidence,
     merge_loop_memory,
     merge_loop_seconds,
+    table_sizes,
     tail_exponents,
     words_within,
 )
-from bpe_core.train.sorted_counts import SortedChunkCounter, SortedCounts, merge_sorted_counts
+from bpe_core.train.sorted_counts import merge_sorted_counts
 from pipeline.corpus.plan import CorpusPlan, CorpusSpec
-from pipeline.corpus.records import CorpusRange
 from pipeline.errors import UsageError
+from pipeline.train.sample import count_sample, range_file_bytes, sample_ranges, sample_window
 from pipeline.train.settings import TrainSettings
 
 SAMPLE_FRACTION = 0.05
 MIN_SAMPLE_BYTES = 32 << 20
 MAX_SAMPLE_BYTES = 512 << 20
-SAMPLE_UNITS = 64
 DRIVER_MEMORY_SHARE = 0.8  # --driver-memory's default: this share of the launching machine's memory
 SEED = 27
+UNDECIDED = 0.25  # the other predictions this far apart: a range, not one number
+LARGE_SAMPLE = 0.2  # a sample of this share of the corpus's text or more is also extrapolated along its own curve
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,18 @@ class Estimate:
     reachable_vocab: int  # at most this many tokens: 256 + special tokens + pair occurrences of the words
     by_min_count: tuple[tuple[int, int, int], ...] = ()  # (K, words, their bytes) left by --min-chunk-count K
     curve: tuple[tuple[int, int, int], ...] = ()  # the sample's growth: (units, text bytes, unique chunks), means
+    decided: bool = True  # False: the sample cannot decide (heavy tails); the figures are a range, low to high
+    chunks_low: int = 0  # the range's ends (the point figures where decided)
+    chunks_high: int = 0
+    loop_memory_low: int = 0
+    loop_memory_high: int = 0
+
+    def __post_init__(self) -> None:
+        if self.decided:
+            for end in ("chunks_low", "chunks_high"):
+                object.__setattr__(self, end, self.chunks)
+            for end in ("loop_memory_low", "loop_memory_high"):
+                object.__setattr__(self, end, self.loop_memory)
 
     @property
     def driver_memory(self) -> int:
@@ -83,111 +100,25 @@ class Estimate:
             f"{self.sample_units} samples, {self.sample_text_bytes / max(1, self.text_bytes):.1%} of the corpus"
         )
         return (
-            f"estimate: {self.chunks:,} unique chunks ({how}); driver memory about {_size(self.driver_memory)} "
+            f"estimate: {self.chunks_figure()} unique chunks ({how}); driver memory {self.memory_figure()} "
             f"(merge loop {_size(self.loop_memory)} + this process {_size(self.process_memory)}); "
             f"merge loop about {_duration(self.seconds)}"
         )
 
+    def chunks_figure(self) -> str:
+        """The unique chunks as a number, or where the sample cannot decide as a range that says so."""
+        if self.decided:
+            return f"{self.chunks:,}"
+        return (
+            f"between {self.chunks_low:,} and {self.chunks_high:,} (the sample cannot decide: heavy tails, a few "
+            f"windows hold much of what is new; {self.chunks:,} in the middle)"
+        )
 
-def sample_ranges(plan: CorpusPlan, budget: int, *, units: int = SAMPLE_UNITS) -> list[tuple[CorpusRange, int]]:
-    """``(range, file bytes)`` of the sample: at ``units`` positions spaced evenly over the corpus's bytes, a byte
-    window of ``budget / units`` (uncompressed text/JSONL) or the whole range holding it (a compressed file, a
-    Parquet row group: of these, an evenly spaced selection within the budget, at least one), each once, in corpus
-    order. A budget of the corpus's size or more is every range, whole."""
-    sized = list(zip(plan.ranges, range_file_bytes(plan), strict=True))
-    total = sum(size for _, size in sized)
-    if budget >= total:
-        return sized
-    window = sample_window(budget, units)
-    windows, whole, starts, position, k = {}, {}, [], 0, 0
-    for _, size in sized:
-        starts.append(position)
-        position += size
-    for i in range(units):
-        target = (i + 0.5) * total / units
-        while k + 1 < len(sized) and starts[k + 1] <= target:
-            k += 1
-        rng, size = sized[k]
-        if rng.kind == "bytes" and size > window:
-            begin = rng.start + min(size - window, max(0, int(target - starts[k]) - window // 2))
-            windows[(k, begin)] = (rng._replace(start=begin, end=begin + window), window)
-        else:
-            whole[(k, rng.start)] = (rng, size)
-    room = max(0, budget - window * len(windows))
-    hits = list(whole.items())
-    mean = sum(size for _, (_, size) in hits) / max(1, len(hits))
-    keep = max(1, min(len(hits), int(room // max(1, mean)))) if hits else 0
-    chosen = {hits[int((j + 0.5) * len(hits) / keep)][0] for j in range(keep)}  # spread, not the first ones
-    picked = {**windows, **{key: unit for key, unit in whole.items() if key in chosen}}
-    return [picked[key] for key in sorted(picked)]
-
-
-def sample_window(budget: int, units: int = SAMPLE_UNITS) -> int:
-    """Bytes of one sampled window (and of one piece of a range read whole)."""
-    return max(1 << 12, budget // units)
-
-
-def range_file_bytes(plan: CorpusPlan) -> list[int]:
-    """The stored bytes of each range: its byte span (a byte range, a whole file, a range of several small files),
-    or a row group's share of its file. One pass over the plan (was a scan of every file and range per row group:
-    quadratic in the file count)."""
-    groups: dict[str, int] = {}
-    for r in plan.ranges:
-        if r.kind == "row_group":
-            groups[r.source] = groups.get(r.source, 0) + 1
-    file_size = {f.path: f.size for f in plan.files if f.path in groups}
-    return [
-        file_size[r.source] // groups[r.source] if r.kind == "row_group" else max(0, r.end - r.start)
-        for r in plan.ranges
-    ]
-
-
-def count_sample(
-    sample: list[tuple[CorpusRange, int]], spec: CorpusSpec, settings: TrainSettings, *, piece: int
-) -> tuple[list[SortedCounts], list[int], int]:
-    """One sorted table per sampled window, or per ``piece`` bytes of text of a range read whole (a file or row
-    group holds many pieces: the growth between them is what the fit needs), the text bytes of each, and the file
-    bytes read."""
-    from pipeline.corpus.readers import read_range  # pyarrow readers, as the count stage reads
-
-    tables, sizes, file_bytes = [], [], 0
-    for rng, size in sample:
-        file_bytes += size
-        limit = piece if rng.kind != "bytes" else 1 << 62
-        counter, text = SortedChunkCounter(settings.pre), 0
-        for batch in read_range(rng, spec):
-            lengths = _lengths(batch.texts)
-            start = 0
-            while start < len(lengths):
-                end = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), limit - text, "left")) + 1)
-                counter.add(batch.texts[start:end], num_threads=None)
-                text += int(lengths[start:end].sum())
-                start = end
-                if text >= limit:
-                    tables.append(_take(counter))
-                    sizes.append(text)
-                    counter, text = SortedChunkCounter(settings.pre), 0
-        if text:
-            tables.append(_take(counter))
-            sizes.append(text)
-    return tables, sizes, file_bytes
-
-
-def _take(counter: SortedChunkCounter) -> SortedCounts:
-    parts, _ = counter.take(1)
-    return parts[0][1] if parts else SortedCounts(*_empty())
-
-
-def _empty():
-    return np.zeros(1, np.int32), np.zeros(0, np.uint8), np.zeros(0, np.int64)
-
-
-def _lengths(texts) -> np.ndarray:
-    """UTF-8 bytes of each text (an Arrow column where the reader made one; the readers check UTF-8)."""
-    arrow = getattr(texts, "arrow", None)
-    if arrow is not None:
-        return pc.binary_length(arrow).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.array([len(t.encode("utf-8", "surrogatepass")) for t in texts], dtype=np.int64)
+    def memory_figure(self) -> str:
+        if self.decided:
+            return f"about {_size(self.driver_memory)}"
+        low, high = self.process_memory + self.loop_memory_low, self.process_memory + self.loop_memory_high
+        return f"between {_size(low)} and {_size(high)} (about {_size(self.driver_memory)})"
 
 
 def estimate_corpus(
@@ -204,8 +135,9 @@ def estimate_corpus(
 def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]:
     total = sum(range_file_bytes(plan))
     budget = sample_budget(total) if sample_bytes is None else sample_bytes
-    sample = sample_ranges(plan, budget)
-    tables, sizes, sample_file_bytes = count_sample(sample, spec, settings, piece=sample_window(budget))
+    sample = sample_ranges(plan, budget, spec=spec)
+    counted = count_sample(sample, spec, settings, piece=sample_window(budget))
+    tables, sizes, sample_file_bytes = counted.tables, counted.sizes, counted.file_bytes
     exact = sample_file_bytes >= total
     sample_text = sum(sizes)
     if not tables:  # nothing but dead letters in the sample: nothing to predict from
@@ -226,14 +158,90 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
         law = PowerLaw(whole.words / sample_text, 1.0)
         return _estimate(settings, total, sample_text, sample_text, len(tables), True, law, kept, singles), curve
     text_bytes = int(total * sample_text / max(1, sample_file_bytes))
+    fits = [_extrapolate(top, sample_text, text_bytes)]
+    fits += [_extrapolate(_union([tables[i] for i in half]), sum(sizes[i] for i in half), text_bytes)
+             for half in (order[0::2], order[1::2]) if half]  # fmt: skip
+    large = sample_text >= LARGE_SAMPLE * text_bytes and len(curve) >= 3
+    if large:
+        fits.append(_from_curve(curve, sample_text, text_bytes))
+    ests = [_estimate(settings, total, text_bytes, sample_text, len(tables), False, law, kept, singles)
+            for law, kept in fits]  # fmt: skip
+    along_curve = ests.pop() if large else None
+    return _with_range(ests[0], ests[1:], along_curve, text_spread(counted.draws)), curve
+
+
+def text_spread(draws: list[tuple[int, int]]) -> float:
+    """The relative standard error of the corpus's text predicted from the sample: of the mean text per stored
+    byte over the sample's draws (windows and ranges read whole). Windows of short documents all hold about as
+    much text (a few per mille); where a few long documents are met by a few windows and missed by the rest,
+    it is large (0.15-0.2 on the heavy-tailed corpus of the tests)."""
+    ratios = np.array([text / stored for text, stored in draws if stored > 0], dtype=np.float64)
+    if len(ratios) < 2 or ratios.mean() <= 0:
+        return 0.0
+    return float(ratios.std(ddof=1) / ratios.mean() / np.sqrt(len(ratios)))
+
+
+def _extrapolate(top, text: int, text_bytes: int):
+    """The words law of a sample's incidence table and what it predicts for ``text_bytes``: (law, kept(K))."""
+    _, n_words, n_bytes = table_sizes(top)
     b_words, b_bytes = tail_exponents(top)
-    words = PowerLaw(whole.words / sample_text**b_words, b_words)
-    word_bytes = PowerLaw(whole.word_bytes / sample_text**b_bytes, b_bytes)
+    words = PowerLaw(n_words / text**b_words, b_words)
+    word_bytes = PowerLaw(n_bytes / text**b_bytes, b_bytes)
 
     def predicted(k: float) -> tuple[float, float]:  # seen k times in n bytes ~ seen once in n / k bytes
         return words(text_bytes / k), word_bytes(text_bytes / k)
 
-    return _estimate(settings, total, text_bytes, sample_text, len(tables), False, words, predicted, singles), curve
+    return words, predicted
+
+
+def _from_curve(curve, text: int, text_bytes: int):
+    """The law of the sample's own growth over its top two doublings, and what it predicts for ``text_bytes``."""
+    top, below = curve[-1], curve[-3]
+    b_words = math.log(top.words / max(1.0, below.words)) / math.log(top.text_bytes / max(1.0, below.text_bytes))
+    b_bytes = math.log(top.word_bytes / max(1.0, below.word_bytes)) / math.log(top.text_bytes / below.text_bytes)
+    words = PowerLaw(top.words / text**b_words, b_words)
+    word_bytes = PowerLaw(top.word_bytes / text**b_bytes, b_bytes)
+
+    def predicted(k: float) -> tuple[float, float]:
+        return words(text_bytes / k), word_bytes(text_bytes / k)
+
+    return words, predicted
+
+
+def _union(tables):
+    return merge_sorted_counts([incidence(t) for t in tables])
+
+
+def _with_range(est: Estimate, halves: list[Estimate], along_curve: Estimate | None, spread: float) -> Estimate:
+    """The estimate with a range where the sample cannot decide (heavy tails: a few windows hold much of what is
+    new, or much of the text). Undecided: the other predictions (of the sample's two disjoint halves, each its own
+    spectrum to the whole corpus; for a sample of ``LARGE_SAMPLE`` of the corpus or more, of its own growth curve:
+    the extrapolation is then short and the curve measured, where the spectrum's rule was set on 5% samples of 64
+    windows) move the whole sample's by a factor that, times that of two standard errors of the corpus's text
+    (``text_spread``) through Heaps' exponent, is over ``1 + UNDECIDED``. The range is then as wide as the rule
+    allows, twice as high at its high end as at its low end, around the whole sample's prediction, or around the
+    geometric middle of it and the curve's (the ranges of only the predictions' spread, or around the middle of the
+    halves', missed more often: benchmarks/bench_estimate.py). The driver memory's range likewise."""
+    text = (1 + 2 * spread) ** est.growth_b
+    others = halves + ([along_curve] if along_curve else [])
+    factor = text * max([_factor(est.chunks, o.chunks) for o in others] + [1.0])
+    if factor <= 1 + UNDECIDED:
+        return est
+    low, high = _double(est.chunks, along_curve.chunks if along_curve else est.chunks)
+    m_low, m_high = _double(est.loop_memory, along_curve.loop_memory if along_curve else est.loop_memory)
+    return dataclasses.replace(est, decided=False, chunks=int(min(high, max(low, est.chunks))), chunks_low=low,
+                               chunks_high=high, loop_memory=int(min(m_high, max(m_low, est.loop_memory))),
+                               loop_memory_low=m_low, loop_memory_high=m_high)  # fmt: skip
+
+
+def _double(a: int, b: int) -> tuple[int, int]:
+    """The 2x range around the geometric middle of ``a`` and ``b``."""
+    middle = (a * b) ** 0.5
+    return int(middle / 2**0.5) + 1, int(middle * 2**0.5)
+
+
+def _factor(a: float, b: float) -> float:
+    return max(a, b) / max(1.0, min(a, b))
 
 
 def sample_budget(total: int) -> int:
@@ -303,6 +311,12 @@ def check_estimate(est: Estimate, settings: TrainSettings, limit: int) -> list[s
             f"chunks of {_size(est.word_bytes)} allow at most about {est.reachable_vocab:,} tokens "
             f"({'exact' if est.exact else 'estimated from the sample'}); training will stop there"
         )
+    high = est.process_memory + est.loop_memory_high
+    if limit and not est.decided and est.driver_memory <= limit < high:
+        warnings.append(
+            f"the driver may need up to {_size(high)}, over --driver-memory {_size(limit)}: the sample cannot decide "
+            f"(heavy tails); the run goes ahead on the middle of the range, {_size(est.driver_memory)}"
+        )
     if limit and est.driver_memory > limit:
         raise UsageError(
             f"the driver would need about {_size(est.driver_memory)} for {est.words:,} unique chunks "
@@ -336,7 +350,10 @@ def preflight(plan: CorpusPlan, spec: CorpusSpec, settings: TrainSettings, *, li
     reporter.stage(
         "estimate",
         unique_chunks=est.chunks,
+        decided=est.decided,  # False: the sample cannot decide; the figures are ranges (low, high)
+        unique_chunks_range=[est.chunks_low, est.chunks_high],
         driver_memory=est.driver_memory,
+        driver_memory_range=[est.process_memory + est.loop_memory_low, est.process_memory + est.loop_memory_high],
         merge_loop_seconds=round(est.seconds, 1),
         sample_text_bytes=est.sample_text_bytes,
         exact=est.exact,
@@ -357,11 +374,11 @@ def report(est: Estimate, settings: TrainSettings, limit: int) -> str:
         "      pieces        text   unique chunks",
         *(f"  {units:10,}  {_size(size):>10}  {chunks:14,}" for units, size, chunks in est.curve),
         "predicted for the whole corpus:",
-        f"  unique chunks    {est.chunks:,}"
+        f"  unique chunks    {est.chunks_figure()}"
         + ("" if est.exact else f" (unique chunks ~ {est.growth_a:.3g}·n^{est.growth_b:.2f}, n in bytes of text)"),
         f"  merge loop       {est.words:,} words of {_size(est.word_bytes)}, {est.merges:,} merges, about "
         f"{_duration(est.seconds)} of CPU",
-        f"  driver memory    about {_size(est.driver_memory)} (merge loop {_size(est.loop_memory)} + this process "
+        f"  driver memory    {est.memory_figure()} (merge loop {_size(est.loop_memory)} + this process "
         f"{_size(est.process_memory)}); --driver-memory {_size(limit) if limit else 'off'}",
         f"  vocabulary       at most about {est.reachable_vocab:,} tokens can be reached",
     ]

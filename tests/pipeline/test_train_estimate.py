@@ -42,14 +42,15 @@ def test_sample_is_spread_windows_inside_the_ranges(tmp_path):
     plan = plan_corpus([InputSpec(path)], SPEC, range_bytes=1 << 20)
     sample = sample_ranges(plan, 2 << 20)
     assert 20 <= len(sample) <= 64
-    starts = [r.start for r, _ in sample]
+    starts = [r.start for r, _, _ in sample]
     assert starts == sorted(starts) and len(set(starts)) == len(starts)
     by_index = {r.index: r for r in plan.ranges}
-    for rng, size in sample:
+    for rng, size, windows in sample:
+        assert windows == ()  # plain JSONL: byte windows, nothing entered
         whole = by_index[rng.index]
         assert whole.start <= rng.start < rng.end <= whole.end and size == rng.end - rng.start
     assert starts[0] < plan.total_bytes / 10 and starts[-1] > plan.total_bytes * 0.9  # both ends of the corpus
-    assert [(r, r.end - r.start) for r in plan.ranges] == sample_ranges(plan, plan.total_bytes)
+    assert [(r, r.end - r.start, ()) for r in plan.ranges] == sample_ranges(plan, plan.total_bytes)
 
 
 def test_a_corpus_within_the_sample_is_counted_exactly(tmp_path):
