@@ -534,8 +534,8 @@ void bind_encoder(nb::module_& m) {
         "_set_merge_tier",
         [](const std::string& tier) {
             if (!bpe::set_merge_tier(tier.c_str()))
-                throw nb::value_error(("_set_merge_tier: tier '" + tier + "': use auto, scalar, or a vector tier up to '" +
-                                       bpe::merge_tier_name(bpe::merge_tier_best()) + "' (this CPU's best)")
+                throw nb::value_error(("_set_merge_tier: tier '" + tier + "': use auto, scalar, or a vector tier " +
+                                       "up to '" + bpe::merge_tier_name(bpe::merge_tier_best()) + "' (this CPU's best)")
                                           .c_str());
         },
         nb::arg("tier"), "Force the short-piece merge kernel's tier for the whole process (tests; auto: the best).");

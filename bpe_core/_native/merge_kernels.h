@@ -29,12 +29,14 @@ namespace bpe {
 // ids[i + 1] (n - 1 of them, filled by the caller, 2 <= n). Returns the new length. Every step is branch-free but
 // for the loops' ends: the argmin is a min-reduction (cmov, or vector min + compare mask + tzcnt), and both
 // neighbours' values are looked up on every step (where the merged pair is at an end, the missing neighbour's
-// lookup repeats the other one and its result is dropped by a select). Before: `if (values[i] < best)` was 31 of the
-// 39 mispredicts of a new piece (encoder-engine-2.md section 3). The first n - 1 values and every value written
-// are < 2^63 (a rank << 32 | id, or kNoMerge = 2^62): the AVX2 tier compares them as signed.
+// lookup repeats the other one and its result is dropped by a select). Measured (callgrind, 1 MB of the bench's
+// text, the first encode call, AVX2 tier): mispredicts per new piece 38.7 -> 20.7 (cl100k) and 39.6 -> 20.9
+// (o200k), instructions +2% (51.0 / 52.4 Ir/B); `if (values[i] < best)` had been 31 of the 39. Of what remains, ~10
+// per new piece are the pair table's probe loop (tables.h U64Map::find). The first n - 1 values and every value
+// written are < 2^63 (a rank << 32 | id, or kNoMerge = 2^62): the AVX2 tier compares them as signed.
 
-// One step's bookkeeping after the pair at i merged into `merged`: shift ids[i + 2, m + 1) and values[i + 1, m) down
-// by one (the tiers do that themselves), then this: the new values of the pairs left and right of i.
+// One step's bookkeeping after the pair at i merged (ids[i] holds the result): the tiers shift ids[i + 2, m + 1) and
+// values[i + 1, m) down by one themselves, then this gives the pairs left and right of i their new values.
 template <class Value>
 inline void merge_scan_neighbours(uint32_t* ids, uint64_t* values, size_t i, size_t m, const Value& value) {
     // m: pairs left after the merge. l: the left pair (i - 1), or i itself at the left end; r: the right pair
@@ -211,7 +213,8 @@ BPE_MERGE_AVX512 size_t merge_scan_avx512_nv(uint32_t* ids, uint64_t* values, si
         lo = min_avx512(lo, _mm512_mask_shuffle_i64x2(lo, 0xFF, lo, lo, 0x4E));  // the halves swapped
         lo = min_avx512(lo, _mm512_mask_shuffle_i64x2(lo, 0xFF, lo, lo, 0xB1));  // the quarters
         lo = min_avx512(lo, _mm512_mask_shuffle_epi32(lo, 0xFFFF, lo, _MM_PERM_BADC));  // every lane: the minimum
-        const uint64_t best = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(lo)));
+        const __m128i low = _mm512_mask_extracti32x4_epi32(_mm_setzero_si128(), 0xF, lo, 0);
+        const uint64_t best = static_cast<uint64_t>(_mm_cvtsi128_si64(low));
         if (best == kNoMerge) break;
         const __m512i b = lo;
         uint64_t bits = 0;
