@@ -65,12 +65,3 @@ def unicode_tables_info() -> dict:
     """
     The `regex` version and Unicode version the pre-tokenizers' property tables were generated from.
     """
-
-def _merge_tier() -> str:
-    """The instruction tier of the short-piece merge kernel in use (scalar, avx2, avx512)."""
-
-def _merge_tier_best() -> str:
-    """The best tier of the short-piece merge kernel on this CPU."""
-
-def _set_merge_tier(tier: str) -> None:
-    """Force the short-piece merge kernel's tier for the whole process (tests; auto: the best)."""

@@ -480,7 +480,7 @@ bool Encoder::merge_bytes(const uint8_t* p, size_t n, std::vector<uint32_t>& out
 }
 
 uint32_t* Encoder::merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int* missing_byte) const {
-    uint32_t small[kScanRoom];  // the vector tiers of merge_scan pad past the piece
+    uint32_t small[kScanLimit];
     std::vector<uint32_t> big;
     uint32_t* ids = small;
     if (n > kScanLimit) {
@@ -500,9 +500,9 @@ uint32_t* Encoder::merge_bytes_to(const uint8_t* p, size_t n, uint32_t* dst, int
         return dst + n;
     }
     if (n <= kScanLimit) {
-        uint64_t values[kScanRoom];
+        uint64_t values[kScanLimit];
         for (size_t i = 0; i + 1 < n; ++i) values[i] = byte_pairs_[size_t(p[i]) << 8 | p[i + 1]];
-        const size_t m = bpe::merge_scan_tiered(ids, values, n, pair_value());
+        const size_t m = bpe::merge_scan(ids, values, n, pair_value());
         std::memcpy(dst, ids, m * sizeof(uint32_t));
         return dst + m;
     }

@@ -22,7 +22,6 @@
 #include "batch.h"
 #include "bindings.h"
 #include "encoder.h"
-#include "merge_kernels.h"
 #include "flat.h"
 #include "pretok.h"
 #include "tables.h"
@@ -525,20 +524,6 @@ void bind_encoder(nb::module_& m) {
         .def_prop_ro("cache_resets", &PyEncoder::cache_resets,
                      "Generational resets of the workers' piece tables at the limit, since the encoder was built.");
     m.def("parse_rank_file", &parse_rank_file, nb::arg("data"));
-    // For tests (tests/native/test_native_merge_tiers.py): which tier merges new pieces, and forcing one.
-    m.def("_merge_tier", [] { return std::string(bpe::merge_tier_name(bpe::merge_tier())); },
-          "The instruction tier of the short-piece merge kernel in use (scalar, avx2, avx512).");
-    m.def("_merge_tier_best", [] { return std::string(bpe::merge_tier_name(bpe::merge_tier_best())); },
-          "The best tier of the short-piece merge kernel on this CPU.");
-    m.def(
-        "_set_merge_tier",
-        [](const std::string& tier) {
-            if (!bpe::set_merge_tier(tier.c_str()))
-                throw nb::value_error(("_set_merge_tier: tier '" + tier + "': use auto, scalar, or a vector tier " +
-                                       "up to '" + bpe::merge_tier_name(bpe::merge_tier_best()) + "' (this CPU's best)")
-                                          .c_str());
-        },
-        nb::arg("tier"), "Force the short-piece merge kernel's tier for the whole process (tests; auto: the best).");
     m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
           nb::arg("data_size"), nb::arg("n"));
 }

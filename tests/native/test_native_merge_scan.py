@@ -1,11 +1,9 @@
-"""The short-piece merge kernel (merge_kernels.h merge_scan) in each instruction tier, forced: ids equal to the Python
-reference and to tiktoken on adversarial pieces, whatever tier this CPU would choose by itself."""
+"""The native short-piece merge kernel (merge_kernels.h merge_scan, pieces of up to 64 bytes) against the Python
+reference and tiktoken on pieces made to stress its argmin and its shifts."""
 
 from __future__ import annotations
 
-import os
 import pickle
-import platform
 import random
 
 import pytest
@@ -14,37 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe_core
-from bpe_core import native
 
-core = native._core
-TIERS = ("scalar", "avx2", "avx512")
-X86 = platform.machine().lower() in ("x86_64", "amd64")
 SCAN_LIMIT = 64  # encoder.h kScanLimit: longer pieces take the heap kernel
-
-
-def reachable(tier: str) -> bool:
-    return TIERS.index(tier) <= TIERS.index(core._merge_tier_best())
-
-
-@pytest.fixture(params=TIERS)
-def tier(request):
-    """Each tier forced for one test, back to the CPU's best after it; a tier this CPU lacks is skipped, named."""
-    if not reachable(request.param):
-        pytest.skip(f"this CPU's best merge tier is {core._merge_tier_best()}: {request.param} cannot run here")
-    core._set_merge_tier(request.param)
-    assert core._merge_tier() == request.param
-    yield request.param
-    core._set_merge_tier("auto")
-
-
-def test_the_best_tier_is_chosen_by_default_and_a_bad_one_is_refused():
-    assert core._merge_tier_best() in (TIERS if X86 else ("scalar",))
-    if not os.environ.get("BEAM_BPE_MERGE_TIER"):  # the override is for runs of a suite in one tier
-        assert core._merge_tier() == core._merge_tier_best()
-    core._set_merge_tier("auto")
-    with pytest.raises(ValueError, match="tier 'sse9'"):
-        core._set_merge_tier("sse9")
-    assert core._merge_tier() == core._merge_tier_best()
 
 
 def fresh(tok: bpe_core.Tokenizer, backend: str = "native") -> bpe_core.Tokenizer:
@@ -53,8 +22,8 @@ def fresh(tok: bpe_core.Tokenizer, backend: str = "native") -> bpe_core.Tokenize
 
 
 def adversarial_pieces(preset: str) -> list[bytes]:
-    """Pieces of at most SCAN_LIMIT bytes (the scan kernel's): the adversarial cases' pre-tokens, cut to length, and
-    pieces made to stress the argmin and the shifts: one byte repeated (equal values of the same pair), short
+    """Pieces of at most SCAN_LIMIT bytes: the adversarial cases' pre-tokens, cut to length, and pieces made to
+    stress the argmin and the shifts: one byte repeated (equal values of the same pair, leftmost first), short
     periods, every length up to the limit, multi-byte characters, random bytes."""
     tok = ours_openai(preset)
     pieces: set[bytes] = set()
@@ -76,30 +45,6 @@ def adversarial_pieces(preset: str) -> list[bytes]:
     return sorted(pieces)
 
 
-@pytest.mark.parametrize("preset", ["cl100k", "o200k"])
-def test_each_tier_merges_pieces_as_the_reference(tier, preset):
-    ours, ref = ours_openai(preset), fresh(ours_openai(preset), "python")
-    pieces = adversarial_pieces(preset)
-    assert len(pieces) > 2000
-    assert max(map(len, pieces)) == SCAN_LIMIT
-    for data in pieces:
-        assert ours.encode_piece_bytes(data) == ref.encode_piece_bytes(data), (tier, preset, data)
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.binary(min_size=2, max_size=SCAN_LIMIT))
-def test_each_tier_merges_random_bytes_as_the_reference(data):
-    ours, ref = ours_openai("cl100k"), _python("cl100k")
-    expected = ref.encode_piece_bytes(data)
-    for name in TIERS:
-        if reachable(name):
-            core._set_merge_tier(name)
-            try:
-                assert ours.encode_piece_bytes(data) == expected, (name, data)
-            finally:
-                core._set_merge_tier("auto")
-
-
 _PYTHON: dict[str, bpe_core.Tokenizer] = {}
 
 
@@ -109,7 +54,23 @@ def _python(preset: str) -> bpe_core.Tokenizer:
     return _PYTHON[preset]
 
 
-def test_each_tier_merges_a_merge_list_vocabulary_as_the_reference(tier):
+@pytest.mark.parametrize("preset", ["cl100k", "o200k"])
+def test_short_pieces_merge_as_the_reference(preset):
+    ours, ref = ours_openai(preset), _python(preset)
+    pieces = adversarial_pieces(preset)
+    assert len(pieces) > 2000
+    assert max(map(len, pieces)) == SCAN_LIMIT
+    for data in pieces:
+        assert ours.encode_piece_bytes(data) == ref.encode_piece_bytes(data), (preset, data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(min_size=2, max_size=SCAN_LIMIT))
+def test_random_bytes_merge_as_the_reference(data):
+    assert ours_openai("cl100k").encode_piece_bytes(data) == _python("cl100k").encode_piece_bytes(data)
+
+
+def test_a_merge_list_vocabulary_merges_as_the_reference():
     """A trained vocabulary (merge ranks, not token ids: the value's rank and id differ) on its own text."""
     docs = corpus("en_bible_kjv", 60) + corpus("multi_udhr", 60)
     tok = bpe_core.train(bpe_core.count_chunks(docs, "cl100k"), 600, pretokenizer="cl100k")
@@ -117,11 +78,11 @@ def test_each_tier_merges_a_merge_list_vocabulary_as_the_reference(tier):
     pieces = {p.encode("utf-8")[:SCAN_LIMIT] for d in docs for p in tok.pretokenizer.split(d)}
     pieces.update(b"th" * n for n in range(1, 33))
     for data in sorted(pieces):
-        assert ours.encode_piece_bytes(data) == ref.encode_piece_bytes(data), (tier, data)
+        assert ours.encode_piece_bytes(data) == ref.encode_piece_bytes(data), data
 
 
 @pytest.mark.parametrize("preset", ["cl100k", "o200k"])
-def test_each_tier_encodes_as_tiktoken(tier, preset):
+def test_cold_texts_encode_as_tiktoken(preset):
     """Whole texts through the piece table, cold (a fresh cache: every new piece goes through the kernel)."""
     ours = fresh(ours_openai(preset))
     texts = [t if isinstance(t, str) else t.decode("utf-8", "replace") for _, t in adversarial_cases()]
