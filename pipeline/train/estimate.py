@@ -140,7 +140,7 @@ def _sample_and_fit(plan, spec, settings, sample_bytes) -> tuple[Estimate, list]
     tables, sizes, sample_file_bytes = counted.tables, counted.sizes, counted.file_bytes
     exact = sample_file_bytes >= total
     sample_text = sum(sizes)
-    if not tables:  # nothing but dead letters in the sample: nothing to predict from
+    if not tables or not sample_text:  # only dead letters or empty documents in the sample: nothing to predict from
         return _estimate(settings, total, 0, 0, 0, True, PowerLaw(0, 1), lambda k: (0.0, 0.0), 0), []
     order = list(range(len(tables)))
     random.Random(SEED).shuffle(order)  # neighbours in the tree are not neighbours in the corpus
