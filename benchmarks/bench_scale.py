@@ -122,8 +122,23 @@ def _measure_main(cmd: list[str]) -> None:
         "cpu": kids.ru_utime + kids.ru_stime,
         "rss": kids.ru_maxrss * 1024,
         "load": os.getloadavg()[0],
+        "stages": _stage_seconds(run.stderr),
     }
     print(json.dumps({**result, **(extra if isinstance(extra, dict) else {})}))
+
+
+def _stage_seconds(stderr: str) -> dict[str, float]:
+    """The seconds of each pipeline stage that reports its own (the stage lines on stderr: count, encode, ...)."""
+    found = {}
+    for line in stderr.splitlines():
+        if line.startswith("{") and '"stage"' in line:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record.get("seconds"), (int, float)) and record.get("stage") != "done":
+                found[record["stage"]] = float(record["seconds"])
+    return found
 
 
 def exponent(sizes: list[float], costs: list[float]) -> float:
@@ -199,8 +214,12 @@ def _print_train_row(r: dict) -> None:
                     ("train --from-counts", trained)):  # fmt: skip
         print(f"  {name:32s} wall {m['wall']:7.1f} s  cpu {m['cpu']:7.1f} s  peak RSS {m['rss'] / mib:7.0f} MiB  "
               f"{r['mb'] / m['wall']:6.1f} MB/s  (load {m['load']:.1f})")  # fmt: skip
-    print(f"  count stage / loop: wall {count['wall'] / loop['wall']:.2f}x (target <= 1.5x), "
+    print(f"  train --counts-only / loop: wall {count['wall'] / loop['wall']:.2f}x (target <= 1.5x), "
           f"cpu {count['cpu'] / loop['cpu']:.2f}x")  # fmt: skip
+    stage = count.get("stages", {}).get("count")
+    if stage:  # the command less its start (imports, plan) and the pre-flight's sample: the count stage's own line
+        print(f"  the count stage alone (its stage line): {stage:.1f} s = {stage / loop['wall']:.2f}x the loop's wall, "
+              f"{r['mb'] / stage / 2:.1f} MB per core-second on 2 workers")  # fmt: skip
     print(f"  from-counts peak RSS - beam-bpe --version ({r['idle_rss'] / mib:.0f} MiB): {above / mib:.0f} MiB = "
           f"{above / max(1, r['unique']):.0f} bytes per unique chunk (target <= 200)")  # fmt: skip
 
