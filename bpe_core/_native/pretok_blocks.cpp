@@ -625,6 +625,15 @@ BPE_INLINE uint64_t run_letters(const uint8_t* p, size_t avail, const Masks& m, 
     return m.l | w.letters;
 }
 
+// The window a followed run reads next: the 64 bytes from q, or the rest of the text copied into tail with zeros
+// after it (no letters) where fewer are left.
+BPE_INLINE const uint8_t* window_at(const uint8_t* s, size_t n, size_t q, uint8_t* tail) {
+    if (n - q >= 64) return s + q;
+    __builtin_memset(tail, 0, 64);
+    __builtin_memcpy(tail, s + q, n - q);
+    return tail;
+}
+
 // The end of a letter run of class rc (and zone in_zone) that is known to go on to q, a character's start: the first
 // byte from q on that is not one of its letters ends it (the end of the text too). The character at q, when it ends
 // before edge (the end of the block that knew the run), is a wide digit or space: the run ends there.
@@ -637,14 +646,8 @@ __attribute__((noinline)) size_t run_follow(const uint8_t* s, size_t n, size_t q
         if (q + len <= edge) return q;
     }
     for (;;) {
-        // the next window: 64 bytes from q, or the rest of the text with zeros after it (no letters)
         uint8_t tail[64];
-        const uint8_t* p = s + q;
-        if (n - q < 64) {
-            __builtin_memset(tail, 0, 64);
-            __builtin_memcpy(tail, s + q, n - q);
-            p = tail;
-        }
+        const uint8_t* p = window_at(s, n, q, tail);
         const Masks mq = Classify(p);
         unsigned v;
         uint64_t zq;
@@ -691,12 +694,7 @@ template <Family F, bool kLlama, Masks (*Classify)(const uint8_t*), Utf8MasksFn 
 __attribute__((noinline)) size_t run_follow_o200k(const uint8_t* s, size_t n, size_t q, WideMemo& memo) {
     for (;;) {
         uint8_t tail[64];
-        const uint8_t* p = s + q;
-        if (n - q < 64) {  // the rest of the text with zeros after it (no letters: the end of the text ends the run)
-            __builtin_memset(tail, 0, 64);
-            __builtin_memcpy(tail, s + q, n - q);
-            p = tail;
-        }
+        const uint8_t* p = window_at(s, n, q, tail);  // (past the text: no letters, so the end of the text ends it)
         const Masks mq = Classify(p);
         const Wide w = mq.hi ? classify_wide_o200k<kLlama, UM>(p, n - q, mq.hi, memo) : Wide{0, 0, 0, 0, 0, 64};
         if (p == tail) memo.base = 0;  // not the text's
