@@ -213,7 +213,8 @@ def _print_train_row(r: dict) -> None:
     for name, m in (("count loop, 2 threads", loop), ("train --counts-only, 2 workers", count),
                     ("train --from-counts", trained)):  # fmt: skip
         print(f"  {name:32s} wall {m['wall']:7.1f} s  cpu {m['cpu']:7.1f} s  peak RSS {m['rss'] / mib:7.0f} MiB  "
-              f"{r['mb'] / m['wall']:6.1f} MB/s  (load {m['load']:.1f})")  # fmt: skip
+              f"{r['mb'] / m['wall']:6.1f} MB/s  {r['mb'] / m['cpu']:5.1f} MB/core-s  "
+              f"(load {m['load']:.1f})")  # fmt: skip
     print(f"  train --counts-only / loop: wall {count['wall'] / loop['wall']:.2f}x (target <= 1.5x), "
           f"cpu {count['cpu'] / loop['cpu']:.2f}x")  # fmt: skip
     stage = count.get("stages", {}).get("count")
@@ -308,7 +309,7 @@ def _print_encode_row(r: dict) -> None:
         print(
             f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s "
             f"peak {m['rss'] / 2**20:6.0f} MiB "
-            f"{r['mb'] / m['wall']:6.1f} MB/s load {m['load']:.1f}"
+            f"{r['mb'] / m['wall']:6.1f} MB/s {r['mb'] / m['cpu']:5.1f} MB per core-s load {m['load']:.1f}"
         )
     print(
         f"encode {r['gb']:>4} GB ratios: wall pipeline/gigatoken {p['wall'] / g['wall']:.2f} (target <= 1.0), "
