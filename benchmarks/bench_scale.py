@@ -309,7 +309,7 @@ def _print_encode_row(r: dict) -> None:
         print(
             f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s "
             f"peak {m['rss'] / 2**20:6.0f} MiB "
-            f"{r['mb'] / m['wall']:6.1f} MB/s {r['mb'] / m['cpu']:5.1f} MB per core-s load {m['load']:.1f}"
+            f"{r['mb'] / m['wall']:6.1f} MB/s {r['mb'] / m['cpu']:5.1f} MB/core-s load {m['load']:.1f}"
         )
     print(
         f"encode {r['gb']:>4} GB ratios: wall pipeline/gigatoken {p['wall'] / g['wall']:.2f} (target <= 1.0), "
