@@ -185,6 +185,11 @@ def runs_a_pipeline(args: argparse.Namespace) -> bool:
 def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The Beam options of a pipeline command: ``--workers N`` turned into Beam's, and every flag that neither we
     nor Beam parse refused before any work (Beam would log it and run on)."""
+    if runs_a_pipeline(args) or args.command == "count-tokens":
+        from pipeline.launch.workers import start_worker_server, uses_local_workers
+
+        if uses_local_workers(getattr(args, "workers", None), extra):
+            start_worker_server(args.command)  # the workers' imports, beside the launcher's (before Beam's)
     if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
         from pipeline.launch.options import with_workers  # imports Apache Beam
 

@@ -398,10 +398,14 @@ def test_count_tokens_takes_no_progress_and_sizes_take_units(tmp_path, capsys, d
 
 
 # ------------------------------------------------------------------ item 2: quiet workers, one line on Ctrl-C
-def _under_a_pty(args: list[str], *, interrupt_after: bytes | None, timeout: float = 400) -> tuple[int, str]:
-    """Run ``args`` on a pseudo-terminal (its own session, as a shell runs a command); with ``interrupt_after``,
-    send SIGINT to its process group (what a terminal's Ctrl-C does) 3 s after that text appears."""
+def _under_a_pty(
+    args: list[str], *, interrupt_after: bytes | None, delay: float = 3, timeout: float = 400
+) -> tuple[int, str]:
+    """Run ``args`` on a pseudo-terminal (its own session, as a shell runs a command); with ``interrupt_after`` (a
+    regular expression), send SIGINT to its process group (what a terminal's Ctrl-C does) ``delay`` s after the
+    output first matches it."""
     import pty
+    import re
     import select
     import signal
     import sys
@@ -421,9 +425,9 @@ def _under_a_pty(args: list[str], *, interrupt_after: bytes | None, timeout: flo
             if not data:
                 break
             out += data
-        if interrupt_after and seen_at is None and interrupt_after in out:
+        if interrupt_after and seen_at is None and re.search(interrupt_after, out):
             seen_at = time.time()
-        if seen_at is not None and time.time() - seen_at > 3:
+        if seen_at is not None and time.time() - seen_at >= delay:
             os.killpg(os.getpgid(pid), signal.SIGINT)
             seen_at, interrupt_after = None, None
     else:
@@ -442,14 +446,17 @@ TWO_WORKERS = [["--workers", "2"], ["--direct_running_mode", "multi_processing",
 
 
 def _workers_of_this_run(mark: str) -> list[int]:
-    """The Beam workers still alive that this test's run started (they inherit its marker variable): the workers
-    of runs in other test processes do not count."""
+    """The Beam workers still alive that this test's run started, and the fork server they come from (they
+    inherit its marker variable: a forked worker's /proc environ is the server's, which is the launcher's): the
+    processes of runs in other test processes do not count."""
     import psutil
 
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "sdk_worker_main" in " ".join(proc.info["cmdline"] or ()) and proc.environ().get(RUN_MARK) == mark:
+            cmdline = " ".join(proc.info["cmdline"] or ())
+            ours = "sdk_worker_main" in cmdline or "multiprocessing.forkserver" in cmdline
+            if ours and proc.environ().get(RUN_MARK) == mark:
                 found.append(proc.pid)
         except psutil.Error:
             continue
@@ -467,7 +474,9 @@ def test_ctrl_c_with_two_workers_under_a_pty_is_one_line(tmp_path, docs, workers
     tok = str(data_path("tiktoken", "r50k_base.tiktoken"))
     args = ["encode", "--tokenizer", tok, "--input", str(folder / "*.jsonl"), "--out", str(out), "--shard-size",
             "20KB", "--range-bytes", "10KB", *workers]  # fmt: skip
-    code, text = _under_a_pty(args, interrupt_after=b"resume")
+    # Ctrl-C as soon as the bar shows a finished range: mid-run, whatever the machine's speed (its workers start
+    # in a fraction of a second; 3 s after the resume line, the run was over)
+    code, text = _under_a_pty(args, interrupt_after=rb"resume[\s\S]*?ranges [1-9]", delay=0)
     after = _terminal_lines(text.split("resume", 1)[1])[1:]  # what follows the resume stage's line
     assert code == 130, text[-2000:]
     assert len(after) <= 3 and "stopped (Ctrl-C)" in after[-1] and "shards complete in" in after[-1], after
