@@ -1,0 +1,104 @@
+"""The fork server that local Beam workers are forked from (pipeline/launch/workers.py): a forked worker looks to
+Beam and to the launcher as a ``subprocess.Popen`` does, and only Beam's own worker command line is forked."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline.launch import workers
+
+
+def _exit_with(code: int) -> None:  # module level: the fork server's child unpickles it by name
+    os._exit(code)
+
+
+def _sleep() -> None:
+    time.sleep(120)
+
+
+@pytest.fixture
+def context():
+    assert "forkserver" in multiprocessing.get_all_start_methods(), "the fork server runs on every POSIX platform"
+    return multiprocessing.get_context("forkserver")
+
+
+def test_a_forked_worker_reports_its_exit_code_as_popen_does(context):
+    process = context.Process(target=_exit_with, args=(3,), daemon=True)
+    process.start()
+    worker = workers._ForkedWorker(process)
+    assert worker.wait(timeout=60) == 3
+    assert worker.poll() == 3 and worker.returncode == 3 and worker.pid == process.pid
+
+
+def test_a_forked_worker_times_out_and_is_killed_as_popen_is(context):
+    process = context.Process(target=_sleep, daemon=True)
+    process.start()
+    worker = workers._ForkedWorker(process)
+    assert worker.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        worker.wait(timeout=0.2)
+    worker.kill()
+    assert worker.wait(timeout=60) == -signal.SIGKILL  # the code the launcher's watcher names as a SIGKILL
+    worker.kill()  # a second kill of an ended worker is a no-op
+
+
+class _FakeProcess:
+    pid, exitcode = 12345, 0
+
+    def start(self) -> None:
+        pass
+
+    def join(self) -> None:
+        pass
+
+
+class _FakeContext:
+    def __init__(self) -> None:
+        self.envs: list[dict] = []
+
+    def Process(self, target, args, daemon):  # noqa: N802 - multiprocessing's name
+        assert target is workers._run_beam_worker and daemon
+        self.envs.append(args[0])
+        return _FakeProcess()
+
+
+def test_only_beams_own_worker_command_line_is_forked(monkeypatch):
+    fake = _FakeContext()
+    monkeypatch.setitem(workers._SERVER, "context", fake)
+    beam = f"{sys.executable} -m {workers.BEAM_WORKER_MODULE}"
+    forked = workers._fork_worker(beam, {"shell": True, "env": {"CONTROL_API_SERVICE_DESCRIPTOR": "x"}})
+    assert isinstance(forked, workers._ForkedWorker) and fake.envs == [{"CONTROL_API_SERVICE_DESCRIPTOR": "x"}]
+    assert workers._fork_worker("/usr/bin/env python -m other.module", {"shell": True}) is None
+    assert workers._fork_worker(beam, {"shell": True, "cwd": "/"}) is None  # an option the fork does not apply
+    assert len(fake.envs) == 1
+    monkeypatch.delitem(workers._SERVER, "context")
+    assert workers._fork_worker(beam, {"shell": True}) is None  # no server started: Beam's Popen, as before
+
+
+def test_the_hook_starts_other_command_lines_with_popen(monkeypatch):
+    monkeypatch.setitem(workers._SERVER, "context", _FakeContext())
+    started: list = []
+    process = workers._Subprocess(started).Popen("sh -c 'exit 4'", shell=True)
+    assert isinstance(process, subprocess.Popen) and process.wait(timeout=60) == 4 and started == [process]
+
+
+@pytest.mark.parametrize(
+    ("workers_flag", "beam_args", "expected"),
+    [
+        (2, [], True),
+        (None, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+        (None, ["--direct_running_mode", "multi_processing"], True),
+        (None, ["--direct_running_mode", "in_memory"], False),
+        (None, ["--direct_running_mode"], False),
+        (None, ["--runner=DaskRunner"], False),
+    ],
+)
+def test_which_commands_start_the_server(workers_flag, beam_args, expected):
+    assert workers.uses_local_workers(workers_flag, beam_args) is expected
