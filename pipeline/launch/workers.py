@@ -71,14 +71,28 @@ def start_worker_server(command: str) -> None:
     server, the workers start as before."""
     import multiprocessing
 
-    if _SERVER or "forkserver" not in multiprocessing.get_all_start_methods():
+    if _SERVER or "forkserver" not in multiprocessing.get_all_start_methods() or not _main_is_import_safe():
         return
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([BEAM_WORKER_MODULE, *WORKER_MODULES.get(command, ())])
+    context.set_forkserver_preload([BEAM_WORKER_MODULE, "pipeline.cli.app", *WORKER_MODULES.get(command, ())])
     forkserver.ensure_running()
     _SERVER["context"] = context
+
+
+def _main_is_import_safe() -> bool:
+    """Whether a forked worker may import this process's main module, as multiprocessing does in every child (to
+    unpickle what ``__main__`` defines): safe for ``python -m pipeline.cli`` (and any ``-m pkg`` run as
+    ``pkg.__main__``, which multiprocessing skips), ``python -c``, and the ``beam-bpe`` console script (its call is
+    under ``if __name__ == "__main__"``). A user's own script might call the pipeline at its top level, which the
+    worker would run again: its workers start as new interpreters instead."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return name == "__main__" or name.endswith(".__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.basename(path) == "beam-bpe"
 
 
 def _run_beam_worker(env: dict) -> None:
@@ -191,10 +205,29 @@ def workers_ignore_ctrl_c() -> Iterator[list]:
         raise
     finally:
         done.set()
+        _stop_worker_server(started)
         if handler is not None:
             signal.signal(signal.SIGINT, handler)
         with _LOCK:
             local_job_service.subprocess = previous
+
+
+def _stop_worker_server(started: list) -> None:
+    """After a run that forked workers: wait for them (Beam has stopped them), then stop the fork server and reap it,
+    so that the workers' CPU time and memory count as this process's children (``time``, a batch scheduler's
+    accounting, ``getrusage``). A later run in this process starts a server again when it forks a worker."""
+    forked = [p for p in started if isinstance(p, _ForkedWorker)]
+    if not forked:
+        return
+    for process in forked:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+    from multiprocessing import forkserver
+
+    stop = getattr(forkserver._forkserver, "_stop", None)  # noqa: SLF001 - the standard library's own stop
+    if stop is not None:
+        with contextlib.suppress(OSError):
+            stop()
 
 
 class WorkerDiedError(RuntimeError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -21,6 +22,11 @@ def _exit_with(code: int) -> None:  # module level: the fork server's child unpi
 
 def _sleep() -> None:
     time.sleep(120)
+
+
+def _burn(seconds: float) -> None:
+    while time.process_time() < seconds:
+        pass
 
 
 @pytest.fixture
@@ -102,3 +108,19 @@ def test_the_hook_starts_other_command_lines_with_popen(monkeypatch):
 )
 def test_which_commands_start_the_server(workers_flag, beam_args, expected):
     assert workers.uses_local_workers(workers_flag, beam_args) is expected
+
+
+def test_after_a_run_the_server_is_reaped_and_its_workers_cpu_counts_as_ours(context):
+    """``time beam-bpe ...``, a batch scheduler and bench_scale.py count the CPU of a process's children: the forked
+    workers are the server's children, so the server is stopped and reaped at the end of a run (else it outlives
+    the launcher, orphaned, and the workers' CPU is lost from every account)."""
+    from multiprocessing import forkserver
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process = context.Process(target=_burn, args=(0.5,), daemon=True)
+    process.start()
+    worker = workers._ForkedWorker(process)
+    workers._stop_worker_server([worker])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert worker.returncode == 0 and forkserver._forkserver._forkserver_pid is None
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.4
