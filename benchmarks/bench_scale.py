@@ -26,6 +26,7 @@ import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -106,7 +107,11 @@ def measure(cmd: list[str]) -> dict:
 
 def _measure_main(cmd: list[str]) -> None:
     start = time.perf_counter()
-    run = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        peaks = _sample_peaks(proc)
+        out.seek(0), err.seek(0)
+        run = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
     wall = time.perf_counter() - start
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != 0:
@@ -123,8 +128,36 @@ def _measure_main(cmd: list[str]) -> None:
         "rss": kids.ru_maxrss * 1024,
         "load": os.getloadavg()[0],
         "stages": _stage_seconds(run.stderr),
+        **peaks,
     }
     print(json.dumps({**result, **(extra if isinstance(extra, dict) else {})}))
+
+
+def _sample_peaks(proc: subprocess.Popen, every: float = 0.1) -> dict[str, int]:
+    """Wait for ``proc``, sampling the RSS of it and of every process below it ``every`` s: the launcher's peak
+    (``rss_launcher``) and the largest peak of any other process (``rss_worker``: a Beam worker, the fork server,
+    a Dask worker). A peak shorter than the interval can be missed; ``rss`` (getrusage) is the exact maximum of
+    the largest process."""
+    import psutil
+
+    launcher, worker = 0, 0
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.Error:
+        root = None
+    while proc.poll() is None:
+        if root is not None:
+            try:
+                launcher = max(launcher, root.memory_info().rss)
+                for child in root.children(recursive=True):
+                    try:
+                        worker = max(worker, child.memory_info().rss)
+                    except psutil.Error:
+                        continue
+            except psutil.Error:
+                pass
+        time.sleep(every)
+    return {"rss_launcher": launcher, "rss_worker": worker}
 
 
 def _stage_seconds(stderr: str) -> dict[str, float]:
@@ -213,7 +246,7 @@ def _print_train_row(r: dict) -> None:
     for name, m in (("count loop, 2 threads", loop), ("train --counts-only, 2 workers", count),
                     ("train --from-counts", trained)):  # fmt: skip
         print(f"  {name:32s} wall {m['wall']:7.1f} s  cpu {m['cpu']:7.1f} s  peak RSS {m['rss'] / mib:7.0f} MiB  "
-              f"{r['mb'] / m['wall']:6.1f} MB/s  {r['mb'] / m['cpu']:5.1f} MB/core-s  "
+              f"{r['mb'] / m['wall']:6.1f} MB/s  {r['mb'] / m['cpu']:5.1f} MB/core-s  {_peaks(m)}"
               f"(load {m['load']:.1f})")  # fmt: skip
     print(f"  train --counts-only / loop: wall {count['wall'] / loop['wall']:.2f}x (target <= 1.5x), "
           f"cpu {count['cpu'] / loop['cpu']:.2f}x")  # fmt: skip
@@ -225,6 +258,13 @@ def _print_train_row(r: dict) -> None:
           f"{above / max(1, r['unique']):.0f} bytes per unique chunk (target <= 200)")  # fmt: skip
 
 
+def _peaks(m: dict) -> str:
+    """The sampled peaks of the launcher and of the largest other process (a worker), where there was one."""
+    if not m.get("rss_worker"):
+        return ""
+    return f"[launcher {m['rss_launcher'] / 2**20:.0f} / worker {m['rss_worker'] / 2**20:.0f} MiB] "
+
+
 def _print_train_fit(rows: list[dict]) -> None:
     if len(rows) < 2:
         return
@@ -234,8 +274,10 @@ def _print_train_fit(rows: list[dict]) -> None:
     for label, key in (("count loop", "loop"), ("train --counts-only", "count"), ("train --from-counts", "train")):
         walls, cpus = [r[key]["wall"] for r in rows], [r[key]["cpu"] for r in rows]
         rss = [r[key]["rss"] - (rows[0]["idle_rss"] if key == "train" else 0) for r in rows]
+        workers = [r[key].get("rss_worker") or 0 for r in rows]
+        per_worker = f"  worker peak {exponent(sizes, workers):.2f}" if all(workers) else ""
         print(f"  {label:22s} wall {exponent(sizes, walls):.2f}  cpu {exponent(sizes, cpus):.2f}  "
-              f"peak RSS {exponent(sizes, rss):.2f}")  # fmt: skip
+              f"peak RSS {exponent(sizes, rss):.2f}{per_worker}")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- encode part
@@ -298,7 +340,9 @@ def bench_encode(work: Path, corpora: dict[float, Path], *, pretokenizer: str = 
         sizes = [r["gb"] for r in rows]
         print(
             f"encode fit: exponent wall {exponent(sizes, [r['pipeline']['wall'] for r in rows]):.2f}, "
-            f"cpu {exponent(sizes, [r['pipeline']['cpu'] for r in rows]):.2f} (1.0 is linear)"
+            f"cpu {exponent(sizes, [r['pipeline']['cpu'] for r in rows]):.2f}, "
+            f"launcher peak {exponent(sizes, [r['pipeline']['rss_launcher'] for r in rows]):.2f}, "
+            f"worker peak {exponent(sizes, [r['pipeline']['rss_worker'] or 1 for r in rows]):.2f} (1.0 is linear)"
         )
     return rows
 
@@ -309,7 +353,7 @@ def _print_encode_row(r: dict) -> None:
         print(
             f"encode {r['gb']:>4} GB {name:<21} wall {m['wall']:7.1f} s cpu {m['cpu']:7.1f} s "
             f"peak {m['rss'] / 2**20:6.0f} MiB "
-            f"{r['mb'] / m['wall']:6.1f} MB/s {r['mb'] / m['cpu']:5.1f} MB/core-s load {m['load']:.1f}"
+            f"{r['mb'] / m['wall']:6.1f} MB/s {r['mb'] / m['cpu']:5.1f} MB/core-s {_peaks(m)}load {m['load']:.1f}"
         )
     print(
         f"encode {r['gb']:>4} GB ratios: wall pipeline/gigatoken {p['wall'] / g['wall']:.2f} (target <= 1.0), "
