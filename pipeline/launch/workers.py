@@ -30,7 +30,6 @@ worker's, or a command that did not start the server, gets the plain ``Popen``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -66,11 +65,10 @@ def uses_local_workers(workers: int | None, beam_args: Sequence[str]) -> bool:
     return False
 
 
-def start_worker_server(command: str, tokenizers: Sequence[tuple[str, str | None]] = ()) -> None:
+def start_worker_server(command: str) -> None:
     """Start the fork server that this command's local Beam workers are forked from (once per process); it
-    imports Beam's worker and the command's stages, and loads ``tokenizers`` (``(absolute path or URL,
-    pretokenizer)``, as the job's ``TokenizerRef`` names them), while the launcher goes on. Where the platform has
-    no fork server, the workers start as before."""
+    imports Beam's worker and the command's stages while the launcher goes on. Where the platform has no fork
+    server, the workers start as before."""
     import multiprocessing
 
     if _SERVER or "forkserver" not in multiprocessing.get_all_start_methods() or not _main_is_import_safe():
@@ -78,21 +76,8 @@ def start_worker_server(command: str, tokenizers: Sequence[tuple[str, str | None
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
-    modules = [BEAM_WORKER_MODULE, "pipeline.cli.app", *WORKER_MODULES.get(command, ())]
-    if tokenizers:
-        modules.append("pipeline.launch.preload")  # last: it reads the variable set below, in the server only
-    context.set_forkserver_preload(modules)
-    from pipeline.launch.preload import PRELOAD_ENV
-
-    before = os.environ.get(PRELOAD_ENV)
-    os.environ[PRELOAD_ENV] = json.dumps([list(t) for t in tokenizers])
-    try:
-        forkserver.ensure_running()  # the server starts with this environment
-    finally:
-        if before is None:
-            os.environ.pop(PRELOAD_ENV, None)
-        else:
-            os.environ[PRELOAD_ENV] = before
+    context.set_forkserver_preload([BEAM_WORKER_MODULE, "pipeline.cli.app", *WORKER_MODULES.get(command, ())])
+    forkserver.ensure_running()
     _SERVER["context"] = context
 
 

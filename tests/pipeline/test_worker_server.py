@@ -3,7 +3,6 @@ Beam and to the launcher as a ``subprocess.Popen`` does, and only Beam's own wor
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import resource
@@ -125,25 +124,3 @@ def test_after_a_run_the_server_is_reaped_and_its_workers_cpu_counts_as_ours(con
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert worker.returncode == 0 and forkserver._forkserver._forkserver_pid is None
     assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.4
-
-
-def test_a_preloaded_tokenizer_is_the_one_a_worker_gets_and_a_bad_spec_is_left_to_the_workers(monkeypatch):
-    """The fork server loads the job's tokenizer under the reference its workers look up (pipeline/launch/
-    preload.py); the workers then inherit it instead of loading their own. A file that cannot be loaded there
-    does not stop the server: the workers load it themselves and report what is wrong."""
-    import importlib
-
-    from pipeline.encode import tokenizer as tokenizers
-    from pipeline.launch import preload
-    from tests.conftest import data_path
-
-    url = str(data_path("tiktoken", "r50k_base.tiktoken"))
-    monkeypatch.setattr(tokenizers, "_CACHE", {})
-    monkeypatch.setenv(preload.PRELOAD_ENV, json.dumps([[url, "r50k"], ["/no/such/tokenizer.bpe", None]]))
-    monkeypatch.setattr("gc.freeze", lambda: None)  # the test process is not a worker
-    importlib.reload(preload)
-    assert preload.PRELOAD_ENV not in os.environ  # read once, not passed on to the workers' environment
-    (ref,) = tokenizers._CACHE  # the file that loads, under the reference the launcher builds for it
-    assert ref.url == url and ref.pretokenizer == "r50k"
-    loaded = tokenizers.TokenizerRef(url, ref.digest, "r50k").load()
-    assert loaded is tokenizers._CACHE[ref]
