@@ -665,6 +665,10 @@ const std::vector<std::string_view>& pretok_names() {
     return names;
 }
 
+Pretok pretok_named(size_t index) {
+    return index < named_kinds().size() ? named_kinds()[index].second : Pretok::kNone;
+}
+
 Pretok pretok_from_name(std::string_view name) {
     for (const auto& [known, kind] : named_kinds())
         if (known == name) return kind;

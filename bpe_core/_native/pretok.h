@@ -58,6 +58,8 @@ Pretok pretok_from_name(std::string_view name);
 // or llama), then the other eleven of the o200k family ("o200k-family:L-none-d1": classes UW or L, contractions ci,
 // ascii or none, digits d3 or d1).
 const std::vector<std::string_view>& pretok_names();
+// The kind pretok_names()[index] names, or kNone past the end (a compiled cascade's hand-written stage).
+Pretok pretok_named(size_t index);
 
 // Append the end offset (in bytes, exclusive) of each piece of text[0:n] to `ends`; the pieces tile the text, none is
 // empty. Pure function of its input: safe to call from many threads at once.

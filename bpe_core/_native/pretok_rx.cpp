@@ -41,8 +41,19 @@ struct Seq {
     std::vector<Item> items;
 };
 
+// A pattern `A?C{m,M}$?` of one alternative (A, C classes; `[0-9][0-9][0-9]` counts as C{3}; `$` only after an
+// unbounded C): matched by loops over the characters instead of the interpreter. Most stages of llama.cpp's regex
+// lists are of this shape (deepseek-llm's and deepseek-coder's, falcon's first and last, bloom's).
+struct Simple {
+    bool on = false;
+    bool has_opt = false, opt_possessive = false, end = false;
+    uint32_t opt_bit = 0, bit = 0, min = 1, max = 1;
+};
+
 struct Pattern {
     std::vector<Seq> alts;
+    Simple simple;
+    Pretok delegate = Pretok::kNone;  // a hand-written kind that splits as this pattern does (a cascade's stage)
     std::vector<uint32_t> cand_eq;  // equivalence id -> bit set of alternatives that may start there
     std::array<uint32_t, 128> cand_ascii{};
 };
@@ -76,6 +87,10 @@ struct Reader {
     int64_t next() {
         if (i >= v.size()) throw std::invalid_argument("compiled pre-tokenizer program ends early");
         return v[i++];
+    }
+    int64_t peek() const {
+        if (i >= v.size()) throw std::invalid_argument("compiled pre-tokenizer program ends early");
+        return v[i];
     }
     uint32_t count(uint32_t limit) {
         const int64_t x = next();
@@ -135,6 +150,45 @@ std::vector<Seq> read_alts(Reader& r, uint32_t nclasses, int depth) {
     std::vector<Seq> alts;
     for (uint32_t a = 0; a < nalts; ++a) alts.push_back(read_seq(r, nclasses, depth));
     return alts;
+}
+
+// The Simple form of `alts`, when it has one (Simple::on).
+Simple simple_form(const std::vector<Seq>& alts) {
+    Simple sm;
+    if (alts.size() != 1) return sm;
+    std::vector<const Item*> items;
+    std::vector<std::pair<uint32_t, uint32_t>> bounds;  // min, max of each item, fixed runs of one class merged
+    for (const Item& it : alts[0].items) {
+        const bool fixed = it.type == kClass && it.min == it.max && it.max != kUnbounded;
+        if (fixed && !items.empty() && items.back()->type == kClass && items.back()->bit == it.bit &&
+            bounds.back().first == bounds.back().second && bounds.back().second != kUnbounded &&
+            bounds.back().second + it.max < (1u << 20)) {
+            bounds.back().first += it.min;
+            bounds.back().second += it.max;
+            continue;
+        }
+        items.push_back(&it);
+        bounds.emplace_back(it.min, it.max);
+    }
+    size_t i = 0;
+    if (items.size() >= 2 && items[0]->type == kClass && bounds[0] == std::make_pair(0u, 1u) &&
+        items[1]->type == kClass) {
+        sm.has_opt = true;
+        sm.opt_bit = items[0]->bit;
+        sm.opt_possessive = items[0]->possessive;
+        i = 1;
+    }
+    if (i >= items.size() || items[i]->type != kClass || bounds[i].first == 0) return sm;
+    sm.bit = items[i]->bit;
+    sm.min = bounds[i].first;
+    sm.max = bounds[i].second;
+    ++i;
+    if (i < items.size() && items[i]->type == kEnd && sm.max == kUnbounded) {
+        sm.end = true;
+        ++i;
+    }
+    sm.on = i == items.size();
+    return sm;
 }
 
 // ---- characters ----
@@ -325,9 +379,74 @@ struct Matcher {
 
     size_t char_len(size_t i) const { return utf8_char_len(s, n, i); }
 
+    static constexpr size_t kFail = ~size_t(0);
+
+    // C{min,max}$? of a Simple at x: the end of its match, or kFail with the end of C's run from x in *run_end.
+    inline size_t simple_run(const Simple& sm, size_t x, size_t* run_end) const {
+        uint32_t c = 0;
+        while (c < sm.max && x < n) {
+            uint32_t len;
+            if (!(mask_at(x, len) & sm.bit)) break;
+            x += len;
+            ++c;
+        }
+        *run_end = x;
+        if (c < sm.min) return kFail;
+        // $ after an unbounded run: at the end, or before a final newline (which the run did not take).
+        if (sm.end && !(x == n || (x + 1 == n && s[x] == '\n'))) return kFail;
+        return x;
+    }
+
+    // The end of the Simple's match at pos, or kFail; *skip: where the next match may start, when it failed.
+    inline size_t simple_at(const Simple& sm, size_t pos, size_t* skip) const {
+        size_t run_end;
+        uint32_t len = 0;
+        const uint32_t m = mask_at(pos, len);
+        if (sm.has_opt && (m & sm.opt_bit)) {
+            const size_t end = simple_run(sm, pos + len, &run_end);
+            if (end != kFail) return end;
+            if (sm.opt_possessive) {
+                *skip = pos + len;
+                return kFail;
+            }
+        }
+        if (!(m & sm.bit)) {
+            *skip = pos + len;
+            return kFail;
+        }
+        const size_t end = simple_run(sm, pos, &run_end);
+        // Every start inside the run ends the run's C at the same place (and A there is in C): none can match.
+        *skip = run_end;
+        return end;
+    }
+
+    // next_piece of a Simple: linear, each character classified about twice.
+    size_t next_simple(const Simple& sm, size_t pos) const {
+        size_t skip;
+        size_t end = simple_at(sm, pos, &skip);
+        if (end != kFail) {
+            spend(1 + (end - pos) / 8);
+            return end;
+        }
+        size_t i = skip;
+        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
+        while (i < n) {
+            uint32_t len;
+            if (!(mask_at(i, len) & starts)) {
+                i += len;
+                continue;
+            }
+            if (simple_at(sm, i, &skip) != kFail) break;
+            i = skip;
+        }
+        spend(1 + (i - pos) / 8);
+        return i;
+    }
+
     // The next piece from pos (< n) under pat: a match, or the run of text before the next match.
     size_t next_piece(const Pattern& pat, size_t pos) const {
         budget.piece = size_t(s - budget.text) + pos;
+        if (pat.simple.on) return next_simple(pat.simple, pos);
         const size_t end = match_at(pat, pos);
         if (end > pos) return end;
         size_t i = pos + char_len(pos);
@@ -360,6 +479,20 @@ void split_level(const Program& p, size_t level, const uint8_t* s, size_t n, siz
     const Pattern& pat = p.patterns[level];
     const bool last = level + 1 == p.patterns.size();
     size_t pos = 0;
+    if (pat.delegate != Pretok::kNone) {  // a hand-written stage: its pieces, each split by the next patterns
+        size_t ends[64], at = 0, k;
+        while ((k = pretok_split_some(pat.delegate, s, n, &at, ends, 64)) != 0) {
+            m.spend(1 + (ends[k - 1] - pos) / 8);
+            for (size_t j = 0; j < k; ++j) {
+                if (last)
+                    out.push_back(base + ends[j]);
+                else
+                    split_level(p, level + 1, s + pos, ends[j] - pos, base + pos, out, stack);
+                pos = ends[j];
+            }
+        }
+        return;
+    }
     while (pos < n) {
         const size_t end = m.next_piece(pat, pos);
         if (last)
@@ -429,7 +562,16 @@ Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::v
     const uint32_t nclasses = static_cast<uint32_t>(classes.size());
     for (uint32_t i = 0; i < npatterns; ++i) {
         Pattern pat;
+        if (r.peek() == -1) {  // -1, index: the hand-written kind pretok_names()[index]
+            r.next();
+            pat.delegate = pretok_named(r.count(1u << 16));
+            if (pat.delegate == Pretok::kNone)
+                throw std::invalid_argument("compiled pre-tokenizer program: no hand-written kind of that index");
+            prog->patterns.push_back(std::move(pat));
+            continue;
+        }
         pat.alts = read_alts(r, nclasses, 0);
+        pat.simple = simple_form(pat.alts);
         auto cand = [&](uint32_t m) {
             uint32_t bits = 0;
             for (size_t a = 0; a < pat.alts.size(); ++a)
@@ -493,13 +635,18 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
             pend.n = n;
             const size_t start = *pos;
             Matcher m{p, text, n, stack, t_budget};
+            size_t end;
+            if (p.patterns[0].delegate != Pretok::kNone) {
+                size_t at = start;
+                pretok_split_some(p.patterns[0].delegate, text, n, &at, &end, 1);
+            } else {
+                end = m.next_piece(p.patterns[0], start);
+            }
             if (p.patterns.size() == 1) {
-                const size_t end = m.next_piece(p.patterns[0], start);
                 ends[k++] = end;
                 *pos = end;
                 continue;
             }
-            const size_t end = m.next_piece(p.patterns[0], start);
             split_level(p, 1, text + start, end - start, start, pend.ends, stack);
         }
         ends[k++] = pend.ends[pend.next++];

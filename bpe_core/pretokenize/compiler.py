@@ -19,9 +19,14 @@ tests/native/test_native_pretok_rx.py checks them piece for piece.
 
 Program encoding (a flat list of ints), read by ``rx_register``::
 
-    program := npatterns, alts*            alts := nalts, seq*
+    program := npatterns, pattern*         pattern := alts | -1 index      alts := nalts, seq*
     seq     := first (class bit mask, -1 = any), nitems, item*
     item    := 0 class min max(-1 = unbounded) possessive | 1 min max alts | 2 class negative | 3   ($)
+
+``-1 index``: a stage of a list that a hand-written pre-tokenizer splits exactly (``pretok_names()[index]``, as
+``presets.native_preset_for`` finds it), such as GPT-2's regex as falcon's second: the core runs that splitter on each
+piece the stages before it leave. The core also matches a pattern of the shape ``A?C{m,M}$?`` (one alternative; most
+stages of llama.cpp's lists) with loops of its own instead of the interpreter.
 """
 
 from __future__ import annotations
@@ -308,24 +313,48 @@ class Compiled:
 
 
 @functools.cache
-def compile_patterns(patterns: tuple[str, ...]) -> Compiled | None:
-    """The program of ``patterns``, or None when one of them is outside the compiled subset."""
+def compile_patterns(patterns: tuple[str, ...], delegates: tuple[tuple[int, int], ...] = ()) -> Compiled | None:
+    """The program of ``patterns``, or None when one of them is outside the compiled subset. ``delegates``: (stage,
+    index) pairs, the stages a hand-written kind (``pretok_names()[index]``) splits instead."""
     try:
-        return _compile(patterns)
+        return _compile(patterns, dict(delegates))
     except (NotCompiled, RecursionError):
         return None
 
 
-def _compile(patterns: Sequence[str]) -> Compiled:
+def _compile(patterns: Sequence[str], delegates: dict[int, int]) -> Compiled:
     builder = _Builder()
     program = [len(patterns)]
-    for pattern in patterns:
+    for stage, pattern in enumerate(patterns):
         regex.compile(pattern)  # a pattern `regex` refuses is refused there, not here
+        if stage in delegates:
+            program += (-1, delegates[stage])
+            continue
         group = _Parser(pattern).parse()
         if any(_min_len(seq) == 0 for seq in group.alts):
             raise NotCompiled(f"an alternative of {pattern!r} can match the empty string")
         builder.alts(group, program)
+    if not builder.classes:
+        builder.classes.append(r"\n")  # the core wants one class at least
     return Compiled(tuple(program), tuple(builder.classes))
+
+
+def _hand_written_stages(patterns: tuple[str, ...], names: list[str]) -> tuple[tuple[int, int], ...]:
+    """(stage, index in ``names``) of each stage of a list of several that a hand-written kind splits exactly, when
+    the core's tables are those of the `regex` imported now (as for a preset)."""
+    if len(patterns) < 2:
+        return ()
+    from bpe_core.pretokenize.pretokenizer import _native_split_usable
+    from bpe_core.pretokenize.presets import native_preset_for
+
+    if not _native_split_usable():
+        return ()
+    out = []
+    for stage, pattern in enumerate(patterns):
+        kind = native_preset_for((pattern,))
+        if kind is not None and kind in names:
+            out.append((stage, names.index(kind)))
+    return tuple(out)
 
 
 _registered: dict[tuple[str, ...], str | None] = {}
@@ -339,8 +368,10 @@ def native_name(patterns: tuple[str, ...]) -> str | None:
     from bpe_core import native
 
     name = None
-    compiled = compile_patterns(patterns)
-    if compiled is not None and native.available() and hasattr(native._core, "pretok_compile"):
+    compiled = None
+    if native.available() and hasattr(native._core, "pretok_compile"):
+        compiled = compile_patterns(patterns, _hand_written_stages(patterns, list(native._core.pretok_names())))
+    if compiled is not None:
         ranges = [list(class_ranges(c)) for c in compiled.classes]
         name = native._core.pretok_compile(list(compiled.program), ranges, repr(list(patterns)))
     _registered[patterns] = name

@@ -99,7 +99,9 @@ def test_pretok_compiled_every_llamacpp_list():
             text = data.decode("utf-8", "surrogateescape")
             expected = [p.encode("utf-8", "surrogateescape") for p in pre._split_normalized(text)]
             assert native._core.pretok_split(name, data) == expected, (patterns, data[:80])
-    for program in ([], [1], [1, 1, -1, 1, 0, 5, 1, 1, 0], [1, 1, -1, 1, 1, 0, 2, 0], [2, 1, -1, 0]):
+    malformed = ([], [1], [1, 1, -1, 1, 0, 5, 1, 1, 0], [1, 1, -1, 1, 1, 0, 2, 0], [2, 1, -1, 0])
+    no_such_hand_written_stage = ([1, -1, 1 << 20], [1, -1, len(native._core.pretok_names())], [2, -1, 0])
+    for program in malformed + no_such_hand_written_stage:
         with pytest.raises(ValueError):
             native._core.pretok_compile(program, [[0, 10]])
 

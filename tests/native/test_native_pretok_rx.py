@@ -152,3 +152,65 @@ def test_outside_the_subset_splits_through_regex(pattern):
     assert compile_patterns((pattern,)) is None
     assert pre.native_kind is None
     assert pre.split_bytes(b"aab foo") == [p.encode() for p in pre.split("aab foo")]
+
+
+# Stages of the shape A?C{m,M}$? (the core's loops instead of the interpreter) and cascades whose stages are a
+# hand-written kind (the core runs that splitter on the pieces before it): made-up lists, so that no llama.cpp list's
+# particular classes hide a case.
+R50K = PRESETS["r50k"].patterns[0]
+SIMPLE_STAGES = [
+    r"\p{N}{1,3}",
+    r"[0-9][0-9][0-9]",
+    r"\p{N}{2}",
+    r"a?a{2,3}",
+    r"[a-z]?[a-z0-9]+",
+    r" ?\p{L}+",
+    r" ?+\p{L}+",
+    r"[a-z ]?+[a-z]+",
+    r"\s?\p{L}+",
+    r"\p{L}+$",
+    r"\s+$",
+    r"[^\n]+$",
+    r" ?\p{L}+$",
+    r"\p{L}{2}$",
+    r"[^\s\p{L}]?\p{P}{1,2}",
+]
+CASCADES = [
+    (r"\p{N}{1,3}", r" ?\p{L}+$", R50K),
+    (R50K, r"\p{N}"),
+    (r"[\r\n]", R50K, r"\p{N}{1,3}"),
+    (r"\s?\p{L}+", R50K, R50K),
+    (r"[a-z]?[a-z0-9]+", r"\p{N}{2}", r"\s+$"),
+]
+SIMPLE_ALPHABET = list("aazZé1234 \n\n\t.,!?'") + ["\u0301", "日", "\u3000", "٣"]
+
+
+@pytest.mark.parametrize("patterns", [(p,) for p in SIMPLE_STAGES] + CASCADES, ids=repr)
+def test_simple_stages_and_hand_written_stages(patterns):
+    assert compile_patterns(patterns) is not None
+    fixed = ["", "\n", "aaa", "aaaa\n", "aaaa\n\n", " 12345 ab\n", "ab cd", "ab cd\n", "x" * 70 + "\n", "a1b22c333"]
+    for text in fixed:
+        assert_same(patterns, text.encode(), repr(text))
+    for c in ("multi_udhr", "code_cpython"):
+        for doc in corpus(c, 8):
+            data = doc.encode("utf-8", "surrogatepass")
+            assert_same(patterns, data, c)
+            assert_same(patterns, data.rstrip(b"\n") + b"\n", c + " ending in one newline")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([(p,) for p in SIMPLE_STAGES] + CASCADES),
+    st.lists(st.sampled_from(SIMPLE_ALPHABET), max_size=40),
+    st.sampled_from([b"", b"\n", b"\n\n", b" ", b"\xe2\x82"]),
+)
+def test_hypothesis_simple_stages(patterns, chars, tail):
+    assert_same(patterns, "".join(chars).encode() + tail, repr(patterns))
+
+
+def test_a_program_naming_no_hand_written_kind_is_refused():
+    count = len(native._core.pretok_names())
+    for program in ([1, -1, count], [1, -1, 1 << 20], [1, -1], [2, -1, 0]):
+        with pytest.raises(ValueError):
+            native._core.pretok_compile(program, [[10, 10]])
+    assert native._core.pretok_compile([2, -1, 0, -1, 0], [[10, 10]], "two hand-written stages").startswith("rx:")
