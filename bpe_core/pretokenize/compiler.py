@@ -344,8 +344,8 @@ def _hand_written_stages(patterns: tuple[str, ...], names: list[str]) -> tuple[t
     the core's tables are those of the `regex` imported now (as for a preset)."""
     if len(patterns) < 2:
         return ()
-    from bpe_core.pretokenize.pretokenizer import _native_split_usable
     from bpe_core.pretokenize.presets import native_preset_for
+    from bpe_core.pretokenize.pretokenizer import _native_split_usable
 
     if not _native_split_usable():
         return ()
