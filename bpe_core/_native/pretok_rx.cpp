@@ -10,12 +10,18 @@
 #include "encoder.h"  // stop_requested(): Ctrl-C while a long split runs
 #include "utf8.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace bpe {
 
@@ -58,12 +64,36 @@ struct Pattern {
     std::array<uint32_t, 128> cand_ascii{};
 };
 
+// How a stage after the first of a list of several refines a window's piece boundaries (split_window).
+enum class Form : uint8_t { kRuns, kSingles, kOptRuns, kEndRuns, kCounted, kGeneric, kDelegate };
+
+struct WinStage {
+    Form form = Form::kGeneric;
+    uint8_t c = 0, a = 0;  // the classes of C and A: indexes into Cascade::bits
+    Simple sm;             // with bit and opt_bit as bits of the window's own class masks
+    Pretok delegate = Pretok::kNone;
+};
+
+// A list whose stages after the first are all Simple or hand-written, using at most 8 classes: split a window of
+// first-level pieces at a time, breadth first (every character classified once, each stage one pass of bit
+// operations over the window) instead of piece by piece, depth first.
+struct Cascade {
+    bool on = false;
+    std::vector<uint32_t> bits;  // the classes the stages use (program masks), at most 8
+    std::array<uint8_t, 128> ascii8{};
+    std::vector<uint8_t> eq8;  // equivalence id -> window class mask (bit u: in class bits[u])
+    std::vector<WinStage> stages;  // from the first (form kGeneric when it is not one of the local forms)
+    bool local0 = false;  // the first stage is local (runs, singles, A?C+): the window splits it too
+    bool byte_map = false;  // a stage needs the character index of a byte offset
+};
+
 struct Program {
     std::array<uint32_t, 128> ascii{};   // ASCII byte -> class mask
     std::vector<uint16_t> stage1;        // code point >> 8 -> block
     std::vector<uint8_t> stage2;         // block * 256 + (cp & 255) -> equivalence id
     std::vector<uint32_t> eq_mask;       // equivalence id -> class mask
     std::vector<Pattern> patterns;
+    Cascade cascade;
     std::string label;  // the patterns, for messages
 };
 
@@ -513,6 +543,356 @@ struct Pending {
 };
 thread_local Pending t_pending;
 
+
+// ---- cascades, a window at a time ----
+
+constexpr size_t kWindowBytes = 8192;  // first-level pieces are gathered until the window holds this many bytes
+
+void build_cascade(Program& p) {
+    Cascade cs;
+    if (p.patterns.size() < 2) return;
+    auto index_of = [&](uint32_t bit) -> int {
+        for (size_t u = 0; u < cs.bits.size(); ++u)
+            if (cs.bits[u] == bit) return static_cast<int>(u);
+        if (cs.bits.size() == 8) return -1;
+        cs.bits.push_back(bit);
+        return static_cast<int>(cs.bits.size()) - 1;
+    };
+    auto disjoint = [&](uint32_t x, uint32_t y) {
+        for (uint32_t m : p.ascii)
+            if ((m & x) && (m & y)) return false;
+        for (uint32_t m : p.eq_mask)
+            if ((m & x) && (m & y)) return false;
+        return true;
+    };
+    for (size_t i = 0; i < p.patterns.size(); ++i) {
+        const Pattern& pat = p.patterns[i];
+        WinStage st;
+        if (i == 0 && !pat.simple.on) {  // split piece by piece (next_piece or its splitter), then the window
+            cs.stages.push_back(st);
+            continue;
+        }
+        if (pat.delegate != Pretok::kNone) {
+            st.form = Form::kDelegate;
+            st.delegate = pat.delegate;
+        } else if (pat.simple.on) {
+            const Simple& sm = pat.simple;
+            const int c = index_of(sm.bit), a = sm.has_opt ? index_of(sm.opt_bit) : 0;
+            if (c < 0 || a < 0) return;
+            st.c = static_cast<uint8_t>(c), st.a = static_cast<uint8_t>(a);
+            st.sm = sm;
+            st.sm.bit = 1u << c;
+            st.sm.opt_bit = sm.has_opt ? 1u << a : 0;
+            const bool plain = !sm.has_opt && !sm.end;
+            if (plain && sm.min == 1 && sm.max == kUnbounded)
+                st.form = Form::kRuns;
+            else if (plain && sm.min == 1 && sm.max == 1)
+                st.form = Form::kSingles;
+            else if (plain)
+                st.form = Form::kCounted;
+            else if (!sm.has_opt && sm.end && sm.min == 1)
+                st.form = Form::kEndRuns;  // C+$ (simple_form allows $ only after an unbounded run)
+            else if (sm.has_opt && !sm.end && sm.min == 1 && sm.max == kUnbounded && disjoint(sm.bit, sm.opt_bit))
+                st.form = Form::kOptRuns;  // possessive or not, the same when A and C share no character
+            else
+                st.form = Form::kGeneric;
+        } else {
+            return;
+        }
+        if (i == 0 && st.form != Form::kRuns && st.form != Form::kSingles && st.form != Form::kOptRuns)
+            st.form = Form::kGeneric;
+        cs.stages.push_back(st);
+    }
+    const Form f0 = cs.stages[0].form;
+    cs.local0 = f0 == Form::kRuns || f0 == Form::kSingles || f0 == Form::kOptRuns;
+    cs.byte_map = !cs.local0;
+    for (const WinStage& st : cs.stages) cs.byte_map |= st.form == Form::kDelegate;
+    auto compress = [&](uint32_t m) {
+        uint8_t out = 0;
+        for (size_t u = 0; u < cs.bits.size(); ++u)
+            if (m & cs.bits[u]) out |= static_cast<uint8_t>(1u << u);
+        return out;
+    };
+    for (uint32_t b = 0; b < 128; ++b) cs.ascii8[b] = compress(p.ascii[b]);
+    for (uint32_t m : p.eq_mask) cs.eq8.push_back(compress(m));
+    cs.on = true;
+    p.cascade = std::move(cs);
+}
+
+// One window: its characters' class masks and byte offsets, the piece starts as bits, one bit set per class.
+struct Window {
+    std::vector<uint8_t> cm;   // class mask of character i (Cascade::bits), zero past the end
+    std::vector<uint32_t> at;  // byte offset of character i from the window's start; at[nchars] = the bytes
+    std::vector<uint32_t> ci;  // byte offset of a character -> its index (Cascade::byte_map), else unset
+    std::vector<uint64_t> walls, old;
+    std::array<std::vector<uint64_t>, 8> bits;
+    std::vector<size_t> first;  // the first-level piece ends, bytes from the window's start
+    size_t nchars = 0, nw = 0;
+};
+thread_local Window t_window;
+
+inline void set_bit(uint64_t* x, size_t i) { x[i >> 6] |= uint64_t(1) << (i & 63); }
+inline bool get_bit(const uint64_t* x, size_t i) { return (x[i >> 6] >> (i & 63)) & 1; }
+// Bit i of the result: bit i - 1 of x (the previous character's).
+inline uint64_t prev_bits(const uint64_t* x, size_t j) { return (x[j] << 1) | (j ? x[j - 1] >> 63 : 0); }
+// The first set bit of x at or after i (x has a set bit there: the window's end).
+inline size_t next_bit(const uint64_t* x, size_t i) {
+    size_t j = i >> 6;
+    uint64_t w = x[j] & (~uint64_t(0) << (i & 63));
+    while (!w) w = x[++j];
+    return (j << 6) | size_t(__builtin_ctzll(w));
+}
+
+// Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
+void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
+    const Cascade& cs = p.cascade;
+    w.cm.resize(n + 64);
+    w.at.resize(n + 1);
+    if (cs.byte_map && w.ci.size() < n + 1) w.ci.resize(n + 1);
+    uint8_t* cm = w.cm.data();
+    uint32_t* at = w.at.data();
+    size_t c = 0, i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t x;
+            std::memcpy(&x, s + i, 8);
+            if (!(x & 0x8080808080808080ull)) {
+                for (size_t k = 0; k < 8; ++k) cm[c + k] = cs.ascii8[s[i + k]], at[c + k] = uint32_t(i + k);
+                if (cs.byte_map)
+                    for (size_t k = 0; k < 8; ++k) w.ci[i + k] = uint32_t(c + k);
+                c += 8, i += 8;
+                continue;
+            }
+        }
+        at[c] = uint32_t(i);
+        if (cs.byte_map) w.ci[i] = uint32_t(c);
+        if (s[i] < 0x80) {
+            cm[c++] = cs.ascii8[s[i++]];
+            continue;
+        }
+        uint32_t len;
+        const uint32_t cp = utf8_decode(s, n, i, len);
+        cm[c++] = cs.eq8[p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)]];
+        i += len;
+    }
+    at[c] = uint32_t(n);
+    if (cs.byte_map) w.ci[n] = uint32_t(c);
+    w.nchars = c;
+    w.nw = c / 64 + 2;  // one word past the end's bit at least
+    if (w.cm.size() < 64 * w.nw) w.cm.resize(64 * w.nw);
+    cm = w.cm.data();
+    std::memset(cm + c, 0, 64 * w.nw - c);
+    for (size_t u = 0; u < cs.bits.size(); ++u) {
+        auto& b = w.bits[u];
+        b.assign(w.nw, 0);
+        for (size_t j = 0; j < w.nw; ++j) {
+#if defined(__SSE2__)
+            const __m128i shift = _mm_cvtsi32_si128(int(7 - u));
+            uint64_t x = 0;
+            for (size_t q = 0; q < 4; ++q) {
+                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cm + 64 * j + 16 * q));
+                x |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_sll_epi16(v, shift)))) << (16 * q);
+            }
+            b[j] = x;
+#else
+            uint64_t x = 0;
+            for (size_t t = 0; t < 64; ++t) x |= uint64_t((cm[64 * j + t] >> u) & 1) << t;
+            b[j] = x;
+#endif
+        }
+    }
+    // The first-level pieces' starts (when the stage was split piece by piece), and the end.
+    w.walls.assign(w.nw, 0);
+    set_bit(w.walls.data(), 0);
+    set_bit(w.walls.data(), c);
+    if (!cs.local0)
+        for (size_t e : w.first) set_bit(w.walls.data(), w.ci[e]);
+}
+
+// Keep the window's first `cut` characters (their piece starts are final): the rest is the next window's.
+void truncate_window(const Cascade& cs, Window& w, size_t cut) {
+    const size_t j = cut >> 6;
+    const uint64_t keep = (uint64_t(1) << (cut & 63)) - 1;
+    auto clip = [&](std::vector<uint64_t>& b) {
+        b[j] &= keep;
+        std::fill(b.begin() + long(j) + 1, b.begin() + long(w.nw), 0);
+    };
+    for (size_t u = 0; u < cs.bits.size(); ++u) clip(w.bits[u]);
+    clip(w.walls);
+    set_bit(w.walls.data(), cut);
+    w.nchars = cut;
+}
+
+// The Simple's loops of Matcher, on the window's characters [.., b) of one fragment.
+struct WinSimple {
+    const Simple& sm;
+    const uint8_t* cm;
+    const uint32_t* at;
+    const uint8_t* s;  // the window's bytes
+    size_t b;
+
+    static constexpr size_t kFail = ~size_t(0);
+    size_t run(size_t x, size_t* run_end) const {
+        uint32_t c = 0;
+        while (c < sm.max && x < b && (cm[x] & sm.bit)) ++x, ++c;
+        *run_end = x;
+        if (c < sm.min) return kFail;
+        if (sm.end && !(x == b || (x + 1 == b && s[at[x]] == '\n'))) return kFail;
+        return x;
+    }
+    size_t match_at(size_t pos, size_t* skip) const {
+        size_t run_end;
+        const uint8_t m = cm[pos];
+        if (sm.has_opt && (m & sm.opt_bit)) {
+            const size_t end = run(pos + 1, &run_end);
+            if (end != kFail) return end;
+            if (sm.opt_possessive) {
+                *skip = pos + 1;
+                return kFail;
+            }
+        }
+        if (!(m & sm.bit)) {
+            *skip = pos + 1;
+            return kFail;
+        }
+        const size_t end = run(pos, &run_end);
+        *skip = run_end;
+        return end;
+    }
+    size_t next(size_t pos) const {
+        size_t skip;
+        const size_t end = match_at(pos, &skip);
+        if (end != kFail) return end;
+        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
+        size_t i = skip;
+        while (i < b) {
+            if (!(cm[i] & starts)) {
+                ++i;
+                continue;
+            }
+            if (match_at(i, &skip) != kFail) break;
+            i = skip;
+        }
+        return i;
+    }
+};
+
+// Refine w.walls by one stage: each fragment (from a piece start to the next) split by the stage's pattern.
+void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
+    uint64_t* W = w.walls.data();
+    const size_t nw = w.nw, nchars = w.nchars;
+    const uint64_t* C = w.bits[st.c].data();
+    switch (st.form) {
+        case Form::kRuns:  // C+: a piece starts wherever membership changes
+            for (size_t j = 0; j < nw; ++j) W[j] |= C[j] ^ prev_bits(C, j);
+            return;
+        case Form::kSingles:  // C: each C character is a piece
+            for (size_t j = 0; j < nw; ++j) W[j] |= C[j] | prev_bits(C, j);
+            return;
+        case Form::kOptRuns: {  // A?C+, A and C disjoint: a run's piece starts one early behind an A of its fragment
+            const uint64_t* A = w.bits[st.a].data();
+            uint64_t sh_next = 0;
+            for (size_t j = nw; j-- > 0;) {
+                const uint64_t wall = W[j], cp = prev_bits(C, j), ap = prev_bits(A, j);
+                const uint64_t starts = C[j] & (~cp | wall);
+                const uint64_t early = starts & ap & ~wall;
+                W[j] = wall | (~C[j] & cp) | (starts & ~early) | (early >> 1) | (sh_next << 63);
+                sh_next = early;
+            }
+            return;
+        }
+        default:
+            break;
+    }
+    w.old.assign(W, W + nw);
+    const uint64_t* O = w.old.data();
+    if (st.form == Form::kEndRuns) {  // C+$: the run of C that ends its fragment (or its final newline) is a piece
+        const uint32_t* at = w.at.data();
+        for (size_t j = 0; j < nw; ++j) {
+            // x: the last character of a fragment, in C; or a newline ending one, after a C of the same fragment
+            const uint64_t last = (O[j] >> 1) | (j + 1 < nw ? O[j + 1] << 63 : 0);
+            uint64_t cand = last & (C[j] | (prev_bits(C, j) & ~O[j]));
+            while (cand) {
+                const size_t x = (j << 6) | size_t(__builtin_ctzll(cand));
+                cand &= cand - 1;
+                if (x >= nchars) break;
+                size_t end = x + 1;
+                if (!get_bit(C, x)) {  // x is not C: a match only when it is the final newline
+                    if (s[at[x]] != '\n') continue;
+                    end = x;
+                }
+                size_t r = end - 1;  // the run's first character: back to a piece start or a character not in C
+                while (!get_bit(O, r) && get_bit(C, r - 1)) --r;
+                set_bit(W, r);
+                set_bit(W, end);
+            }
+        }
+        return;
+    }
+    if (st.form == Form::kCounted) {  // C{m,M}: a run's matches from its start; a short rest joins the gap after it
+        for (size_t j = 0; j < nw; ++j) {
+            uint64_t starts = C[j] & (~prev_bits(C, j) | O[j]);
+            while (starts) {
+                const size_t r = (j << 6) | size_t(__builtin_ctzll(starts));
+                starts &= starts - 1;
+                if (r >= nchars) break;
+                size_t e = r + 1;
+                while (e < nchars && get_bit(C, e) && !get_bit(O, e)) ++e;
+                size_t pos = r;
+                while (e - pos >= st.sm.min) {
+                    set_bit(W, pos);
+                    pos += std::min<size_t>(st.sm.max, e - pos);
+                    set_bit(W, pos);
+                }
+            }
+        }
+        return;
+    }
+    for (size_t a = 0; a < nchars;) {
+        const size_t b = next_bit(O, a + 1);
+        if (st.form == Form::kDelegate) {
+            const uint32_t* at = w.at.data();
+            const uint32_t* ci = w.ci.data();
+            const size_t off = at[a], len = at[b] - off;
+            size_t ends[64], pos = 0;
+            while (pos < len) {
+                const size_t k = pretok_split_some(st.delegate, s + off, len, &pos, ends, 64);
+                for (size_t q = 0; q < k; ++q)
+                    if (ends[q] < len) set_bit(W, ci[off + ends[q]]);
+                if (k == 0) break;
+            }
+        } else {
+            const WinSimple ws{st.sm, w.cm.data(), w.at.data(), s, b};
+            for (size_t pos = a; pos < b;) {
+                pos = ws.next(pos);
+                if (pos < b) set_bit(W, pos);
+            }
+        }
+        a = b;
+    }
+}
+
+// The pieces of the window s[0:n] (first-level piece ends in w.first), as absolute ends base + .. appended to out.
+void split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w, std::vector<size_t>& out,
+                  const Matcher& m) {
+    const Cascade& cs = p.cascade;
+    for (size_t i = 1; i < cs.stages.size(); ++i) {
+        m.spend(1 + n / 8);
+        window_stage(cs.stages[i], s, w);
+    }
+    const uint64_t* W = w.walls.data();
+    const uint32_t* at = w.at.data();
+    for (size_t j = 0; j < w.nw; ++j) {
+        uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+        while (x) {
+            const size_t i = (j << 6) | size_t(__builtin_ctzll(x));
+            x &= x - 1;
+            if (i >= w.nchars) return out.push_back(base + n);
+            out.push_back(base + at[i]);
+        }
+    }
+}
+
 }  // namespace
 
 Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::vector<uint32_t>>& classes,
@@ -583,6 +963,7 @@ Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::v
         prog->patterns.push_back(std::move(pat));
     }
     if (r.i != program.size()) throw std::invalid_argument("compiled pre-tokenizer program has trailing values");
+    build_cascade(*prog);
     std::lock_guard<std::mutex> lock(g_mutex);
     g_programs.push_back(std::move(prog));
     return static_cast<Pretok>(kRxBase + static_cast<int>(g_programs.size()) - 1);
@@ -603,15 +984,32 @@ std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int
 
 uint64_t rx_last_steps() { return t_budget.used; }
 
+namespace {
+size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max);
+}  // namespace
+
 void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
     const Program& p = program_of(kind);
     t_budget.reset(p, text, n);
     t_stack.clear();
     const size_t first = ends.size();
     try {
-        split_level(p, 0, text, n, 0, ends, t_stack);
+        if (p.cascade.on && n) {
+            size_t pos = 0, batch[256];
+            t_pending.ends.clear(), t_pending.next = 0;
+            while (pos < n) {
+                const size_t k = split_some_budgeted(p, text, n, &pos, batch, 256);
+                ends.insert(ends.end(), batch, batch + k);
+            }
+        } else {
+            split_level(p, 0, text, n, 0, ends, t_stack);
+        }
     } catch (const RxStopped&) {  // a tiling all the same: the rest as one piece
+        t_pending.ends.clear(), t_pending.next = 0;
         if (ends.size() == first || ends.back() < n) ends.push_back(n);
+    } catch (...) {
+        t_pending.ends.clear(), t_pending.next = 0;
+        throw;
     }
 }
 
@@ -635,6 +1033,54 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
             pend.n = n;
             const size_t start = *pos;
             Matcher m{p, text, n, stack, t_budget};
+            if (p.cascade.on && p.cascade.local0) {  // the first stage too on the window, cut where it is final
+                Window& w = t_window;
+                size_t want = kWindowBytes;
+                for (;;) {
+                    size_t end = start + std::min(want, n - start);
+                    while (end < n && (text[end] & 0xC0) == 0x80) ++end;  // a character boundary
+                    classify_window(p, text + start, end - start, w);
+                    window_stage(p.cascade.stages[0], text + start, w);
+                    if (end == n) break;
+                    // A piece start at i depends on characters i - 1 to i + 1: those before the last two are final.
+                    size_t cut = 0;
+                    if (w.nchars >= 3) {
+                        const size_t lim = w.nchars - 2;
+                        size_t j = lim >> 6;
+                        uint64_t x = w.walls[j] & ((uint64_t(2) << (lim & 63)) - 1);
+                        if (j == 0) x &= ~uint64_t(1);  // the window's own start
+                        while (!x && j > 0) x = w.walls[--j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+                        if (x) cut = (j << 6) | size_t(63 - __builtin_clzll(x));
+                    }
+                    if (cut) {
+                        truncate_window(p.cascade, w, cut);
+                        break;
+                    }
+                    want *= 2;
+                }
+                const size_t bytes = w.at[w.nchars];
+                m.spend(1 + bytes / 8);
+                split_window(p, text + start, bytes, start, w, pend.ends, m);
+                continue;
+            }
+            if (p.cascade.on) {  // first-level pieces until the window is full, then the other stages on it
+                Window& w = t_window;
+                w.first.clear();
+                size_t at = start;
+                while (at < n && at - start < kWindowBytes) {
+                    if (p.patterns[0].delegate != Pretok::kNone) {
+                        size_t got[64];
+                        const size_t k0 = pretok_split_some(p.patterns[0].delegate, text, n, &at, got, 64);
+                        for (size_t q = 0; q < k0; ++q) w.first.push_back(got[q] - start);
+                    } else {
+                        at = m.next_piece(p.patterns[0], at);
+                        w.first.push_back(at - start);
+                    }
+                }
+                classify_window(p, text + start, at - start, w);
+                split_window(p, text + start, at - start, start, w, pend.ends, m);
+                continue;
+            }
             size_t end;
             if (p.patterns[0].delegate != Pretok::kNone) {
                 size_t at = start;

@@ -214,3 +214,16 @@ def test_a_program_naming_no_hand_written_kind_is_refused():
         with pytest.raises(ValueError):
             native._core.pretok_compile(program, [[10, 10]])
     assert native._core.pretok_compile([2, -1, 0, -1, 0], [[10, 10]], "two hand-written stages").startswith("rx:")
+
+
+@pytest.mark.parametrize("name", ["deepseek-coder", "deepseek-llm", "falcon", "starcoder"])
+def test_cascades_on_texts_longer_than_a_window(name):
+    """The core splits a cascade a window (~8 KB of first-level pieces) at a time: texts of several windows, cut
+    wherever the windows fall, and runs longer than a window (which make it grow)."""
+    patterns = patterns_of(name)
+    docs = [d for c in ("multi_udhr", "code_cpython", "docs_python_rst") for d in corpus(c, 10)]
+    joined = "\n".join(docs)
+    for size in (9000, 20000, 70000):
+        assert_same(patterns, joined[:size].encode("utf-8", "surrogatepass"), f"{name}, {size} characters")
+    for run in ("a" * 20000, "日" * 9000, " " * 17000, "1" * 12000, "." * 9000, "ab " * 6000):
+        assert_same(patterns, (run + "\n" + joined[:3000] + run).encode(), f"{name}, a run of {run[:3]!r}")
