@@ -8,6 +8,7 @@
 #include "pretok_rx.h"
 
 #include "encoder.h"  // stop_requested(): Ctrl-C while a long split runs
+#include "pretok_blocks.h"
 #include "utf8.h"
 
 #include <algorithm>
@@ -546,7 +547,8 @@ thread_local Pending t_pending;
 
 // ---- cascades, a window at a time ----
 
-constexpr size_t kWindowBytes = 8192;  // first-level pieces are gathered until the window holds this many bytes
+constexpr size_t kWindowBytes = 8192;
+constexpr size_t kBlockFragment = 256;  // a hand-written stage splits fragments this long with its block splitter  // first-level pieces are gathered until the window holds this many bytes
 
 void build_cascade(Program& p) {
     Cascade cs;
@@ -592,8 +594,11 @@ void build_cascade(Program& p) {
                 st.form = Form::kCounted;
             else if (!sm.has_opt && sm.end && sm.min == 1)
                 st.form = Form::kEndRuns;  // C+$ (simple_form allows $ only after an unbounded run)
-            else if (sm.has_opt && !sm.end && sm.min == 1 && sm.max == kUnbounded && disjoint(sm.bit, sm.opt_bit))
-                st.form = Form::kOptRuns;  // possessive or not, the same when A and C share no character
+            else if (sm.has_opt && !sm.end && sm.min == 1 && sm.max == kUnbounded &&
+                     (!sm.opt_possessive || disjoint(sm.bit, sm.opt_bit)))
+                // A match starts at an A before a run of C or at a C; where A and C share characters, `A?+` would
+                // not give A back (an A in C before a character not in C), `A?` does: the same bits for both
+                st.form = Form::kOptRuns;
             else
                 st.form = Form::kGeneric;
         } else {
@@ -856,7 +861,9 @@ void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
             const size_t off = at[a], len = at[b] - off;
             size_t ends[64], pos = 0;
             while (pos < len) {
-                const size_t k = pretok_split_some(st.delegate, s + off, len, &pos, ends, 64);
+                // the block splitter where the fragment is long enough for its blocks (it is exactly the scalar one)
+                const size_t k = len >= kBlockFragment ? pretok_blocks_split_some(st.delegate, s + off, len, &pos, ends, 64)
+                                                       : pretok_split_some(st.delegate, s + off, len, &pos, ends, 64);
                 for (size_t q = 0; q < k; ++q)
                     if (ends[q] < len) set_bit(W, ci[off + ends[q]]);
                 if (k == 0) break;
@@ -1095,7 +1102,9 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
             }
             split_level(p, 1, text + start, end - start, start, pend.ends, stack);
         }
-        ends[k++] = pend.ends[pend.next++];
+        const size_t take = std::min(max - k, pend.ends.size() - pend.next);
+        std::memcpy(ends + k, pend.ends.data() + pend.next, take * sizeof(size_t));
+        k += take, pend.next += take;
         *pos = ends[k - 1];
     }
     return k;
