@@ -7,7 +7,8 @@
 // time are compared with those pairs (mpt's 178 tokens begin "  " or "[P": single spaces are no candidates); else
 // the positions whose byte starts some token are found with memchr when one byte starts them all, or a 256-entry
 // table. At a candidate the first two bytes are looked up in a 65,536-bit set of the tokens' first two bytes, and
-// only then the tokens' distinct lengths are tried, longest first, in a hash set.
+// only then the tokens are walked as a trie from there, byte by byte, to the longest that ends there (a hash lookup
+// per distinct length, longest first, cost mpt ~50 instructions per byte of text: its space runs have many lengths).
 #pragma once
 
 #include <algorithm>
@@ -18,8 +19,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#include <string_view>
-#include <unordered_map>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -29,49 +29,62 @@ class Literals {
   public:
     // (token bytes, id); empty tokens are left out; of two equal tokens the first is kept.
     explicit Literals(const std::vector<std::pair<std::string, uint32_t>>& tokens) {
-        store_.reserve(tokens.size());
-        for (const auto& t : tokens)
-            if (!t.first.empty()) store_.push_back(t);
-        ids_.reserve(store_.size() * 2);
         pairs_.assign(65536 / 64, 0);
-        for (const auto& [bytes, id] : store_) {
-            if (!ids_.emplace(std::string_view(bytes), id).second) continue;
+        // The trie, built with maps, then laid out breadth first: each node's edges sorted by byte, side by side.
+        std::vector<std::map<uint8_t, uint32_t>> kids(1);
+        std::vector<uint32_t> ids(1, kNone);
+        for (const auto& [bytes, id] : tokens) {
+            if (bytes.empty()) continue;
+            uint32_t node = 0;
+            for (const char ch : bytes) {
+                const uint8_t b = static_cast<uint8_t>(ch);
+                auto it = kids[node].find(b);
+                if (it == kids[node].end()) {
+                    it = kids[node].emplace(b, static_cast<uint32_t>(kids.size())).first;
+                    kids.emplace_back();
+                    ids.push_back(kNone);
+                }
+                node = it->second;
+            }
+            if (ids[node] != kNone) continue;  // of two equal tokens the first is kept
+            ids[node] = id;
+            ++count_;
             const uint8_t a = static_cast<uint8_t>(bytes[0]);
             starts_[a] = true;
-            std::vector<uint32_t>& lens = lens_[a];
-            const uint32_t len = static_cast<uint32_t>(bytes.size());
-            bool known = false;
-            for (uint32_t l : lens) known |= l == len;
-            if (!known) lens.push_back(len);
-            if (len >= 2) {
-                const unsigned pair = unsigned(a) << 8 | static_cast<uint8_t>(bytes[1]);
-                pairs_[pair >> 6] |= uint64_t(1) << (pair & 63);
-            }
-        }
-        for (const auto& [bytes, id] : store_) {
-            const uint8_t a = static_cast<uint8_t>(bytes[0]);
             if (bytes.size() == 1) {
                 if (std::find(singles_.begin(), singles_.end(), a) == singles_.end()) singles_.push_back(a);
                 continue;
             }
+            const unsigned pair = unsigned(a) << 8 | static_cast<uint8_t>(bytes[1]);
+            pairs_[pair >> 6] |= uint64_t(1) << (pair & 63);
             const std::pair<uint8_t, uint8_t> p{a, static_cast<uint8_t>(bytes[1])};
             if (std::find(pair_list_.begin(), pair_list_.end(), p) == pair_list_.end()) pair_list_.push_back(p);
         }
+        std::vector<uint32_t> order{0}, index(kids.size(), 0);  // breadth-first order, old node -> new
+        for (size_t q = 0; q < order.size(); ++q)
+            for (const auto& [b, child] : kids[order[q]]) {
+                index[child] = static_cast<uint32_t>(order.size());
+                order.push_back(child);
+            }
+        nodes_.resize(order.size());
+        for (size_t q = 0; q < order.size(); ++q) {
+            Node& node = nodes_[q];
+            node.id = ids[order[q]];
+            node.first = static_cast<uint32_t>(edge_bytes_.size());
+            node.count = static_cast<uint32_t>(kids[order[q]].size());
+            for (const auto& [b, child] : kids[order[q]]) {
+                edge_bytes_.push_back(b);
+                edge_child_.push_back(index[child]);
+            }
+        }
         vector_scan_ = pair_list_.size() + singles_.size() <= kVectorKeys;
         int distinct = 0;
-        for (int b = 0; b < 256; ++b) {
-            std::vector<uint32_t>& lens = lens_[b];
-            for (size_t i = 1; i < lens.size(); ++i)  // longest first (a few lengths: insertion sort)
-                for (size_t j = i; j > 0 && lens[j - 1] < lens[j]; --j) std::swap(lens[j - 1], lens[j]);
+        for (int b = 0; b < 256; ++b)
             if (starts_[b]) distinct++, only_ = b;
-        }
         if (distinct != 1) only_ = -1;
     }
 
-    Literals(const Literals&) = delete;  // ids_ views store_'s strings
-    Literals& operator=(const Literals&) = delete;
-
-    bool empty() const { return ids_.empty(); }
+    bool empty() const { return count_ == 0; }
 
     // The first token in s[pos, n), leftmost and then longest: true with its span [*a, *b) and its id.
     bool next(const uint8_t* s, size_t n, size_t pos, size_t* a, size_t* b, uint32_t* id) const {
@@ -117,29 +130,42 @@ class Literals {
     }
 
   private:
+    static constexpr uint32_t kNone = ~uint32_t(0);
+    struct Node {
+        uint32_t first = 0, count = 0;  // edges [first, first + count) of edge_bytes_ / edge_child_, by byte
+        uint32_t id = kNone;            // the token that ends here
+    };
+
+    // The child of `node` by byte b, or 0 (the root is nobody's child).
+    uint32_t child(const Node& node, uint8_t b) const {
+        const uint8_t* bytes = edge_bytes_.data() + node.first;
+        if (node.count <= 8) {
+            for (uint32_t e = 0; e < node.count; ++e)
+                if (bytes[e] == b) return edge_child_[node.first + e];
+            return 0;
+        }
+        const uint8_t* hit = std::lower_bound(bytes, bytes + node.count, b);
+        return hit != bytes + node.count && *hit == b ? edge_child_[node.first + uint32_t(hit - bytes)] : 0;
+    }
+
     // The length of the longest token at s[i] (s[i] starts one), or 0.
     size_t match_at(const uint8_t* s, size_t n, size_t i, uint32_t* id) const {
-        const std::vector<uint32_t>& lens = lens_[s[i]];
         const bool pair = i + 1 < n && ((pairs_[(unsigned(s[i]) << 8 | s[i + 1]) >> 6] >> (s[i + 1] & 63)) & 1);
-        if (!pair) {  // no longer token begins with these two bytes: only a one-byte token can be here
-            if (lens.empty() || lens.back() != 1) return 0;
-            return find(s + i, 1, id) ? 1 : 0;
+        size_t best = 0;
+        uint32_t node = 0;
+        for (size_t j = i; j < n; ++j) {
+            node = child(nodes_[node], s[j]);
+            if (!node) break;
+            if (nodes_[node].id != kNone) best = j + 1 - i, *id = nodes_[node].id;
+            if (!pair) break;  // no longer token begins with these two bytes
         }
-        for (uint32_t len : lens)
-            if (len <= n - i && find(s + i, len, id)) return len;
-        return 0;
+        return best;
     }
 
-    bool find(const uint8_t* p, size_t len, uint32_t* id) const {
-        auto it = ids_.find(std::string_view(reinterpret_cast<const char*>(p), len));
-        if (it == ids_.end()) return false;
-        *id = it->second;
-        return true;
-    }
-
-    std::vector<std::pair<std::string, uint32_t>> store_;  // the bytes the views of ids_ point into
-    std::unordered_map<std::string_view, uint32_t> ids_;
-    std::vector<uint32_t> lens_[256];
+    std::vector<Node> nodes_;  // the trie of the tokens, breadth first (node 0 the root)
+    std::vector<uint8_t> edge_bytes_;
+    std::vector<uint32_t> edge_child_;
+    size_t count_ = 0;
     std::vector<uint64_t> pairs_;
     static constexpr size_t kVectorKeys = 4;
     std::vector<std::pair<uint8_t, uint8_t>> pair_list_;  // the distinct first two bytes of the longer tokens

@@ -75,9 +75,9 @@ struct WinStage {
     Pretok delegate = Pretok::kNone;
 };
 
-// A list whose stages after the first are all Simple or hand-written, using at most 8 classes: split a window of
-// first-level pieces at a time, breadth first (every character classified once, each stage one pass of bit
-// operations over the window) instead of piece by piece, depth first.
+// A list whose stages after the first are all Simple or hand-written (or one pattern of a local form), using at most
+// 8 classes: split a window of first-level pieces at a time, breadth first (every character classified once, each
+// stage one pass of bit operations over the window) instead of piece by piece, depth first.
 struct Cascade {
     bool on = false;
     std::vector<uint32_t> bits;  // the classes the stages use (program masks), at most 8
@@ -552,7 +552,6 @@ constexpr size_t kBlockFragment = 256;  // a hand-written stage splits fragments
 
 void build_cascade(Program& p) {
     Cascade cs;
-    if (p.patterns.size() < 2) return;
     auto index_of = [&](uint32_t bit) -> int {
         for (size_t u = 0; u < cs.bits.size(); ++u)
             if (cs.bits[u] == bit) return static_cast<int>(u);
@@ -610,6 +609,7 @@ void build_cascade(Program& p) {
     }
     const Form f0 = cs.stages[0].form;
     cs.local0 = f0 == Form::kRuns || f0 == Form::kSingles || f0 == Form::kOptRuns;
+    if (cs.stages.size() == 1 && !cs.local0) return;  // one pattern: next_piece as fast
     cs.byte_map = !cs.local0;
     for (const WinStage& st : cs.stages) cs.byte_map |= st.form == Form::kDelegate;
     auto compress = [&](uint32_t m) {
