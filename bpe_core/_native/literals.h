@@ -4,9 +4,10 @@
 // two of them is an ordinary text of its own (the pre-tokenizer sees its end as the end of a text).
 //
 // One pass: where the tokens begin with at most four distinct byte pairs (and one-byte tokens), 16 positions at a
-// time are compared with those pairs (mpt's 178 tokens begin "  " or "[P": single spaces are no candidates); else
-// the positions whose byte starts some token are found with memchr when one byte starts them all, or a 256-entry
-// table. At a candidate the first two bytes are looked up in a 65,536-bit set of the tokens' first two bytes, and
+// time are compared with those pairs (mpt's 178 tokens begin "  " or "[P": single spaces are no candidates); else,
+// with two to six distinct first bytes, with those bytes (deepseek's "[PAD..]" and 13 Latin-1 letters: "[", 0xC2,
+// 0xC3); else the positions whose byte starts some token are found with memchr when one byte starts them all, or a
+// 256-entry table. At a candidate the first two bytes are looked up in a 65,536-bit set of the tokens' first two bytes, and
 // only then the tokens are walked as a trie from there, byte by byte, to the longest that ends there (a hash lookup
 // per distinct length, longest first, cost mpt ~50 instructions per byte of text: its space runs have many lengths).
 #pragma once
@@ -80,7 +81,7 @@ class Literals {
         vector_scan_ = pair_list_.size() + singles_.size() <= kVectorKeys;
         int distinct = 0;
         for (int b = 0; b < 256; ++b)
-            if (starts_[b]) distinct++, only_ = b;
+            if (starts_[b]) distinct++, only_ = b, first_list_.push_back(static_cast<uint8_t>(b));
         if (distinct != 1) only_ = -1;
     }
 
@@ -99,6 +100,21 @@ class Literals {
                     hit = _mm_or_si128(hit, _mm_and_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(char(x))),
                                                           _mm_cmpeq_epi8(v1, _mm_set1_epi8(char(y)))));
                 for (uint8_t x : singles_) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(char(x))));
+                for (unsigned m = unsigned(_mm_movemask_epi8(hit)); m; m &= m - 1) {
+                    const size_t j = i + unsigned(__builtin_ctz(m));
+                    if (size_t len = match_at(s, n, j, id)) {
+                        *a = j;
+                        *b = j + len;
+                        return true;
+                    }
+                }
+            }
+        }
+        if (!vector_scan_ && only_ < 0 && first_list_.size() <= kVectorFirsts) {  // a few first bytes: 16 positions a compare each
+            for (; i + 16 <= n; i += 16) {
+                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+                __m128i hit = _mm_setzero_si128();
+                for (uint8_t x : first_list_) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(char(x))));
                 for (unsigned m = unsigned(_mm_movemask_epi8(hit)); m; m &= m - 1) {
                     const size_t j = i + unsigned(__builtin_ctz(m));
                     if (size_t len = match_at(s, n, j, id)) {
@@ -170,6 +186,8 @@ class Literals {
     static constexpr size_t kVectorKeys = 4;
     std::vector<std::pair<uint8_t, uint8_t>> pair_list_;  // the distinct first two bytes of the longer tokens
     std::vector<uint8_t> singles_;                        // the one-byte tokens
+    static constexpr size_t kVectorFirsts = 6;
+    std::vector<uint8_t> first_list_;  // the distinct first bytes
     bool vector_scan_ = false;
     bool starts_[256] = {};
     int only_ = -1;

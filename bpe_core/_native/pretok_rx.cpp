@@ -539,8 +539,8 @@ struct Pending {
     const Program* program = nullptr;
     const uint8_t* text = nullptr;
     size_t n = 0;
-    std::vector<size_t> ends;
-    size_t next = 0;
+    std::vector<size_t> ends;  // ends[0:count] (a window's are written over the last's, not appended: no zero-fill)
+    size_t count = 0, next = 0;
 };
 thread_local Pending t_pending;
 
@@ -651,8 +651,9 @@ inline size_t next_bit(const uint64_t* x, size_t i) {
 // Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
 void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
     const Cascade& cs = p.cascade;
-    w.cm.resize(n + 64);
-    w.at.resize(n + 1);
+    // Grown, never shrunk (a resize up zero-fills): cm holds whole words of characters past the end.
+    if (w.cm.size() < 64 * (n / 64 + 3)) w.cm.resize(64 * (n / 64 + 3));
+    if (w.at.size() < n + 1) w.at.resize(n + 1);
     if (cs.byte_map && w.ci.size() < n + 1) w.ci.resize(n + 1);
     uint8_t* cm = w.cm.data();
     uint32_t* at = w.at.data();
@@ -684,8 +685,6 @@ void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
     if (cs.byte_map) w.ci[n] = uint32_t(c);
     w.nchars = c;
     w.nw = c / 64 + 2;  // one word past the end's bit at least
-    if (w.cm.size() < 64 * w.nw) w.cm.resize(64 * w.nw);
-    cm = w.cm.data();
     std::memset(cm + c, 0, 64 * w.nw - c);
     for (size_t u = 0; u < cs.bits.size(); ++u) {
         auto& b = w.bits[u];
@@ -879,25 +878,33 @@ void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
     }
 }
 
-// The pieces of the window s[0:n] (first-level piece ends in w.first), as absolute ends base + .. appended to out.
-void split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w, std::vector<size_t>& out,
+// The pieces of the window s[0:n] (first-level piece ends in w.first), as absolute ends base + .. written to out from
+// its start (grown, never shrunk); returns how many.
+size_t split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w, std::vector<size_t>& out,
                   const Matcher& m) {
     const Cascade& cs = p.cascade;
     for (size_t i = 1; i < cs.stages.size(); ++i) {
         m.spend(1 + n / 8);
         window_stage(cs.stages[i], s, w);
     }
+    // The piece starts after the first, then the end (bit nchars, the last): counted, then written through a pointer
+    // (a push_back per piece re-derived a thread-local's address each time: a __tls_get_addr call per piece).
     const uint64_t* W = w.walls.data();
     const uint32_t* at = w.at.data();
-    for (size_t j = 0; j < w.nw; ++j) {
+    const size_t last = w.nchars >> 6;
+    size_t count = 0;
+    for (size_t j = 0; j <= last; ++j) count += size_t(__builtin_popcountll(W[j]));
+    if (out.size() < count - 1) out.resize(count - 1);
+    size_t* o = out.data();
+    for (size_t j = 0; j <= last; ++j) {
         uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
         while (x) {
             const size_t i = (j << 6) | size_t(__builtin_ctzll(x));
             x &= x - 1;
-            if (i >= w.nchars) return out.push_back(base + n);
-            out.push_back(base + at[i]);
+            *o++ = base + at[i];  // at[nchars] = n
         }
     }
+    return count - 1;
 }
 
 }  // namespace
@@ -1003,7 +1010,7 @@ void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& e
     try {
         if (p.cascade.on && n) {
             size_t pos = 0, batch[256];
-            t_pending.ends.clear(), t_pending.next = 0;
+            t_pending.count = 0, t_pending.next = 0;
             while (pos < n) {
                 const size_t k = split_some_budgeted(p, text, n, &pos, batch, 256);
                 ends.insert(ends.end(), batch, batch + k);
@@ -1012,10 +1019,10 @@ void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& e
             split_level(p, 0, text, n, 0, ends, t_stack);
         }
     } catch (const RxStopped&) {  // a tiling all the same: the rest as one piece
-        t_pending.ends.clear(), t_pending.next = 0;
+        t_pending.count = 0, t_pending.next = 0;
         if (ends.size() == first || ends.back() < n) ends.push_back(n);
     } catch (...) {
-        t_pending.ends.clear(), t_pending.next = 0;
+        t_pending.count = 0, t_pending.next = 0;
         throw;
     }
 }
@@ -1026,14 +1033,14 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
     Pending& pend = t_pending;
     std::vector<size_t>& stack = t_stack;
     const bool resume = *pos != 0 && pend.program == &p && pend.text == text && pend.n == n &&
-                        pend.next < pend.ends.size() && pend.next > 0 && pend.ends[pend.next - 1] == *pos;
+                        pend.next < pend.count && pend.next > 0 && pend.ends[pend.next - 1] == *pos;
     size_t k = 0;
-    if (!resume) pend.ends.clear(), pend.next = 0;
+    if (!resume) pend.count = 0, pend.next = 0;
     while (k < max) {
-        if (pend.next == pend.ends.size()) {
+        if (pend.next == pend.count) {
             if (*pos >= n) break;
             // The next first-level piece from *pos, split by the other patterns.
-            pend.ends.clear();
+            pend.count = 0;
             pend.next = 0;
             pend.program = &p;
             pend.text = text;
@@ -1067,7 +1074,7 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                 }
                 const size_t bytes = w.at[w.nchars];
                 m.spend(1 + bytes / 8);
-                split_window(p, text + start, bytes, start, w, pend.ends, m);
+                pend.count = split_window(p, text + start, bytes, start, w, pend.ends, m);
                 continue;
             }
             if (p.cascade.on) {  // first-level pieces until the window is full, then the other stages on it
@@ -1085,7 +1092,7 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                     }
                 }
                 classify_window(p, text + start, at - start, w);
-                split_window(p, text + start, at - start, start, w, pend.ends, m);
+                pend.count = split_window(p, text + start, at - start, start, w, pend.ends, m);
                 continue;
             }
             size_t end;
@@ -1100,9 +1107,11 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                 *pos = end;
                 continue;
             }
+            pend.ends.clear();
             split_level(p, 1, text + start, end - start, start, pend.ends, stack);
+            pend.count = pend.ends.size();
         }
-        const size_t take = std::min(max - k, pend.ends.size() - pend.next);
+        const size_t take = std::min(max - k, pend.count - pend.next);
         std::memcpy(ends + k, pend.ends.data() + pend.next, take * sizeof(size_t));
         k += take, pend.next += take;
         *pos = ends[k - 1];
@@ -1119,7 +1128,7 @@ size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, si
     try {
         return split_some_budgeted(p, text, n, pos, ends, max);
     } catch (...) {
-        t_pending.ends.clear(), t_pending.next = 0;
+        t_pending.count = 0, t_pending.next = 0;
         t_stack.clear();
         t_budget.program = nullptr;
         if (!stopped()) throw;  // RxBudgetExceeded, or an allocation failure
