@@ -548,6 +548,9 @@ thread_local Pending t_pending;
 // ---- cascades, a window at a time ----
 
 constexpr size_t kWindowBytes = 8192;
+// The window's functions take the thread's Window by reference; cloned for their one caller, GCC made them read the
+// thread-local directly, a __tls_get_addr call at each use in their loops: no interprocedural changes to them.
+#define BPE_RX_NOIPA __attribute__((noipa))
 constexpr size_t kBlockFragment = 256;  // a hand-written stage splits fragments this long with its block splitter  // first-level pieces are gathered until the window holds this many bytes
 
 void build_cascade(Program& p) {
@@ -633,6 +636,7 @@ struct Window {
     std::array<std::vector<uint64_t>, 8> bits;
     std::vector<size_t> first;  // the first-level piece ends, bytes from the window's start
     size_t nchars = 0, nw = 0;
+    size_t identity = 0, identity_ci = 0;  // at[k] = k for k < identity, ci[k] = k for k < identity_ci
 };
 thread_local Window t_window;
 
@@ -649,7 +653,7 @@ inline size_t next_bit(const uint64_t* x, size_t i) {
 }
 
 // Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
-void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
+BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
     const Cascade& cs = p.cascade;
     // Grown, never shrunk (a resize up zero-fills): cm holds whole words of characters past the end.
     if (w.cm.size() < 64 * (n / 64 + 3)) w.cm.resize(64 * (n / 64 + 3));
@@ -658,12 +662,51 @@ void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
     uint8_t* cm = w.cm.data();
     uint32_t* at = w.at.data();
     size_t c = 0, i = 0;
+    // An ASCII window (most are): each character a byte, at and ci the identity, which they stay from the last
+    // ASCII window (kept up to w.identity): only the classes are written.
+    size_t ascii = 0;
+    while (ascii + 8 <= n) {
+        uint64_t x;
+        std::memcpy(&x, s + ascii, 8);
+        if (x & 0x8080808080808080ull) break;
+        ascii += 8;
+    }
+    while (ascii < n && s[ascii] < 0x80) ++ascii;
+    if (ascii == n) {
+        const uint8_t* table = cs.ascii8.data();
+        for (; i + 8 <= n; i += 8) {
+            uint64_t x = 0;
+            for (size_t k = 0; k < 8; ++k) x |= uint64_t(table[s[i + k]]) << (8 * k);
+            std::memcpy(cm + i, &x, 8);
+        }
+        for (; i < n; ++i) cm[i] = table[s[i]];
+        for (size_t k = w.identity; k <= n; ++k) at[k] = uint32_t(k);
+        w.identity = std::max(w.identity, n + 1);
+        if (cs.byte_map) {
+            for (size_t k = w.identity_ci; k <= n; ++k) w.ci[k] = uint32_t(k);
+            w.identity_ci = std::max(w.identity_ci, n + 1);
+        }
+        c = n;
+    }
+    if (c < n) {  // the loop below writes at (and ci)
+        w.identity = 0;
+        if (cs.byte_map) w.identity_ci = 0;
+    }
     while (i < n) {
         if (i + 8 <= n) {
             uint64_t x;
             std::memcpy(&x, s + i, 8);
             if (!(x & 0x8080808080808080ull)) {
-                for (size_t k = 0; k < 8; ++k) cm[c + k] = cs.ascii8[s[i + k]], at[c + k] = uint32_t(i + k);
+                uint64_t m = 0;
+                for (size_t k = 0; k < 8; ++k) m |= uint64_t(cs.ascii8[s[i + k]]) << (8 * k);
+                std::memcpy(cm + c, &m, 8);
+#if defined(__SSE2__)
+                const __m128i first = _mm_add_epi32(_mm_set1_epi32(int(i)), _mm_setr_epi32(0, 1, 2, 3));
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(at + c), first);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(at + c + 4), _mm_add_epi32(first, _mm_set1_epi32(4)));
+#else
+                for (size_t k = 0; k < 8; ++k) at[c + k] = uint32_t(i + k);
+#endif
                 if (cs.byte_map)
                     for (size_t k = 0; k < 8; ++k) w.ci[i + k] = uint32_t(c + k);
                 c += 8, i += 8;
@@ -681,8 +724,10 @@ void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
         cm[c++] = cs.eq8[p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)]];
         i += len;
     }
-    at[c] = uint32_t(n);
-    if (cs.byte_map) w.ci[n] = uint32_t(c);
+    if (w.identity == 0) {
+        at[c] = uint32_t(n);
+        if (cs.byte_map) w.ci[n] = uint32_t(c);
+    }
     w.nchars = c;
     w.nw = c / 64 + 2;  // one word past the end's bit at least
     std::memset(cm + c, 0, 64 * w.nw - c);
@@ -714,7 +759,7 @@ void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
 }
 
 // Keep the window's first `cut` characters (their piece starts are final): the rest is the next window's.
-void truncate_window(const Cascade& cs, Window& w, size_t cut) {
+BPE_RX_NOIPA void truncate_window(const Cascade& cs, Window& w, size_t cut) {
     const size_t j = cut >> 6;
     const uint64_t keep = (uint64_t(1) << (cut & 63)) - 1;
     auto clip = [&](std::vector<uint64_t>& b) {
@@ -782,7 +827,7 @@ struct WinSimple {
 };
 
 // Refine w.walls by one stage: each fragment (from a piece start to the next) split by the stage's pattern.
-void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
+BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
     uint64_t* W = w.walls.data();
     const size_t nw = w.nw, nchars = w.nchars;
     const uint64_t* C = w.bits[st.c].data();
@@ -880,7 +925,7 @@ void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
 
 // The pieces of the window s[0:n] (first-level piece ends in w.first), as absolute ends base + .. written to out from
 // its start (grown, never shrunk); returns how many.
-size_t split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w, std::vector<size_t>& out,
+BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w, std::vector<size_t>& out,
                   const Matcher& m) {
     const Cascade& cs = p.cascade;
     for (size_t i = 1; i < cs.stages.size(); ++i) {

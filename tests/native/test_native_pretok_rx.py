@@ -232,3 +232,14 @@ def test_cascades_on_texts_longer_than_a_window(name):
         assert_same(patterns, joined[:size].encode("utf-8", "surrogatepass"), f"{name}, {size} characters")
     for run in ("a" * 20000, "日" * 9000, " " * 17000, "1" * 12000, "." * 9000, "ab " * 6000):
         assert_same(patterns, (run + "\n" + joined[:3000] + run).encode(), f"{name}, a run of {run[:3]!r}")
+
+
+def test_cascades_in_turn_on_one_thread():
+    """The window's buffers are the thread's, kept between texts and programs (an ASCII window leaves its offsets
+    for the next): programs with and without a hand-written stage, on ASCII and non-ASCII texts, in turn."""
+    texts = ["plain ascii, words and 123 numbers.\n" * 300, "naïve café 日本語 — ünïcode\n" * 300, "short", "é"]
+    lists = [patterns_of("falcon"), patterns_of("deepseek-coder"), patterns_of("starcoder"), CASCADES[0]]
+    for _ in range(2):
+        for text in texts:
+            for patterns in lists:
+                assert_same(patterns, text.encode(), f"{patterns[0]!r}.. on {text[:12]!r}")
