@@ -755,7 +755,8 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
     set_bit(w.walls.data(), 0);
     set_bit(w.walls.data(), c);
     if (!cs.local0)
-        for (size_t e : w.first) set_bit(w.walls.data(), w.ci[e]);
+        for (size_t e : w.first)
+            if (w.ci[e] <= c && at[w.ci[e]] == e) set_bit(w.walls.data(), w.ci[e]);
 }
 
 // Keep the window's first `cut` characters (their piece starts are final): the rest is the next window's.
@@ -908,8 +909,11 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
                 // the block splitter where the fragment is long enough for its blocks (it is exactly the scalar one)
                 const size_t k = len >= kBlockFragment ? pretok_blocks_split_some(st.delegate, s + off, len, &pos, ends, 64)
                                                        : pretok_split_some(st.delegate, s + off, len, &pos, ends, 64);
-                for (size_t q = 0; q < k; ++q)
-                    if (ends[q] < len) set_bit(W, ci[off + ends[q]]);
+                for (size_t q = 0; q < k; ++q) {
+                    if (ends[q] >= len) continue;
+                    const uint32_t ch = ci[off + ends[q]];  // a character's start (checked: ci is stale elsewhere)
+                    if (ch < b && at[ch] == off + ends[q]) set_bit(W, ch);
+                }
                 if (k == 0) break;
             }
         } else {
