@@ -185,19 +185,20 @@ def runs_a_pipeline(args: argparse.Namespace) -> bool:
 def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The Beam options of a pipeline command: ``--workers N`` turned into Beam's, and every flag that neither we
     nor Beam parse refused before any work (Beam would log it and run on)."""
-    if runs_a_pipeline(args) or args.command == "count-tokens":
+    takes_beam = runs_a_pipeline(args) or args.command == "count-tokens"
+    if takes_beam:
         from pipeline.launch.workers import start_worker_server, uses_local_workers
 
         if uses_local_workers(getattr(args, "workers", None), extra):
             start_worker_server(args.command)  # the workers' imports, beside the launcher's (before Beam's)
-    if getattr(args, "workers", None) is not None and (runs_a_pipeline(args) or args.command == "count-tokens"):
+    if getattr(args, "workers", None) is not None and takes_beam:
         from pipeline.launch.options import with_workers  # imports Apache Beam
 
         try:  # --workers N is Beam's multi-process runner: its options, before they are checked and passed on
             extra = with_workers(args.workers, extra)
         except UsageError as exc:
             _subparser(parser, args).error(str(exc))
-    if extra and (runs_a_pipeline(args) or args.command == "count-tokens"):
+    if extra and takes_beam:
         from pipeline.launch.options import check_beam_args  # imports Apache Beam
 
         try:  # what neither we nor Beam parse would be logged by Beam and ignored: refused before any work

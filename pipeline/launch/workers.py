@@ -215,9 +215,10 @@ def workers_ignore_ctrl_c() -> Iterator[list]:
 def _stop_worker_server(started: list) -> None:
     """After a run that forked workers: wait for them (Beam has stopped them), then stop the fork server and reap it,
     so that the workers' CPU time and memory count as this process's children (``time``, a batch scheduler's
-    accounting, ``getrusage``). A later run in this process starts a server again when it forks a worker."""
+    accounting, ``getrusage``). A server started for a run that forked none (it failed or stopped first) is stopped
+    too. A later run in this process starts a server again when it forks a worker."""
     forked = [p for p in started if isinstance(p, _ForkedWorker)]
-    if not forked:
+    if not forked and not _SERVER:
         return
     for process in forked:
         with contextlib.suppress(subprocess.TimeoutExpired):

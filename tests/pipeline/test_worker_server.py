@@ -124,3 +124,14 @@ def test_after_a_run_the_server_is_reaped_and_its_workers_cpu_counts_as_ours(con
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert worker.returncode == 0 and forkserver._forkserver._forkserver_pid is None
     assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.4
+
+
+def test_a_server_started_for_a_run_that_forked_no_worker_is_stopped(context, monkeypatch):
+    """A run that fails or is stopped before Beam forks its first worker leaves no server behind either."""
+    from multiprocessing import forkserver
+
+    monkeypatch.setitem(workers._SERVER, "context", context)
+    forkserver.ensure_running()
+    assert forkserver._forkserver._forkserver_pid is not None
+    workers._stop_worker_server([])
+    assert forkserver._forkserver._forkserver_pid is None
