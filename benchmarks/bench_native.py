@@ -368,6 +368,7 @@ def print_vocabs(bench: Bench, mb: float) -> bool:
         return True
     print(
         f"  {'cl100k (the yardstick)':24s} {rate_text(base, mb, 'warm_cpu')}  (first {best_rate(base, mb, 'cpu'):.2f})"
+        f"{split_text(base, mb)}"
     )
     good = True
     for name in bench.args.vocabs:
@@ -388,8 +389,16 @@ def print_vocabs(bench: Bench, mb: float) -> bool:
         met = "met" if ratio >= VOCAB_TARGET else "NOT met"
         paired = ratio_text(runs, base, "warm_cpu").replace("ours/peer", "to cl100k")
         print(f"  {name:24s} {rate_text(runs, mb, 'warm_cpu')}  (first {best_rate(runs, mb, 'cpu'):.2f})  {verdict}"
-              f"\n  {'':24s} {paired}; target >= {VOCAB_TARGET:g}x: {met}")  # fmt: skip
+              f"\n  {'':24s} {paired}; target >= {VOCAB_TARGET:g}x: {met}{split_text(runs, mb)}")  # fmt: skip
     return good
+
+
+def split_text(runs: list[dict], mb: float) -> str:
+    """The pre-tokenizer alone on the same text (native_cases.split_alone): best MB per CPU second, and its kind."""
+    runs = [r for r in runs if "split_cpu" in r]
+    if not runs:
+        return ""
+    return f"; split alone {best_rate(runs, mb, 'split_cpu'):.0f} MB/s ({runs[0]['split_kind']})"
 
 
 def print_scripts(bench: Bench) -> tuple[bool, list[bool]]:

@@ -367,7 +367,21 @@ def case_vocab(name: str, docs: list[str], warm: int) -> dict:
     ids = np.asarray(out[0])
     return {"cpu": first, "warm_cpu": statistics.median(times), "tokens": int(ids.size),
             "crc": [zlib.crc32(np.ascontiguousarray(ids, dtype=np.uint32).tobytes())], "load": os.getloadavg()[0],
-            **checked}  # fmt: skip
+            **split_alone(tok, docs), **checked}  # fmt: skip
+
+
+def split_alone(tok, docs: list[str]) -> dict:
+    """The pre-tokenizer alone on the same documents, as the encoder runs it (the core's piece ends, its best tier,
+    no Python objects per piece): best of three, CPU seconds. Empty where the pattern has no native kind."""
+    from bpe_core import native
+
+    kind = tok.pretokenizer.native_kind
+    if kind is None or not native.available() or not hasattr(native._core, "pretok_split_ends"):
+        return {}
+    data = [d.encode("utf-8", "surrogatepass") for d in docs]
+    split = lambda: [native._core.pretok_split_ends(kind, d, "auto", 256) for d in data]  # noqa: E731
+    best, _ = timed(split, 3, CPU)
+    return {"split_cpu": best, "split_kind": kind}
 
 
 def fast_split(pretokenizer):
