@@ -7,9 +7,9 @@
 // time are compared with those pairs (mpt's 178 tokens begin "  " or "[P": single spaces are no candidates); else,
 // with two to six distinct first bytes, with those bytes (deepseek's "[PAD..]" and 13 Latin-1 letters: "[", 0xC2,
 // 0xC3); else the positions whose byte starts some token are found with memchr when one byte starts them all, or a
-// 256-entry table. At a candidate the first two bytes are looked up in a 65,536-bit set of the tokens' first two bytes, and
-// only then the tokens are walked as a trie from there, byte by byte, to the longest that ends there (a hash lookup
-// per distinct length, longest first, cost mpt ~50 instructions per byte of text: its space runs have many lengths).
+// 256-entry table. At a candidate the first two bytes are looked up in a 65,536-bit set of the tokens' first two
+// bytes, and only then the tokens are walked as a trie from there, byte by byte, to the longest that ends there (a
+// hash lookup per distinct length, longest first, cost mpt ~50 instructions per byte: its space runs have dozens).
 #pragma once
 
 #include <algorithm>
@@ -83,6 +83,19 @@ class Literals {
         for (int b = 0; b < 256; ++b)
             if (starts_[b]) distinct++, only_ = b, first_list_.push_back(static_cast<uint8_t>(b));
         if (distinct != 1) only_ = -1;
+#if defined(__SSE2__)
+        // The scans' keys, broadcast once: the pairs' bytes (then the one-byte tokens), or the first bytes.
+        if (vector_scan_) {
+            for (const auto& [x, y] : pair_list_) {
+                first_v_[n_keys_] = _mm_set1_epi8(char(x));
+                second_v_[n_keys_++] = _mm_set1_epi8(char(y));
+            }
+            n_pairs_ = n_keys_;
+            for (uint8_t x : singles_) first_v_[n_keys_++] = _mm_set1_epi8(char(x));
+        } else if (only_ < 0 && first_list_.size() <= kVectorFirsts) {
+            for (uint8_t x : first_list_) first_v_[n_keys_++] = _mm_set1_epi8(char(x));
+        }
+#endif
     }
 
     bool empty() const { return count_ == 0; }
@@ -96,10 +109,10 @@ class Literals {
                 const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
                 const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 1));
                 __m128i hit = _mm_setzero_si128();
-                for (const auto& [x, y] : pair_list_)
-                    hit = _mm_or_si128(hit, _mm_and_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(char(x))),
-                                                          _mm_cmpeq_epi8(v1, _mm_set1_epi8(char(y)))));
-                for (uint8_t x : singles_) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(char(x))));
+                for (size_t q = 0; q < n_pairs_; ++q)
+                    hit = _mm_or_si128(
+                        hit, _mm_and_si128(_mm_cmpeq_epi8(v, first_v_[q]), _mm_cmpeq_epi8(v1, second_v_[q])));
+                for (size_t q = n_pairs_; q < n_keys_; ++q) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, first_v_[q]));
                 for (unsigned m = unsigned(_mm_movemask_epi8(hit)); m; m &= m - 1) {
                     const size_t j = i + unsigned(__builtin_ctz(m));
                     if (size_t len = match_at(s, n, j, id)) {
@@ -110,11 +123,11 @@ class Literals {
                 }
             }
         }
-        if (!vector_scan_ && only_ < 0 && first_list_.size() <= kVectorFirsts) {  // a few first bytes: 16 positions a compare each
+        if (!vector_scan_ && n_keys_) {  // a few first bytes: 16 positions a compare each
             for (; i + 16 <= n; i += 16) {
                 const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
                 __m128i hit = _mm_setzero_si128();
-                for (uint8_t x : first_list_) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(char(x))));
+                for (size_t q = 0; q < n_keys_; ++q) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, first_v_[q]));
                 for (unsigned m = unsigned(_mm_movemask_epi8(hit)); m; m &= m - 1) {
                     const size_t j = i + unsigned(__builtin_ctz(m));
                     if (size_t len = match_at(s, n, j, id)) {
@@ -188,6 +201,11 @@ class Literals {
     std::vector<uint8_t> singles_;                        // the one-byte tokens
     static constexpr size_t kVectorFirsts = 6;
     std::vector<uint8_t> first_list_;  // the distinct first bytes
+#if defined(__SSE2__)
+    __m128i first_v_[kVectorFirsts > kVectorKeys ? kVectorFirsts : kVectorKeys];
+    __m128i second_v_[kVectorKeys];
+#endif
+    size_t n_pairs_ = 0, n_keys_ = 0;
     bool vector_scan_ = false;
     bool starts_[256] = {};
     int only_ = -1;

@@ -547,11 +547,11 @@ thread_local Pending t_pending;
 
 // ---- cascades, a window at a time ----
 
-constexpr size_t kWindowBytes = 8192;
+constexpr size_t kWindowBytes = 8192;    // first-level pieces are gathered until the window holds this many bytes
+constexpr size_t kBlockFragment = 256;  // a hand-written stage splits fragments this long with its block splitter
 // The window's functions take the thread's Window by reference; cloned for their one caller, GCC made them read the
 // thread-local directly, a __tls_get_addr call at each use in their loops: no interprocedural changes to them.
 #define BPE_RX_NOIPA __attribute__((noipa))
-constexpr size_t kBlockFragment = 256;  // a hand-written stage splits fragments this long with its block splitter  // first-level pieces are gathered until the window holds this many bytes
 
 void build_cascade(Program& p) {
     Cascade cs;
@@ -907,8 +907,9 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
             size_t ends[64], pos = 0;
             while (pos < len) {
                 // the block splitter where the fragment is long enough for its blocks (it is exactly the scalar one)
-                const size_t k = len >= kBlockFragment ? pretok_blocks_split_some(st.delegate, s + off, len, &pos, ends, 64)
-                                                       : pretok_split_some(st.delegate, s + off, len, &pos, ends, 64);
+                const size_t k = len >= kBlockFragment
+                                     ? pretok_blocks_split_some(st.delegate, s + off, len, &pos, ends, 64)
+                                     : pretok_split_some(st.delegate, s + off, len, &pos, ends, 64);
                 for (size_t q = 0; q < k; ++q) {
                     if (ends[q] >= len) continue;
                     const uint32_t ch = ci[off + ends[q]];  // a character's start (checked: ci is stale elsewhere)
@@ -929,8 +930,8 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
 
 // The pieces of the window s[0:n] (first-level piece ends in w.first), as absolute ends base + .. written to out from
 // its start (grown, never shrunk); returns how many.
-BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w, std::vector<size_t>& out,
-                  const Matcher& m) {
+BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, size_t base, Window& w,
+                                  std::vector<size_t>& out, const Matcher& m) {
     const Cascade& cs = p.cascade;
     for (size_t i = 1; i < cs.stages.size(); ++i) {
         m.spend(1 + n / 8);
