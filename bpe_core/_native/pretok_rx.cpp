@@ -66,7 +66,7 @@ struct Pattern {
 };
 
 // How a stage after the first of a list of several refines a window's piece boundaries (split_window).
-enum class Form : uint8_t { kRuns, kSingles, kOptRuns, kEndRuns, kCounted, kGeneric, kDelegate };
+enum class Form : uint8_t { kRuns, kSingles, kOptRuns, kEndRuns, kCounted, kGeneric, kDelegate, kR50k };
 
 struct WinStage {
     Form form = Form::kGeneric;
@@ -85,6 +85,10 @@ struct Cascade {
     std::vector<uint8_t> eq8;  // equivalence id -> window class mask (bit u: in class bits[u])
     std::vector<WinStage> stages;  // from the first (form kGeneric when it is not one of the local forms)
     bool local0 = false;  // the first stage is local (runs, singles, A?C+): the window splits it too
+    // GPT-2's regex as a stage (kR50k): five more window classes from the core's own flags (utf8.h), at bits r50k
+    // .. r50k + 4: \p{L}, \p{N}, \s, the space, the apostrophe; -1 when no stage is one
+    int r50k = -1;
+    size_t nbits = 0;  // window classes: bits.size(), and the five of r50k
     bool byte_map = false;  // a stage needs the character index of a byte offset
 };
 
@@ -553,6 +557,13 @@ constexpr size_t kBlockFragment = 256;  // a hand-written stage splits fragments
 // thread-local directly, a __tls_get_addr call at each use in their loops: no interprocedural changes to them.
 #define BPE_RX_NOIPA __attribute__((noipa))
 
+// The r50k window classes of a character: its flags (utf8.h) and whether it is the space or the apostrophe.
+inline uint8_t r50k_bits(const Cascade& cs, uint8_t flags, uint32_t cp) {
+    const uint32_t bits = ((flags & kFlagL) ? 1u : 0u) | ((flags & kFlagN) ? 2u : 0u) | ((flags & kFlagS) ? 4u : 0u) |
+                          (cp == ' ' ? 8u : 0u) | (cp == '\'' ? 16u : 0u);
+    return static_cast<uint8_t>(bits << cs.r50k);
+}
+
 void build_cascade(Program& p) {
     Cascade cs;
     auto index_of = [&](uint32_t bit) -> int {
@@ -612,6 +623,15 @@ void build_cascade(Program& p) {
     }
     const Form f0 = cs.stages[0].form;
     cs.local0 = f0 == Form::kRuns || f0 == Form::kSingles || f0 == Form::kOptRuns;
+    cs.nbits = cs.bits.size();
+    if (cs.bits.size() + 5 <= 8)  // GPT-2's regex on bits where the window has room for its classes
+        for (size_t i = 1; i < cs.stages.size(); ++i)
+            if (cs.stages[i].form == Form::kDelegate && cs.stages[i].delegate == Pretok::kR50k) {
+                cs.stages[i].form = Form::kR50k;
+                cs.stages[i].c = static_cast<uint8_t>(cs.bits.size());
+                cs.r50k = static_cast<int>(cs.bits.size());
+                cs.nbits = cs.bits.size() + 5;
+            }
     if (cs.stages.size() == 1 && !cs.local0) return;  // one pattern: next_piece as fast
     cs.byte_map = !cs.local0;
     for (const WinStage& st : cs.stages) cs.byte_map |= st.form == Form::kDelegate;
@@ -621,7 +641,10 @@ void build_cascade(Program& p) {
             if (m & cs.bits[u]) out |= static_cast<uint8_t>(1u << u);
         return out;
     };
-    for (uint32_t b = 0; b < 128; ++b) cs.ascii8[b] = compress(p.ascii[b]);
+    for (uint32_t b = 0; b < 128; ++b) {
+        cs.ascii8[b] = compress(p.ascii[b]);
+        if (cs.r50k >= 0) cs.ascii8[b] |= r50k_bits(cs, kAsciiFlags[b], b);
+    }
     for (uint32_t m : p.eq_mask) cs.eq8.push_back(compress(m));
     cs.on = true;
     p.cascade = std::move(cs);
@@ -721,7 +744,9 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         }
         uint32_t len;
         const uint32_t cp = utf8_decode(s, n, i, len);
-        cm[c++] = cs.eq8[p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)]];
+        cm[c] = cs.eq8[p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)]];
+        if (cs.r50k >= 0) cm[c] |= r50k_bits(cs, flags_of(cp), cp);
+        ++c;
         i += len;
     }
     if (w.identity == 0) {
@@ -731,7 +756,7 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
     w.nchars = c;
     w.nw = c / 64 + 2;  // one word past the end's bit at least
     std::memset(cm + c, 0, 64 * w.nw - c);
-    for (size_t u = 0; u < cs.bits.size(); ++u) {
+    for (size_t u = 0; u < cs.nbits; ++u) {
         auto& b = w.bits[u];
         b.assign(w.nw, 0);
         for (size_t j = 0; j < w.nw; ++j) {
@@ -767,7 +792,7 @@ BPE_RX_NOIPA void truncate_window(const Cascade& cs, Window& w, size_t cut) {
         b[j] &= keep;
         std::fill(b.begin() + long(j) + 1, b.begin() + long(w.nw), 0);
     };
-    for (size_t u = 0; u < cs.bits.size(); ++u) clip(w.bits[u]);
+    for (size_t u = 0; u < cs.nbits; ++u) clip(w.bits[u]);
     clip(w.walls);
     set_bit(w.walls.data(), cut);
     w.nchars = cut;
@@ -827,6 +852,55 @@ struct WinSimple {
     }
 };
 
+// Bit i of the result: bit i + 1 of x (the next character's).
+inline uint64_t next_bits(const uint64_t* x, size_t j, size_t nw) {
+    return (x[j] >> 1) | (j + 1 < nw ? x[j + 1] << 63 : 0);
+}
+
+// GPT-2's regex (r50k) on each fragment, on bits: a piece starts where the character's kind (\p{L}, \p{N}, \s,
+// other) changes; in a run of \s followed by another kind, its last character starts a piece of its own, and joins
+// the run after it when it is the space (` ?\p{L}+`, ...); then a contraction ('s 't 'm 'd 'll 've 're) at a piece
+// start that is an apostrophe is a piece. w.old: the fragments' starts; `base`: the bit of \p{L} (Cascade::r50k).
+void r50k_stage(Window& w, const uint8_t* s, size_t base) {
+    uint64_t* W = w.walls.data();
+    const uint64_t* O = w.old.data();
+    const uint64_t *L = w.bits[base].data(), *N = w.bits[base + 1].data(), *S = w.bits[base + 2].data();
+    const uint64_t *SP = w.bits[base + 3].data(), *AP = w.bits[base + 4].data();
+    const size_t nw = w.nw;
+    uint64_t join_carry = 0;  // a joining space at bit 63 of the last word: the piece start it removes is at bit 0
+    for (size_t j = 0; j < nw; ++j) {
+        const uint64_t change = (L[j] ^ prev_bits(L, j)) | (N[j] ^ prev_bits(N, j)) | (S[j] ^ prev_bits(S, j));
+        // the last \s of a run that a character of another kind follows in the same fragment
+        const uint64_t last_ws = S[j] & ~next_bits(S, j, nw) & ~next_bits(O, j, nw);
+        const uint64_t joins = last_ws & SP[j];
+        W[j] = (O[j] | change | last_ws) & ~((joins << 1) | join_carry);
+        join_carry = joins >> 63;
+    }
+    // contractions: few apostrophes, one at a time
+    const uint32_t* at = w.at.data();
+    const size_t nchars = w.nchars;
+    for (size_t j = 0; j < nw; ++j) {
+        uint64_t x = AP[j] & W[j];
+        while (x) {
+            const size_t p = (j << 6) | size_t(__builtin_ctzll(x));
+            x &= x - 1;
+            if (p + 1 >= nchars || get_bit(O, p + 1)) continue;
+            const uint8_t a = s[at[p + 1]];
+            size_t k = 0;
+            if (a == 's' || a == 'd' || a == 'm' || a == 't') {
+                k = 2;
+            } else if (p + 2 < nchars && !get_bit(O, p + 2)) {
+                const uint8_t b = s[at[p + 2]];
+                if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) k = 3;
+            }
+            if (!k) continue;
+            W[(p + 1) >> 6] &= ~(uint64_t(1) << ((p + 1) & 63));
+            if (k == 3) W[(p + 2) >> 6] &= ~(uint64_t(1) << ((p + 2) & 63));
+            set_bit(W, p + k);
+        }
+    }
+}
+
 // Refine w.walls by one stage: each fragment (from a piece start to the next) split by the stage's pattern.
 BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) {
     uint64_t* W = w.walls.data();
@@ -856,6 +930,10 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
     }
     w.old.assign(W, W + nw);
     const uint64_t* O = w.old.data();
+    if (st.form == Form::kR50k) {
+        r50k_stage(w, s, st.c);
+        return;
+    }
     if (st.form == Form::kEndRuns) {  // C+$: the run of C that ends its fragment (or its final newline) is a piece
         const uint32_t* at = w.at.data();
         for (size_t j = 0; j < nw; ++j) {

@@ -187,13 +187,14 @@ CASCADES = [
     (r"\p{N}{1,3}", r"'s|'t| ?\p{L}+"),
     (r"\p{N}", r"\p{L}+$", r"[^\n]+$", r"[^\S\n]+$"),
 ]
-SIMPLE_ALPHABET = list("aazZé1234 \n\n\t.,!?'") + ["\u0301", "日", "\u3000", "٣"]
+SIMPLE_ALPHABET = list("aazZé1234 \n\n\t.,!?''sltevrdm") + ["\u0301", "日", "\u3000", "٣", "\x1c", "\xa0"]
 
 
 @pytest.mark.parametrize("patterns", [(p,) for p in SIMPLE_STAGES] + CASCADES, ids=repr)
 def test_simple_stages_and_hand_written_stages(patterns):
     assert compile_patterns(patterns) is not None
     fixed = ["", "\n", "aaa", "aaaa\n", "aaaa\n\n", " 12345 ab\n", "ab cd", "ab cd\n", "x" * 70 + "\n", "a1b22c333"]
+    fixed += ["it's we'll they've I'm you're he'd don't ' 's ''s x'S 1's \n'll 'ver 're", "a  \t b\n\n  c \xa0d  "]
     for text in fixed:
         assert_same(patterns, text.encode(), repr(text))
     for c in ("multi_udhr", "code_cpython"):
