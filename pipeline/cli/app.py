@@ -182,6 +182,18 @@ def runs_a_pipeline(args: argparse.Namespace) -> bool:
     return args.command in ("train", "demo", "report") or (args.command == "encode" and bool(args.input or args.out))
 
 
+def _worker_tokenizers(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The tokenizers a command's workers load, as their ``TokenizerRef`` names them (an absolute path or a URL,
+    and the ``--pretokenizer``), for the fork server to load first; none for a command without ``--tokenizer``."""
+    from pipeline.storage.paths import absolute
+
+    given = getattr(args, "tokenizer", None)
+    if args.command not in ("encode", "count-tokens") or not given:
+        return []
+    names = [given] if isinstance(given, str) else list(given)
+    return [(absolute(name), getattr(args, "pretokenizer", None)) for name in names]
+
+
 def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The Beam options of a pipeline command: ``--workers N`` turned into Beam's, and every flag that neither we
     nor Beam parse refused before any work (Beam would log it and run on)."""
@@ -190,7 +202,7 @@ def _beam_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, e
         from pipeline.launch.workers import start_worker_server, uses_local_workers
 
         if uses_local_workers(getattr(args, "workers", None), extra):
-            start_worker_server(args.command)  # the workers' imports, beside the launcher's (before Beam's)
+            start_worker_server(args.command, _worker_tokenizers(args))  # beside the launcher's imports
     if getattr(args, "workers", None) is not None and takes_beam:
         from pipeline.launch.options import with_workers  # imports Apache Beam
 

@@ -6,6 +6,7 @@ run.py          what each output folder needs, the one pipeline, and the one end
 settings.py     EncodeSettings, EncodeJob (checked once when made), parse_size (--shard-size)
 policy.py       the special-token policy and the separators a shard format implies (EncodePolicy, job_policy)
 tokenizer.py    TokenizerRef: the tokenizer loaded once per worker, its digest checked; open_tokenizer
+preload.py      imported by the local workers' fork server: the job's tokenizers loaded once, before it forks
 documents.py    encoding a document batch (flat ids, dead letters, --verify); the EncodeDocuments stage
 write.py        stage: one unit of work per shard: its ranges read, encoded and written (WriteShards)
 layout.py       ShardLayout: shard names and globs, folders, ranges per shard (assign_shards)

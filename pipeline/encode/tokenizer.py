@@ -42,6 +42,15 @@ class TokenizerRef:
             return tok
 
 
+def preload_tokenizer(url: str, pretokenizer: str | None = None) -> None:
+    """Load a tokenizer into this process's cache under the reference a job's workers will look it up by (the fork
+    server of the local workers, pipeline/encode/preload.py)."""
+    tok = Tokenizer.from_file(url, pretokenizer=pretokenizer)
+    with _CACHE_LOCK:
+        _CACHE.setdefault(TokenizerRef(url, tok.digest(), pretokenizer), tok)
+    _freeze_long_lived()
+
+
 def _freeze_long_lived() -> None:
     """Move what a worker holds after loading the tokenizer (its Python tables, Beam's modules) out of the cyclic
     garbage collector's reach: every full collection walked them again. Measured with 2 multi_processing workers on

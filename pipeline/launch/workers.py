@@ -30,6 +30,7 @@ worker's, or a command that did not start the server, gets the plain ``Popen``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,10 @@ from collections.abc import Iterator, Sequence
 _LOCK = threading.Lock()
 _SERVER: dict = {}  # "context": the forkserver context, once start_worker_server has run
 BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
+# The module the server imports last to load the job's tokenizers, and the variable it reads them from (JSON), named
+# as strings: the launcher does not import a stage (tests/pipeline/test_worker_server.py checks they are its own).
+PRELOAD_MODULE = "pipeline.encode.preload"
+PRELOAD_ENV = "BEAM_BPE_PRELOAD_TOKENIZERS"
 WORKER_MODULES = {  # per command, the modules its workers unpickle their stages from (imported once, by the server)
     "encode": ("pipeline.encode.job",),
     "train": ("pipeline.train.job",),
@@ -65,10 +70,11 @@ def uses_local_workers(workers: int | None, beam_args: Sequence[str]) -> bool:
     return False
 
 
-def start_worker_server(command: str) -> None:
+def start_worker_server(command: str, tokenizers: Sequence[tuple[str, str | None]] = ()) -> None:
     """Start the fork server that this command's local Beam workers are forked from (once per process); it
-    imports Beam's worker and the command's stages while the launcher goes on. Where the platform has no fork
-    server, the workers start as before."""
+    imports Beam's worker and the command's stages, and loads ``tokenizers`` (``(absolute path or URL,
+    pretokenizer)``, as the job's ``TokenizerRef`` names them), while the launcher goes on. Where the platform has
+    no fork server, the workers start as before."""
     import multiprocessing
 
     if _SERVER or "forkserver" not in multiprocessing.get_all_start_methods() or not _main_is_import_safe():
@@ -76,8 +82,19 @@ def start_worker_server(command: str) -> None:
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([BEAM_WORKER_MODULE, "pipeline.cli.app", *WORKER_MODULES.get(command, ())])
-    forkserver.ensure_running()
+    modules = [BEAM_WORKER_MODULE, "pipeline.cli.app", *WORKER_MODULES.get(command, ())]
+    if tokenizers:
+        modules.append(PRELOAD_MODULE)  # last: it reads the variable set below, in the server only
+    context.set_forkserver_preload(modules)
+    before = os.environ.get(PRELOAD_ENV)
+    os.environ[PRELOAD_ENV] = json.dumps([list(t) for t in tokenizers])
+    try:
+        forkserver.ensure_running()  # the server starts with this environment
+    finally:
+        if before is None:
+            os.environ.pop(PRELOAD_ENV, None)
+        else:
+            os.environ[PRELOAD_ENV] = before
     _SERVER["context"] = context
 
 

@@ -3,6 +3,7 @@ Beam and to the launcher as a ``subprocess.Popen`` does, and only Beam's own wor
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import resource
@@ -135,3 +136,36 @@ def test_a_server_started_for_a_run_that_forked_no_worker_is_stopped(context, mo
     assert forkserver._forkserver._forkserver_pid is not None
     workers._stop_worker_server([])
     assert forkserver._forkserver._forkserver_pid is None
+
+
+def test_a_preloaded_tokenizer_is_the_one_a_worker_gets_and_a_bad_spec_is_left_to_the_workers(monkeypatch):
+    """The fork server loads the job's tokenizer under the reference its workers look up (pipeline/encode/
+    preload.py); the workers then inherit it instead of loading their own. A file that cannot be loaded there
+    does not stop the server: the workers load it themselves and report what is wrong."""
+    import importlib
+
+    from pipeline.encode import preload
+    from pipeline.encode import tokenizer as tokenizers
+    from tests.conftest import data_path
+
+    url = str(data_path("tiktoken", "r50k_base.tiktoken"))
+    monkeypatch.setattr(tokenizers, "_CACHE", {})
+    monkeypatch.setenv(preload.PRELOAD_ENV, json.dumps([[url, "r50k"], ["/no/such/tokenizer.bpe", None]]))
+    monkeypatch.setattr("gc.freeze", lambda: None)  # the test process is not a worker
+    importlib.reload(preload)
+    assert preload.PRELOAD_ENV not in os.environ  # read once, not passed on to the workers' environment
+    (ref,) = tokenizers._CACHE  # the file that loads, under the reference the launcher builds for it
+    assert ref.url == url and ref.pretokenizer == "r50k"
+    loaded = tokenizers.TokenizerRef(url, ref.digest, "r50k").load()
+    assert loaded is tokenizers._CACHE[ref]
+
+
+def test_the_launcher_names_the_preload_module_and_its_variable_as_the_module_does():
+    """pipeline/launch may not import a stage (tests/pipeline/test_layers.py): it names the preload module and its
+    environment variable as strings, which must be the module's own."""
+    import importlib
+
+    assert importlib.util.find_spec(workers.PRELOAD_MODULE) is not None
+    from pipeline.encode import preload
+
+    assert workers.PRELOAD_ENV == preload.PRELOAD_ENV and preload.__name__ == workers.PRELOAD_MODULE
