@@ -95,6 +95,15 @@ void bind_pretok(nb::module_& m) {
         "pretok_split and the encoders take; `label` names it in errors. Programs live for the process.");
     m.def("pretok_rx_last_steps", &bpe::rx_last_steps,
           "Steps the compiled matcher took on the last text it split on this thread (tests of its budget).");
+    m.def(
+        "pretok_rx_tier",
+        [](const std::string& tier) {
+            if (!tier.empty()) bpe::rx_set_tier(tier);
+            return std::string(bpe::rx_tier());
+        },
+        nb::arg("tier") = "",
+        "The compiled cascades' window tier ('vbmi' or 'sse2'); with `tier` ('sse2', or 'auto': the best this CPU "
+        "has), set it first (tests compare the tiers' pieces).");
     m.def("pretok_rx_budget", []() { return nb::make_tuple(bpe::kRxStepsBase, bpe::kRxStepsPerByte); },
           "(base, per_byte): the compiled matcher gives up past base + per_byte * n steps on a text of n bytes.");
     m.def(

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -22,6 +23,9 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 namespace bpe {
@@ -675,6 +679,65 @@ inline size_t next_bit(const uint64_t* x, size_t i) {
     return (j << 6) | size_t(__builtin_ctzll(w));
 }
 
+// ---- the window's instruction tier ----
+// "vbmi" (AVX-512 VBMI: 64 ASCII bytes classified by one two-table byte permute, 64 characters' bits of a class by
+// one test) where the CPU has it, else "sse2"; rx_set_tier forces "sse2" for tests (the same pieces either way).
+std::atomic<int> g_tier{-1};  // -1: not chosen yet, 0: sse2, 1: vbmi
+
+#if defined(__x86_64__)
+#define BPE_RX_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+bool cpu_has_vbmi() { return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"); }
+
+// The ASCII bytes of s[i:n] 64 at a time from character c: their classes (table: the 128 ASCII entries), their
+// offsets, and (ci) their character indexes; how many bytes it took (a multiple of 64, 0 at a non-ASCII byte).
+BPE_RX_VBMI size_t ascii_run_vbmi(const uint8_t* s, size_t i, size_t n, size_t c, const uint8_t* table, uint8_t* cm,
+                                   uint32_t* at, uint32_t* ci) {
+    const __m512i lo = _mm512_loadu_si512(table), hi = _mm512_loadu_si512(table + 64);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    size_t done = 0;
+    for (; i + done + 64 <= n; done += 64) {
+        const __m512i v = _mm512_loadu_si512(s + i + done);
+        if (_mm512_movepi8_mask(v)) break;
+        _mm512_storeu_si512(cm + c + done, _mm512_permutex2var_epi8(lo, v, hi));
+        for (int q = 0; q < 4; ++q) {
+            const __m512i off = _mm512_add_epi32(_mm512_set1_epi32(int(i + done + 16 * q)), iota);
+            _mm512_storeu_si512(at + c + done + 16 * q, off);
+            if (ci)
+                _mm512_storeu_si512(ci + i + done + 16 * q,
+                                    _mm512_add_epi32(_mm512_set1_epi32(int(c + done + 16 * q)), iota));
+        }
+    }
+    return done;
+}
+
+// The classes of 64 ASCII bytes.
+BPE_RX_VBMI void ascii_window_vbmi(const uint8_t* s, const uint8_t* table, uint8_t* cm) {
+    const __m512i v = _mm512_loadu_si512(s);
+    _mm512_storeu_si512(cm, _mm512_permutex2var_epi8(_mm512_loadu_si512(table), v, _mm512_loadu_si512(table + 64)));
+}
+
+// Bit u of every window class mask cm[0:64 nw] as 64-bit words: bits[u][j].
+BPE_RX_VBMI void gather_bits_vbmi(const uint8_t* cm, size_t nw, size_t nbits,
+                                  std::array<std::vector<uint64_t>, 8>& bits) {
+    for (size_t j = 0; j < nw; ++j) {
+        const __m512i v = _mm512_loadu_si512(cm + 64 * j);
+        for (size_t u = 0; u < nbits; ++u)
+            bits[u][j] = _mm512_test_epi8_mask(v, _mm512_set1_epi8(char(1u << u)));
+    }
+}
+#else
+bool cpu_has_vbmi() { return false; }
+#endif
+
+inline bool use_vbmi() {
+    int t = g_tier.load(std::memory_order_relaxed);
+    if (t < 0) {
+        t = cpu_has_vbmi() ? 1 : 0;
+        g_tier.store(t, std::memory_order_relaxed);
+    }
+    return t == 1;
+}
+
 // Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
 BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
     const Cascade& cs = p.cascade;
@@ -695,8 +758,14 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         ascii += 8;
     }
     while (ascii < n && s[ascii] < 0x80) ++ascii;
+    const bool vbmi = use_vbmi();
     if (ascii == n) {
         const uint8_t* table = cs.ascii8.data();
+#if defined(__x86_64__)
+        if (vbmi)
+            for (; i + 64 <= n; i += 64)
+                ascii_window_vbmi(s + i, table, cm + i);
+#endif
         for (; i + 8 <= n; i += 8) {
             uint64_t x = 0;
             for (size_t k = 0; k < 8; ++k) x |= uint64_t(table[s[i + k]]) << (8 * k);
@@ -716,6 +785,14 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         if (cs.byte_map) w.identity_ci = 0;
     }
     while (i < n) {
+#if defined(__x86_64__)
+        if (vbmi && i + 64 <= n) {
+            uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
+            const size_t took = ascii_run_vbmi(s, i, n, c, cs.ascii8.data(), cm, at, ci);
+            i += took, c += took;
+            if (took) continue;
+        }
+#endif
         if (i + 8 <= n) {
             uint64_t x;
             std::memcpy(&x, s + i, 8);
@@ -756,9 +833,15 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
     w.nchars = c;
     w.nw = c / 64 + 2;  // one word past the end's bit at least
     std::memset(cm + c, 0, 64 * w.nw - c);
+    for (size_t u = 0; u < cs.nbits; ++u)
+        if (w.bits[u].size() < w.nw) w.bits[u].resize(w.nw);
+#if defined(__x86_64__)
+    if (vbmi) {
+        gather_bits_vbmi(cm, w.nw, cs.nbits, w.bits);
+    } else
+#endif
     for (size_t u = 0; u < cs.nbits; ++u) {
         auto& b = w.bits[u];
-        b.assign(w.nw, 0);
         for (size_t j = 0; j < w.nw; ++j) {
 #if defined(__SSE2__)
             const __m128i shift = _mm_cvtsi32_si128(int(7 - u));
@@ -1125,6 +1208,17 @@ Pretok rx_from_name(std::string_view name) {
 std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int>(kind) - kRxBase); }
 
 uint64_t rx_last_steps() { return t_budget.used; }
+
+const char* rx_tier() { return use_vbmi() ? "vbmi" : "sse2"; }
+
+void rx_set_tier(const std::string& tier) {
+    if (tier == "sse2")
+        g_tier.store(0);
+    else if (tier == "auto")
+        g_tier.store(cpu_has_vbmi() ? 1 : 0);
+    else
+        throw std::invalid_argument("pretok_rx_tier: a tier of auto or sse2, not '" + tier + "'");
+}
 
 namespace {
 size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max);

@@ -43,6 +43,10 @@ Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::v
                    const std::string& label = "");
 // How many steps the last split on this thread took (for tests).
 uint64_t rx_last_steps();
+// The instruction tier of the cascades' window ("vbmi" or "sse2"), and forcing one ("sse2", or "auto": the best this
+// CPU has) for tests; the pieces are the same in every tier.
+const char* rx_tier();
+void rx_set_tier(const std::string& tier);
 inline bool rx_is(Pretok kind) { return static_cast<int>(kind) >= kRxBase; }
 // "rx:<index>" <-> kind; kNone when not a registered program's name.
 Pretok rx_from_name(std::string_view name);

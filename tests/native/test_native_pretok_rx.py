@@ -244,3 +244,31 @@ def test_cascades_in_turn_on_one_thread():
         for text in texts:
             for patterns in lists:
                 assert_same(patterns, text.encode(), f"{patterns[0]!r}.. on {text[:12]!r}")
+
+
+@pytest.fixture(params=["auto", "sse2"])
+def window_tier(request):
+    """The cascades' window in each tier (``auto``: VBMI where this CPU has it), set back afterwards."""
+    before = native._core.pretok_rx_tier()
+    native._core.pretok_rx_tier(request.param)
+    yield native._core.pretok_rx_tier()
+    native._core.pretok_rx_tier("auto" if before == "vbmi" else before)
+
+
+@pytest.mark.parametrize("name", ["deepseek-coder", "deepseek-llm", "falcon", "starcoder", "bloom"])
+def test_window_tiers_give_the_same_pieces(window_tier, name):
+    """Both tiers of the window's classification against `regex`: ASCII and mixed windows, texts of several windows,
+    every cut of a 64-byte block (the VBMI tier takes 64 ASCII bytes at a time)."""
+    patterns = patterns_of(name)
+    docs = [d for c in ("multi_udhr", "code_cpython") for d in corpus(c, 6)]
+    joined = "\n".join(docs)
+    assert_same(patterns, joined[:40000].encode("utf-8", "surrogatepass"), f"{name} in {window_tier}")
+    sample = "it's 12 naïve  words\n\t日本 x'll " * 3
+    for k in range(0, 130, 7):
+        assert_same(patterns, ("a" * k + sample).encode(), f"{name} in {window_tier}, {k} letters first")
+    assert native._core.pretok_rx_tier() == window_tier
+
+
+def test_a_tier_that_does_not_exist_is_refused():
+    with pytest.raises(ValueError, match="auto or sse2"):
+        native._core.pretok_rx_tier("avx9")
