@@ -113,8 +113,6 @@ class PreTokenizer:
             return kind
         if not native.available():
             return None
-        from bpe_core.pretokenize.compiler import native_name
-
         return native_name(self.patterns)
 
     def split_bytes(self, data: bytes) -> list[bytes]:
@@ -296,3 +294,38 @@ def _split_into(pattern: regex.Pattern, text: str, deadline: float | None, out: 
         pos = end
     if pos < len(text):
         out.append(text[pos:])
+
+
+def _hand_written_stages(patterns: tuple[str, ...], names: list[str]) -> tuple[tuple[int, int], ...]:
+    """(stage, index in ``names``) of each stage of a list of several that a hand-written kind splits exactly, when
+    the core's tables are those of the `regex` imported now (as for a preset)."""
+    if len(patterns) < 2 or not _native_split_usable():
+        return ()
+    out = []
+    for stage, pattern in enumerate(patterns):
+        kind = native_preset_for((pattern,))
+        if kind is not None and kind in names:
+            out.append((stage, names.index(kind)))
+    return tuple(out)
+
+
+_registered: dict[tuple[str, ...], str | None] = {}
+
+
+def native_name(patterns: tuple[str, ...]) -> str | None:
+    """The name ('rx:N') of ``patterns``' program in the native core (bpe_core/pretokenize/compiler.py), registered
+    on first use, its stages that a hand-written kind splits exactly run by that kind; None when the patterns are not
+    compiled or the core has no matcher."""
+    if patterns in _registered:
+        return _registered[patterns]
+    from bpe_core.pretokenize.compiler import class_ranges, compile_patterns
+
+    name = None
+    compiled = None
+    if native.available() and hasattr(native._core, "pretok_compile"):
+        compiled = compile_patterns(patterns, _hand_written_stages(patterns, list(native._core.pretok_names())))
+    if compiled is not None:
+        ranges = [list(class_ranges(c)) for c in compiled.classes]
+        name = native._core.pretok_compile(list(compiled.program), ranges, repr(list(patterns)))
+    _registered[patterns] = name
+    return name

@@ -37,8 +37,8 @@ def compiled() -> tuple:
     """(name, reference PreTokenizer) per distinct pattern list of the llama.cpp table, split by the compiled matcher
     (bpe_core/pretokenize/compiler.py, "rx:N")."""
     from bpe_core import PreTokenizer
-    from bpe_core.pretokenize.compiler import native_name
     from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
+    from bpe_core.pretokenize.pretokenizer import native_name
 
     lists = sorted({patterns for patterns, _ in LLAMACPP_PRETOKENIZERS.values()})
     return tuple((native_name(patterns), PreTokenizer(patterns)) for patterns in lists)

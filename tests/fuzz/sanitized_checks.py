@@ -89,8 +89,8 @@ def test_pretok_split_every_preset(preset):
 def test_pretok_compiled_every_llamacpp_list():
     """The compiled matcher (pretok_rx.cpp) on every distinct pattern list of the llama.cpp table and malformed
     programs, which are refused with ValueError."""
-    from bpe_core.pretokenize.compiler import native_name
     from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
+    from bpe_core.pretokenize.pretokenizer import native_name
 
     texts = with_tails(all_texts())
     for patterns in sorted({patterns for patterns, _ in LLAMACPP_PRETOKENIZERS.values()}):

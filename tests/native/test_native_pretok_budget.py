@@ -18,9 +18,8 @@ import pytest
 from conftest import CORPORA, corpus, data_path
 
 from bpe_core import PreTokenizer, Tokenizer, native
-from bpe_core.pretokenize.compiler import native_name
 from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
-from bpe_core.pretokenize.pretokenizer import PreTokenizeTimeout
+from bpe_core.pretokenize.pretokenizer import PreTokenizeTimeout, native_name
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native core is not built")
 
@@ -100,7 +99,7 @@ CHILD = r"""
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from bpe_core import native
-from bpe_core.pretokenize.compiler import native_name
+from bpe_core.pretokenize.pretokenizer import native_name
 kind = native_name(("a+b",))
 print("start", flush=True)
 try:

@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe_core import PreTokenizer, Tokenizer, native
-from bpe_core.pretokenize.compiler import compile_patterns, native_name
+from bpe_core.pretokenize.compiler import compile_patterns
 from bpe_core.pretokenize.llamacpp import LLAMACPP_PRETOKENIZERS
 from bpe_core.pretokenize.presets import PRESETS
+from bpe_core.pretokenize.pretokenizer import native_name
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native core is not built")
 
