@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "encoder.h"
+#include "transcode.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -146,10 +147,22 @@ inline size_t ascii_run(const Unit* s, size_t i, size_t n, uint8_t* d) {
 
 template <class Unit>
 bool transcode(const Unit* s, size_t n, bool escape, std::vector<uint8_t>& buf, size_t* size) {
-    size_t need = n * (sizeof(Unit) == 1 ? 2 : sizeof(Unit) == 2 ? 3 : 4);
+    size_t need = n * (sizeof(Unit) == 1 ? 2 : sizeof(Unit) == 2 ? 3 : 4) + kTranscodeSlack;
     if (buf.size() < need) buf.resize(need);
     uint8_t* d = buf.data();
+    constexpr size_t kStep = sizeof(Unit) == 1 ? 32 : 16;  // a wide step's units (transcode.h)
     for (size_t i = 0; i < n; ++i) {
+        if constexpr (sizeof(Unit) <= 2) {
+            if (n - i >= kStep) {  // the wide tier, up to a surrogate (or none: the scalar tier)
+                size_t wrote;
+                const size_t took = sizeof(Unit) == 1
+                                        ? transcode_wide_ucs1(reinterpret_cast<const uint8_t*>(s), i, n, d, &wrote)
+                                        : transcode_wide_ucs2(reinterpret_cast<const uint16_t*>(s), i, n, d, &wrote);
+                d += wrote;
+                i += took;
+                if (i >= n) break;
+            }
+        }
         if (s[i] < 0x80) {
             const size_t run = ascii_run(s, i, n, d);
             d += run;

@@ -526,4 +526,19 @@ void bind_encoder(nb::module_& m) {
     m.def("parse_rank_file", &parse_rank_file, nb::arg("data"));
     m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
           nb::arg("data_size"), nb::arg("n"));
+    m.def(
+        "transcode_tier",
+        [](const std::string& tier) {
+            if (!tier.empty()) {
+                try {
+                    bpe::transcode_set_tier(tier);
+                } catch (const std::invalid_argument& e) {
+                    throw nb::value_error(e.what());
+                }
+            }
+            return std::string(bpe::transcode_tier());
+        },
+        nb::arg("tier") = "",
+        "The str -> UTF-8 transcoder's tier ('vbmi2' or 'scalar'); with `tier` ('scalar', or 'auto': the best this "
+        "CPU has), set it first (tests compare the tiers' ids).");
 }
