@@ -344,24 +344,81 @@ bool Encoder::encode_text(Pretok kind, const uint8_t* text, size_t n, ChunkCache
     return end != nullptr;
 }
 
+void Encoder::set_literals(const std::vector<std::pair<std::string, uint32_t>>& tokens) {
+    literals_ = std::make_unique<Literals>(tokens);
+    if (literals_->empty()) {
+        literals_.reset();
+        return;
+    }
+    // Each token of 1-15 bytes also goes into the seed image under its tagged key (its bytes' key with
+    // PieceTable::kTagBit), its id alone: encode_text_to's tagged ends key it so, and the piece table's fast path
+    // emits it like any piece (a tagged end that misses takes the slow branch: one mispredict a token).
+    for (const auto& [bytes, id] : tokens) {
+        if (bytes.empty() || bytes.size() > kPieceMax || id > kLiteralIdMax) continue;
+        PieceKey k = piece_key(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+        k.hi |= PieceTable::kTagBit;
+        if (!seed_.insert(k, piece_hash(k), &id, 1)) {  // (the first of two equal tokens stays, as in literals_)
+            seed_.grow();
+            seed_.insert(k, piece_hash(k), &id, 1);
+        }
+    }
+}
+
 // The pieces a batch of kSplitBatch at a time (pretok_blocks_split_some: the 64-byte block splitter, its scalar
 // fallback pretok_split_some), each batch through encode_pieces_to.
+// With added tokens (literals_): the text before each is split as a text of its own, and its pieces and the token
+// go into the same batch, the token as a tagged end (pieces_to<true>), so that text cut into many short segments
+// (mpt's runs of spaces: a cut in every indented line of code) still reaches the piece table a full batch at a time
+// (per segment, the short batches' loop exits were half of mpt's branch mispredicts).
 uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                                   BadPiece* bad) const {
     if (!literals_) return encode_plain_to(kind, text, n, cache, dst, bad);
-    // Cut at the added tokens: the text before each is a text of its own, then the token's id. The ids of a
-    // segment take no more room than its bytes (+ kPieceSlack past them, which the token's id then overwrites).
+    size_t ends[kSplitBatch];
+    size_t k = 0, batch_start = 0;
+    auto flush = [&]() -> bool {
+        if (k) {
+            dst = pieces_to<true>(text, n, batch_start, ends, k, cache, dst, bad);
+            if (!dst) return false;
+            batch_start = ends[k - 1] & kLiteralPos;
+            k = 0;
+        }
+        return true;
+    };
+    const bool tagged = n <= kLiteralPos;
     size_t pos = 0, a, b;
     uint32_t id;
-    while (literals_->next(text, n, pos, &a, &b, &id)) {
-        if (a > pos) {
-            dst = encode_plain_to(kind, text + pos, a - pos, cache, dst, bad);
-            if (!dst || stopped()) return dst;
+    for (;;) {
+        const bool found = literals_->next(text, n, pos, &a, &b, &id);
+        if (!found) a = b = n, id = 0;
+        if (!tagged || id > kLiteralIdMax) {  // (a text of 1 TiB, an id past 2^23): the segment alone
+            if (!flush()) return nullptr;
+            if (a > pos) {
+                dst = encode_plain_to(kind, text + pos, a - pos, cache, dst, bad);
+                if (!dst || stopped()) return dst;
+            }
+            if (!found) return dst;
+            *dst++ = id;
+            pos = batch_start = b;
+            continue;
         }
-        *dst++ = id;
+        const uint8_t* seg = text + pos;
+        const size_t seg_n = a - pos;
+        for (size_t q = 0; q < seg_n;) {
+            if (kSplitBatch - k < 65) {  // room for a whole block's pieces and a token
+                if (!flush()) return nullptr;
+                if (stop_requested()) return dst;  // partial: the caller checks stopped()
+            }
+            const size_t first = k;
+            k += pretok_blocks_split_some(kind, seg, seg_n, &q, ends + k, kSplitBatch - 1 - k);
+            for (size_t j = first; j < k; ++j) ends[j] += pos;
+        }
+        if (!found) break;
+        if (k == kSplitBatch && !flush()) return nullptr;  // (tokens back to back: no segment made room)
+        ends[k++] = kLiteralTag | size_t(id) << kLiteralShift | b;
         pos = b;
     }
-    return pos < n ? encode_plain_to(kind, text + pos, n - pos, cache, dst, bad) : dst;
+    if (!flush()) return nullptr;
+    return dst;
 }
 
 uint32_t* Encoder::encode_plain_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
@@ -398,9 +455,22 @@ constexpr size_t kProbeAhead = 16;
 // per piece with the line of the piece kProbeAhead ahead prefetched, the rest out of line (encode_slow).
 uint32_t* Encoder::encode_pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
                                     ChunkCache* cache, uint32_t* dst, BadPiece* bad) const {
+    return pieces_to<false>(text, n, start, ends, count, cache, dst, bad);
+}
+
+template <bool kTagged>
+uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
+                             ChunkCache* cache, uint32_t* dst, BadPiece* bad) const {
+    // An end's offset, and whether it is an added token's (kTagged: its id above kLiteralShift).
+    auto at = [](size_t e) { return kTagged ? e & kLiteralPos : e; };
+    auto literal = [](size_t e) { return kTagged && (e & kLiteralTag); };
     int missing = -1;
     if (!cache) {
-        for (size_t j = 0; j < count; start = ends[j], ++j) {
+        for (size_t j = 0; j < count; start = at(ends[j]), ++j) {
+            if (literal(ends[j])) {
+                *dst++ = uint32_t((ends[j] & ~kLiteralTag) >> kLiteralShift);
+                continue;
+            }
             uint32_t* next = encode_uncached(text + start, ends[j] - start, dst, &missing);
             if (!next) {
                 *bad = BadPiece{text + start, ends[j] - start};
@@ -417,24 +487,29 @@ uint32_t* Encoder::encode_pieces_to(const uint8_t* text, size_t n, size_t start,
         const size_t m = std::min(kSplitBatch, count - base);
         const size_t* e = ends + base;
         size_t s = start;
-        for (size_t j = 0; j < m; s = e[j], ++j) {
-            const size_t len = e[j] - s;
+        for (size_t j = 0; j < m; s = at(e[j]), ++j) {
+            const size_t len = at(e[j]) - s;
             const bool short_piece = len - 1 < kPieceMax;  // 1-15 bytes
             PieceKey k = s + 16 <= n ? piece_key_wide(text + s, short_piece ? len : 0)
                                      : (short_piece ? piece_key(text + s, len) : PieceKey{0, 0});
             const uint64_t keep = short_piece ? ~uint64_t(0) : 0;
             k.lo &= keep;
             k.hi &= keep;
+            if (kTagged) k.hi |= literal(e[j]) && short_piece ? PieceTable::kTagBit : 0;  // an added token's key
             const uint64_t h = piece_hash(k);
             const PieceTable::Slot* line = table.line(h);
             __builtin_prefetch(line, 0, 2);
             keyed[j] = Keyed{k, h, line};
         }
         s = start;
-        for (size_t j = 0; j < m; s = e[j], ++j) {
+        for (size_t j = 0; j < m; s = at(e[j]), ++j) {
             if (j + kProbeAhead < m) __builtin_prefetch(keyed[j + kProbeAhead].line, 0, 3);
             if (uint32_t* next = PieceTable::emit(keyed[j].line, keyed[j].k, dst)) {
                 dst = next;
+                continue;
+            }
+            if (literal(e[j])) {  // over 15 bytes, or its key's slot displaced
+                *dst++ = uint32_t((e[j] & ~kLiteralTag) >> kLiteralShift);
                 continue;
             }
             uint32_t* next = encode_slow(text + s, e[j] - s, keyed[j].k, keyed[j].h, cache, dst, &missing);
@@ -448,7 +523,7 @@ uint32_t* Encoder::encode_pieces_to(const uint8_t* text, size_t n, size_t start,
                 for (size_t i = j + 1; i < m; ++i) keyed[i].line = table.line(keyed[i].h);
             }
         }
-        start = e[m - 1];
+        start = at(e[m - 1]);
     }
     return dst;
 }

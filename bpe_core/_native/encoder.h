@@ -171,15 +171,21 @@ class Encoder {
     // emits a token's id where one is found and splits the text between them as texts of their own. Only for
     // tokens that Python's TokenFinder finds the same way (one leftmost-longest pass over the raw text, no flags:
     // engines.py decides); text that Python already cut at them holds none, so the search is idempotent.
-    void set_literals(const std::vector<std::pair<std::string, uint32_t>>& tokens) {
-        literals_ = std::make_unique<Literals>(tokens);
-        if (literals_->empty()) literals_.reset();
-    }
+    void set_literals(const std::vector<std::pair<std::string, uint32_t>>& tokens);
     bool has_literals() const { return literals_ != nullptr; }
 
   private:
     uint32_t* encode_plain_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                               BadPiece* bad) const;
+    // encode_pieces_to; kTagged: an end with kLiteralTag set is an added token's (literals_), its id in the bits
+    // above kLiteralShift, emitted as it is (encode_text_to's batches of pieces across the cuts at added tokens).
+    template <bool kTagged>
+    uint32_t* pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
+                        ChunkCache* cache, uint32_t* dst, BadPiece* bad) const;
+    static constexpr size_t kLiteralTag = size_t(1) << 63;
+    static constexpr unsigned kLiteralShift = 40;                    // text offsets below 2^40 (1 TiB)
+    static constexpr size_t kLiteralPos = (size_t(1) << kLiteralShift) - 1;
+    static constexpr uint32_t kLiteralIdMax = (uint32_t(1) << 23) - 1;  // ids in bits 40-62
     uint64_t value(uint32_t left, uint32_t right) const {
         const uint64_t* v = pairs_.find(uint64_t(left) << 32 | right);
         return v ? *v : kNoMerge;

@@ -273,6 +273,7 @@ class PyEncoder {
             v.emplace_back(std::string(b.c_str(), b.size()), nb::cast<uint32_t>(t[1]));
         }
         enc_->set_literals(v);
+        clear_cache();  // the workers' tables copy the seed image, which now holds the tokens
     }
     bool has_literals() const { return enc_->has_literals(); }
 

@@ -2,7 +2,7 @@
 // GigaToken's ShortPretokenCache taught the layout, the code is ours).
 //
 // - A slot is 32 bytes, two to a 64-byte line: the key (bytes 0-7 in lo; bytes 8-14 and the length in hi), a count
-//   in hi's bits 60-62 and up to 4 ids inline. A piece of more than 4 tokens keeps its ids in a spill arena.
+//   in hi's bits 60-62 (bit 63: a tagged key, PieceTable::kTagBit) and up to 4 ids inline. A piece of more than 4 tokens keeps its ids in a spill arena.
 // - Open addressing by lines, linear probing. The probe compares both slots of a line and picks the match with a
 //   select, not a branch; a hit stores 4 ids unconditionally and advances by the count.
 // - One table per worker (ChunkCache), seeded with the encoder's ids for every vocabulary entry of 1-15 bytes (an
@@ -133,8 +133,10 @@ class HugeBuffer {
 
 class PieceTable {
   public:
-    static constexpr unsigned kCountShift = 60;
-    static constexpr uint64_t kKeyHiMask = (uint64_t(1) << kCountShift) - 1;
+    static constexpr unsigned kCountShift = 60;  // the count in bits 60-62
+    // A second key space: bit 63 of hi, which no piece's key has (the encoder's added tokens, Encoder::set_literals).
+    static constexpr uint64_t kTagBit = uint64_t(1) << 63;
+    static constexpr uint64_t kKeyHiMask = ~(uint64_t(7) << kCountShift);
     static constexpr size_t kInline = 4;
     static constexpr size_t kMinLines = 16;
 
@@ -175,7 +177,7 @@ class PieceTable {
         const bool m0 = ((s[0].lo ^ k.lo) | ((s[0].hi ^ k.hi) & kKeyHiMask)) == 0;
         const bool m1 = ((s[1].lo ^ k.lo) | ((s[1].hi ^ k.hi) & kKeyHiMask)) == 0;
         const Slot* hit = s + m1;  // arithmetic, not `?:`: GCC made both selects branches (0.14 mispredicts a piece)
-        const size_t count = static_cast<size_t>(hit->hi >> kCountShift) & (size_t(0) - size_t(m0 | m1));
+        const size_t count = static_cast<size_t>(hit->hi >> kCountShift) & 7 & (size_t(0) - size_t(m0 | m1));
         if (__builtin_expect(count == 0, 0)) return nullptr;
         std::memcpy(dst, hit->ids, sizeof hit->ids);
         return dst + count;
@@ -260,7 +262,7 @@ class PieceTable {
         size_ = 0;
     }
     uint32_t* ids_of(const Slot& s, uint32_t* dst) const {
-        const size_t count = static_cast<size_t>(s.hi >> kCountShift);
+        const size_t count = static_cast<size_t>(s.hi >> kCountShift) & 7;
         if (count) {
             std::memcpy(dst, s.ids, sizeof s.ids);
             return dst + count;

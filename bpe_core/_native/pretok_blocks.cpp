@@ -37,6 +37,7 @@
 #include "pretok_blocks.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "utf8.h"
 
@@ -450,6 +451,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
             v = w.cut, wide_letters = w.letters, cont = w.cont;
         }
     }
+    if (avail < 64) v = std::min(v, unsigned(avail));  // a text's last bytes (walk's tail block): the end is v
     const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
     const uint64_t L = (m.l | wide_letters) & valid, N = m.n & valid, W = m.w & valid, SP = m.sp & valid;
     const uint64_t O = valid & ~(L | N | W);
@@ -726,6 +728,9 @@ __attribute__((noinline)) size_t run_end_o200k(const uint8_t* s, size_t n, size_
     return run_follow_o200k<F, kLlama, Classify, UM>(s, n, i + w.cut, memo);
 }
 
+// A text's end shorter than this goes to the scalar splitter whole (a piece or two: a block would cost more).
+constexpr size_t kTailBlockMin = 16;
+
 template <Family F, int kGroup, bool kMarks, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
 BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, size_t* ends, size_t max,
                        size_t* covered) {
@@ -772,6 +777,26 @@ BPE_INLINE size_t walk(Pretok kind, const uint8_t* s, size_t n, size_t* pos, siz
             continue;
         }
         if (k && max - k < 64) break;  // the caller comes back with room for a whole block
+        if (n - i >= kTailBlockMin && max - k >= 64) {
+            // The text's last bytes, fewer than 64: one block over a zero-padded copy, whose knowledge ends at the
+            // text's end as at a wide character's cut (block_starts: v <= avail); its certain starts are pieces, the
+            // piece or two that reach the end go to the scalar splitter (text cut at added tokens, mpt's runs of
+            // spaces, is mostly such short texts). Its own memo: the copy's classes are not the text's.
+            alignas(64) uint8_t copy[64 + 16] = {};
+            std::memcpy(copy, s + i, n - i);
+            WideMemo own;
+            const Masks m = Classify(copy);
+            uint64_t bits = block_starts<F, kGroup, kMarks, UM>(copy, n - i, m, own, tail) & ~uint64_t(1);
+            const size_t from = i;
+            while (bits) {
+                ends[k++] = from + unsigned(__builtin_ctzll(bits));
+                bits &= bits - 1;
+            }
+            if (k && ends[k - 1] > from) {
+                if (covered) *covered += ends[k - 1] - from;
+                i = ends[k - 1];
+            }
+        }
         k += pretok_split_some(kind, s, n, &i, ends + k, max - k);
         break;
     }

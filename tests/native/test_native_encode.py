@@ -191,6 +191,8 @@ def test_added_tokens_are_cut_by_the_core_as_the_reference_cuts_them(literal_pai
     assert ours.engine.encoder().has_literals and ours.engine.splits_whole_texts(frozenset())
     docs = [d[:2000] + " <s><s><s> [PAD77]x    \n  é[PAD7]\u4e00\u4e01a   \nb" for d in corpus("en_bible_kjv", 40)]
     docs += [t for _, t in adversarial_cases()[:400]] + ["", "x", "<s>", "    ", "     ", "[PAD7"]
+    # many tokens in one text, batches of pieces across the cuts: tokens back to back, at a batch's end, every gap
+    docs += ["ab  cd" * 700, "<s>" * 600 + "q", "".join(f"w{i % 7}{'  ' * (i % 3)}é " for i in range(900))]
     expected = [ref.encode_ordinary(d) for d in docs]
     assert ours.encode_ordinary_batch(docs) == expected
     assert ours.encode_ordinary_batch(docs, num_threads=2) == expected

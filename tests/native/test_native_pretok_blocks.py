@@ -128,6 +128,21 @@ def test_every_start_offset_and_batch_size(name):
         assert_same(name, text, batch=batch)
 
 
+# A text's last bytes, fewer than 64, are one block over a zero-padded copy (walk's tail block): every length of
+# text from 0 to 130 bytes, cut from documents of each corpus and from the edge cases (so that the text ends inside
+# every kind of piece and inside a character), and the share of a short text the tail blocks split themselves.
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_text_length_up_to_two_blocks(name):
+    texts = [t.encode("utf-8", "surrogatepass") for c in CORPORA for t in corpus(c, 4)]
+    texts.append(b"".join(EDGE_TAILS) + b"a  b\t\t\nc's 1234 ")
+    for text in texts:
+        for length in range(131):
+            assert_same(name, text[:length], tiers=("auto",))
+    if X86:
+        short = b"The quick brown fox, 12345 times: it's over the lazy dog!"
+        assert 0.5 <= core.pretok_split_ends(name, short)[1] / len(short) < 1
+
+
 # Pieces that end where a block might: whitespace runs (with and without newlines) longer than a block, contractions
 # and digit runs cut by the edge, newlines after punctuation, non-ASCII letters, digits and spaces just past it.
 EDGE_TAILS = (b"'ll", b"'s", b"'S", b"'Re", b"'v", b"'", b"  x", b"\t\tx", b" \n x", b"\n\n", b".\n\n ", b".\r\n\tx",
