@@ -401,16 +401,13 @@ uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, Ch
             pos = batch_start = b;
             continue;
         }
-        const uint8_t* seg = text + pos;
-        const size_t seg_n = a - pos;
-        for (size_t q = 0; q < seg_n;) {
+        // the segment [pos, a) as a text that ends at a (no pattern looks behind where it starts)
+        for (size_t q = pos; q < a;) {
             if (kSplitBatch - k < 65) {  // room for a whole block's pieces and a token
                 if (!flush()) return nullptr;
                 if (stop_requested()) return dst;  // partial: the caller checks stopped()
             }
-            const size_t first = k;
-            k += pretok_blocks_split_some(kind, seg, seg_n, &q, ends + k, kSplitBatch - 1 - k);
-            for (size_t j = first; j < k; ++j) ends[j] += pos;
+            k += pretok_blocks_split_some(kind, text, a, &q, ends + k, kSplitBatch - 1 - k);
         }
         if (!found) break;
         if (k == kSplitBatch && !flush()) return nullptr;  // (tokens back to back: no segment made room)

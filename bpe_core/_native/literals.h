@@ -31,6 +31,7 @@ class Literals {
     // (token bytes, id); empty tokens are left out; of two equal tokens the first is kept.
     explicit Literals(const std::vector<std::pair<std::string, uint32_t>>& tokens) {
         pairs_.assign(65536 / 64, 0);
+        std::fill(std::begin(run_of_), std::end(run_of_), int16_t(-1));
         // The trie, built with maps, then laid out breadth first: each node's edges sorted by byte, side by side.
         std::vector<std::map<uint8_t, uint32_t>> kids(1);
         std::vector<uint32_t> ids(1, kNone);
@@ -83,6 +84,24 @@ class Literals {
         for (int b = 0; b < 256; ++b)
             if (starts_[b]) distinct++, only_ = b, first_list_.push_back(static_cast<uint8_t>(b));
         if (distinct != 1) only_ = -1;
+        // Runs of one byte (mpt's 2-24 spaces): the trie's path c, cc, ccc, ... as a table, with the longest token
+        // on it up to each depth, so that a run is measured, not walked node by node (14 instructions a byte).
+        for (int c = 0; c < 256; ++c) {
+            uint32_t node = child(nodes_[0], uint8_t(c));
+            if (!node || !child(nodes_[node], uint8_t(c))) continue;
+            Run run;
+            run.node.push_back(0);
+            run.best_len.push_back(0);
+            run.best_id.push_back(kNone);
+            for (uint32_t depth = 1; node; node = child(nodes_[node], uint8_t(c)), ++depth) {
+                const bool ends = nodes_[node].id != kNone;
+                run.node.push_back(node);
+                run.best_len.push_back(ends ? depth : run.best_len.back());
+                run.best_id.push_back(ends ? nodes_[node].id : run.best_id.back());
+            }
+            run_of_[c] = static_cast<int16_t>(runs_.size());
+            runs_.push_back(std::move(run));
+        }
 #if defined(__SSE2__)
         // The scans' keys, broadcast once: the pairs' bytes (then the one-byte tokens), or the first bytes.
         if (vector_scan_) {
@@ -182,7 +201,27 @@ class Literals {
         const bool pair = i + 1 < n && ((pairs_[(unsigned(s[i]) << 8 | s[i + 1]) >> 6] >> (s[i + 1] & 63)) & 1);
         size_t best = 0;
         uint32_t node = 0;
-        for (size_t j = i; j < n; ++j) {
+        size_t from = i;
+        if (const int r = run_of_[s[i]]; r >= 0 && pair && s[i + 1] == s[i]) {  // a run: measured, then walked on
+            const Run& run = runs_[size_t(r)];
+            const size_t deepest = run.node.size() - 1;
+            size_t len = 2;
+#if defined(__SSE2__)
+            const __m128i c = _mm_set1_epi8(char(s[i]));
+            while (len < deepest && i + len + 16 <= n) {
+                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + len));
+                const unsigned same = unsigned(__builtin_ctz(~unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(v, c)))));
+                len += same;  // (ctz of bit 16 and up: 16 when all 16 bytes are c)
+                if (same < 16) break;
+            }
+#endif
+            while (len < deepest && i + len < n && s[i + len] == s[i]) ++len;
+            len = std::min(len, deepest);
+            if (run.best_len[len]) best = run.best_len[len], *id = run.best_id[len];
+            node = run.node[len];
+            from = i + len;
+        }
+        for (size_t j = from; j < n; ++j) {
             node = child(nodes_[node], s[j]);
             if (!node) break;
             if (nodes_[node].id != kNone) best = j + 1 - i, *id = nodes_[node].id;
@@ -209,6 +248,11 @@ class Literals {
     bool vector_scan_ = false;
     bool starts_[256] = {};
     int only_ = -1;
+    struct Run {  // by depth d (0: the root): the trie's node for c repeated d times, the longest token up to it
+        std::vector<uint32_t> node, best_len, best_id;
+    };
+    std::vector<Run> runs_;
+    int16_t run_of_[256];  // the byte's Run in runs_, or -1
 };
 
 }  // namespace bpe
