@@ -172,7 +172,9 @@ def test_batches_cut_into_several_native_calls_keep_order(monkeypatch):
 LITERALS = {"<s>": 1501, "<s><s>": 1502, "  ": 1503, "    ": 1504, "   \n": 1505, "[PAD7]": 1506, "[PAD77]": 1507,
             "é": 1508, "\u4e00\u4e01": 1509, "x": 1510, " " * 20: 1511, "xxx": 1512}  # fmt: skip
 literal_text = st.lists(
-    st.sampled_from([*LITERALS, "<", "s>", " ", "\n", "[PAD", "7", "]", "a", "Ab", "\u4e00", "'s", "1234", "\t", " " * 7])
+    st.sampled_from(
+        [*LITERALS, "<", "s>", " ", "\n", "[PAD", "7", "]", "a", "Ab", "\u4e00", "'s", "1234", "\t", " " * 7]
+    )
     | st.text(max_size=6),
     max_size=30,
 ).map("".join)
