@@ -85,7 +85,7 @@ def declared_tokens(meta: dict, tokens: dict[str, int]) -> dict[str, int]:
 
 def _string_list(meta: dict, key: str, path: str) -> list[str]:
     value = meta.get(key)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not set(map(type, value)) <= {str}:  # (the reader makes str, not subclasses)
         raise TokenizerFileError(path, f"{key} is missing or not an array of strings")
     return value
 
@@ -93,7 +93,7 @@ def _string_list(meta: dict, key: str, path: str) -> list[str]:
 def _token_types(types: object, count: int, path: str) -> list[int]:
     if types is None:
         return [NORMAL] * count  # llama.cpp's default when the key is absent
-    if not isinstance(types, list) or not all(isinstance(t, int) for t in types):
+    if not isinstance(types, list) or not set(map(type, types)) <= {int, bool}:
         raise TokenizerFileError(path, "tokenizer.ggml.token_type is not an array of integers")
     if len(types) != count:
         raise TokenizerFileError(path, f"{count} tokens but {len(types)} token types")
