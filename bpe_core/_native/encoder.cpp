@@ -461,11 +461,12 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
     // An end's offset, and whether it is an added token's (kTagged: its id above kLiteralShift).
     auto at = [](size_t e) { return kTagged ? e & kLiteralPos : e; };
     auto literal = [](size_t e) { return kTagged && (e & kLiteralTag); };
+    auto literal_id = [](size_t e) { return uint32_t((e & ~kLiteralTag) >> kLiteralShift); };
     int missing = -1;
     if (!cache) {
         for (size_t j = 0; j < count; start = at(ends[j]), ++j) {
             if (literal(ends[j])) {
-                *dst++ = uint32_t((ends[j] & ~kLiteralTag) >> kLiteralShift);
+                *dst++ = literal_id(ends[j]);
                 continue;
             }
             uint32_t* next = encode_uncached(text + start, ends[j] - start, dst, &missing);
@@ -506,7 +507,7 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
                 continue;
             }
             if (literal(e[j])) {  // over 15 bytes, or its key's slot displaced
-                *dst++ = uint32_t((e[j] & ~kLiteralTag) >> kLiteralShift);
+                *dst++ = literal_id(e[j]);
                 continue;
             }
             uint32_t* next = encode_slow(text + s, e[j] - s, keyed[j].k, keyed[j].h, cache, dst, &missing);
