@@ -153,11 +153,29 @@ struct WideMemo {
 // The byte classes of a block's UTF-8 (SSE2, for every tier): continuation bytes, those of them >= 0xA0, the leads of
 // 2- and 3-byte sequences, E0 and ED (whose second bytes are restricted), and what no simple sequence has (the leads of
 // 4-byte sequences, C0, C1, F5-FF).
+// ua, ub: the leads in a family's two sets of uniform leads (LeadSets below; the AVX2 tier only, 0 in SSE2's).
 struct Utf8Masks {
     uint64_t cont, cont_a0, lead2, lead3, e0, ed, other;
+    uint64_t ua, ub;
 };
 
-inline Utf8Masks utf8_masks_sse2(const uint8_t* s) {
+// Lead bytes all of whose characters take one class in a family (no digit, space or cutting mark among them, the same
+// classes from the family's add()): Cyrillic's D0, D1 and D3, Latin Extended's C4-C9, the CJK ideographs' E5-E8,
+// Hangul's EB and EC (which leads qualify is computed from the Unicode tables, per family). Two sets, A and B, each
+// with the class of its leads; a block's leads in them are classified by one nibble lookup per 32 bytes instead of a
+// decode and a table load each (callgrind, cl100k's split on Russian: classify_wide 15.4 -> see the commit).
+// Membership of byte x: lo[x & 15] & hi[x >> 4], set A in bits 0-2 (hi nibble C, D, E), set B in bits 3-5.
+constexpr int kLeadSetMin = 4;  // leads in a block from which the sets are looked up
+struct LeadSets {
+    alignas(16) uint8_t lo[16];
+    alignas(16) uint8_t hi[16];
+    uint8_t fa, fb;  // a representative character's flags of each set, for the family's add()
+    bool za, zb;     // and its deepseek-v3 zone
+    // All ones where the sets hold 3 or more 2-byte (3-byte) leads: the leads that count toward kLeadSetMin.
+    uint64_t lead2, lead3;
+};
+
+inline Utf8Masks utf8_masks_sse2(const uint8_t* s, const LeadSets&) {
     Utf8Masks u{};
     for (int k = 0; k < 4; ++k) {
         const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k));
@@ -180,7 +198,7 @@ inline Utf8Masks utf8_masks_sse2(const uint8_t* s) {
 }
 
 // The same, AVX2 2x32 bytes (not inlined: each_wide, which calls it, has no target attribute of its own).
-BPE_AVX2 __attribute__((noinline)) Utf8Masks utf8_masks_avx2(const uint8_t* s) {
+BPE_AVX2 __attribute__((noinline)) Utf8Masks utf8_masks_avx2(const uint8_t* s, const LeadSets& sets) {
     Utf8Masks u{};
     for (int k = 0; k < 2; ++k) {
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32 * k));
@@ -200,6 +218,23 @@ BPE_AVX2 __attribute__((noinline)) Utf8Masks utf8_masks_avx2(const uint8_t* s) {
         u.other |= BPE_BITS(_mm256_or_si256(_mm256_and_si256(ge_f0, neg),
                                             _mm256_andnot_si256(_mm256_or_si256(cont, ge_c2), neg)));
 #undef BPE_BITS
+    }
+    // The lead sets only where a block has several leads: German's scattered umlauts (lead C3, in no set) would pay
+    // for the lookups and gain nothing (callgrind, cl100k's split on German: 11.6 Ir/B without the lookups, 12.6
+    // with them in every block), nor Russian in the o200k family, whose sets hold one 2-byte lead (DA, Arabic): its
+    // Cyrillic has both cases, in no set (31.1 without, 34.5 with).
+    if (__builtin_popcountll((u.lead2 & sets.lead2) | (u.lead3 & sets.lead3)) < kLeadSetMin) return u;
+    const __m256i lo_t = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sets.lo)));
+    const __m256i hi_t = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sets.hi)));
+    const __m256i nib = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    for (int k = 0; k < 2; ++k) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32 * k));
+        const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(lo_t, _mm256_and_si256(x, nib)),
+                                           _mm256_shuffle_epi8(hi_t, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib)));
+#define BPE_NOT_BITS(v) (uint64_t(~uint32_t(_mm256_movemask_epi8(v))) << (32 * k))
+        u.ua |= BPE_NOT_BITS(_mm256_cmpeq_epi8(_mm256_and_si256(t, _mm256_set1_epi8(0x07)), zero));
+        u.ub |= BPE_NOT_BITS(_mm256_cmpeq_epi8(_mm256_and_si256(t, _mm256_set1_epi8(0x38)), zero));
+#undef BPE_NOT_BITS
     }
     return u;
 }
@@ -238,12 +273,67 @@ BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
 // bit alone, and the classes are spread over the characters' bytes at the end. Any other block (4-byte characters,
 // invalid bytes) goes one character at a time through the strict decoder. kCutMarks: a mark cuts too (o200k's marks
 // are in both of its letter classes and its prefix class at once, which the algebra does not model).
-using Utf8MasksFn = Utf8Masks (*)(const uint8_t*);
+using Utf8MasksFn = Utf8Masks (*)(const uint8_t*, const LeadSets&);
 
 BPE_INLINE bool wide_cuts(uint8_t f, bool marks) { return (f & (kFlagN | kFlagS)) || (marks && flags_mark(f)); }
 
+// The LeadSets of a family (its add() and kCutMarks, as each_wide takes them), from the BMP's flags: a lead qualifies
+// where every character it leads gets the same classes from add() and none cuts. Set A holds the leads of the class
+// that has the most of them, set B those of the next (ties: the smaller class code).
+template <bool kCutMarks, class Add>
+LeadSets make_lead_sets(Add add) {
+    const uint8_t* bmp = flags_bmp().f;
+    auto code_of = [&](uint32_t cp) {  // -1: the character cuts
+        const uint8_t fz = bmp[cp], f = fz & uint8_t(~kBmpZone);
+        if (wide_cuts(f, kCutMarks)) return -1;
+        Wide t{};
+        add(t, f, (fz & kBmpZone) != 0, 1);
+        return int(t.letters & 1) | int(t.ps & 1) << 1 | int(t.x & 1) << 2 | int(t.zone & 1) << 3;
+    };
+    int lead_code[256];
+    uint32_t first_cp[256] = {};
+    int count[16] = {};
+    std::fill(lead_code, lead_code + 256, -1);
+    for (uint32_t b0 = 0xC2; b0 <= 0xEF; ++b0) {
+        uint32_t first = (b0 & 0x0Fu) << 12, last = first + 0x1000;  // the code points [first, last) it leads
+        if (b0 < 0xE0) first = (b0 & 0x1Fu) << 6, last = first + 64;
+        if (b0 == 0xE0) first = 0x800;   // (E0's second byte is A0-BF)
+        if (b0 == 0xED) last = 0xD800;   // (ED's is 80-9F: no surrogates)
+        const int c = code_of(first);
+        bool same = c >= 0;
+        for (uint32_t cp = first + 1; same && cp < last; ++cp) same = code_of(cp) == c;
+        if (same) lead_code[b0] = c, first_cp[b0] = first, ++count[c];
+    }
+    int ca = -1, cb = -1;
+    for (int c = 0; c < 16; ++c) {
+        if (!count[c]) continue;
+        if (ca < 0 || count[c] > count[ca]) {
+            cb = ca, ca = c;
+        } else if (cb < 0 || count[c] > count[cb]) {
+            cb = c;
+        }
+    }
+    LeadSets sets{};
+    int n2 = 0, n3 = 0;
+    sets.hi[0xC] = 0x09, sets.hi[0xD] = 0x12, sets.hi[0xE] = 0x24;
+    for (uint32_t b0 = 0xC2; b0 <= 0xEF; ++b0) {
+        const int c = lead_code[b0];
+        if (c < 0 || (c != ca && c != cb)) continue;
+        const uint8_t fz = bmp[first_cp[b0]], f = fz & uint8_t(~kBmpZone);
+        const bool zone = fz & kBmpZone;
+        sets.lo[b0 & 15] |= uint8_t((c == ca ? 1u : 8u) << ((b0 >> 4) - 0xC));
+        (c == ca ? sets.fa : sets.fb) = f;
+        (c == ca ? sets.za : sets.zb) = zone;
+        ++(b0 < 0xE0 ? n2 : n3);
+    }
+    sets.lead2 = n2 >= 3 ? ~uint64_t(0) : 0;
+    sets.lead3 = n3 >= 3 ? ~uint64_t(0) : 0;
+    return sets;
+}
+
 template <Utf8MasksFn UM, class Add, bool kCutMarks = false>
-inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo, Wide& w, Add add) {
+inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo, Wide& w, Add add,
+                      const LeadSets& sets) {
     const uintptr_t at = reinterpret_cast<uintptr_t>(s);
     uint64_t from_mask = ~uint64_t(0);
     if (memo.base && at >= memo.base && at - memo.base < memo.w.cut) {
@@ -255,7 +345,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
     }
     w.cut = 64;
     if (hi) {
-        const Utf8Masks u = UM(s);
+        const Utf8Masks u = UM(s, sets);
         const uint64_t cont = u.cont & from_mask;
         uint64_t leads = (u.lead2 | u.lead3) & from_mask;
         const uint64_t expect = ((leads << 1) | ((u.lead3 & from_mask) << 2));  // bits past 63 are the next block's
@@ -269,7 +359,13 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
                 cut = unsigned(__builtin_ctzll(edge & leads));
                 leads &= (uint64_t(1) << cut) - 1;
             }
-            Wide lw{};  // the classes of the leads alone
+            Wide lw{};  // the classes of the leads alone: those in the family's lead sets at once, the rest each
+            const uint64_t ua = u.ua & leads, ub = u.ub & leads;
+            if (ua | ub) {
+                add(lw, sets.fa, sets.za, ua);
+                add(lw, sets.fb, sets.zb, ub);
+                leads &= ~(ua | ub);
+            }
             const uint8_t* bmp = flags_bmp().f;
             while (leads) {
                 const unsigned j = unsigned(__builtin_ctzll(leads));
@@ -317,9 +413,11 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
 template <bool kMarks, Utf8MasksFn UM>
 __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
-    each_wide<UM>(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool, uint64_t bits) {
+    auto add = [](Wide& t, uint8_t f, bool, uint64_t bits) {
         if ((f & kFlagL) || (kMarks && flags_mark(f))) t.letters |= bits;
-    });
+    };
+    static const LeadSets sets = make_lead_sets<false>(add);
+    each_wide<UM>(s, avail, hi, memo, w, add, sets);
     return w;
 }
 
@@ -329,7 +427,7 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
 template <Utf8MasksFn UM>
 __attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
-    each_wide<UM>(s, avail, hi, memo, w, [](Wide& t, uint8_t f, bool zone, uint64_t bits) {
+    auto add = [](Wide& t, uint8_t f, bool zone, uint64_t bits) {
         if ((f & kFlagL) || flags_mark(f))
             t.letters |= bits;
         else if (f & kFlagPS)
@@ -337,7 +435,9 @@ __attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail
         else
             t.x |= bits;
         if (zone) t.zone |= bits;
-    });
+    };
+    static const LeadSets sets = make_lead_sets<false>(add);
+    each_wide<UM>(s, avail, hi, memo, w, add, sets);
     return w;
 }
 
@@ -356,7 +456,8 @@ __attribute__((noinline)) Wide classify_wide_o200k(const uint8_t* s, size_t avai
         else if (f & kFlagU)
             t.ps |= bits;
     };
-    each_wide<UM, decltype(add), !kLlama>(s, avail, hi, memo, w, add);
+    static const LeadSets sets = make_lead_sets<!kLlama>(add);
+    each_wide<UM, decltype(add), !kLlama>(s, avail, hi, memo, w, add, sets);
     return w;
 }
 

@@ -143,6 +143,29 @@ def test_every_text_length_up_to_two_blocks(name):
         assert 0.5 <= core.pretok_split_ends(name, short)[1] / len(short) < 1
 
 
+# Blocks made of one lead byte's characters: the AVX2 tier classifies the leads of a family's uniform lead sets
+# (Cyrillic's D0, CJK's E5-E8, ...) by a nibble lookup, the rest one by one. Every 2- and 3-byte lead's characters back
+# to back (a run longer than a block), between spaces every few characters, and mixed with another lead's, at each
+# offset of a block; the sets are built from the tables, so a wrong one shows as a wrong piece here.
+def _lead_chars(lead: int) -> list[bytes]:
+    first = (lead & 0x1F) << 6 if lead < 0xE0 else max((lead & 0x0F) << 12, 0x800)
+    last = first + (64 if lead < 0xE0 else 0x1000)
+    return [chr(c).encode("utf-8", "surrogatepass") for c in range(first, min(last, 0xD800 if lead == 0xED else last))]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_runs_of_one_lead_byte(name):
+    for lead in range(0xC2, 0xF0):
+        chars = _lead_chars(lead)
+        step = max(1, len(chars) // 97)  # about a hundred characters of each lead, spread over its range
+        some = chars[::step]
+        other = _lead_chars(0xD0 if lead != 0xD0 else 0xE6)[::step][: len(some)]
+        for pad in (0, 1, 2, 31, 63):
+            assert_same(name, b"x" * pad + b"".join(some))
+            assert_same(name, b"x" * pad + b" ".join(b"".join(some[i : i + 5]) for i in range(0, len(some), 5)))
+            assert_same(name, b"x" * pad + b"".join(a + b for a, b in zip(some, other, strict=False)))
+
+
 # Pieces that end where a block might: whitespace runs (with and without newlines) longer than a block, contractions
 # and digit runs cut by the edge, newlines after punctuation, non-ASCII letters, digits and spaces just past it.
 EDGE_TAILS = (b"'ll", b"'s", b"'S", b"'Re", b"'v", b"'", b"  x", b"\t\tx", b" \n x", b"\n\n", b".\n\n ", b".\r\n\tx",
