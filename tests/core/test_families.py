@@ -29,3 +29,16 @@ def test_a_pattern_spelt_otherwise_is_still_recognised_by_its_classes():
     assert respelt != qwen35
     assert families.structural_kind.__wrapped__((respelt,)) == "family:ascii-d1-LM-llama"
     assert families.structural_kind.__wrapped__((qwen35.replace(r"\p{M}]+", r"\p{Mn}]+"),)) is None
+
+
+def test_a_family_spelling_built_from_its_parts_is_the_tree_of_the_whole_spelling():
+    """The templates are composed from parsed parts; each must be the tree the parser gives the joined regex."""
+    count = 0
+    for bits in range(families.N_FAMILY):
+        for parts in families._spelling_parts(bits):
+            composed = families.Group([alt for part in parts for alt in families._part_alts(part)])
+            assert composed == families._tree("|".join(parts)), parts
+            count += 1
+    assert count == 384
+    templates = families._templates()
+    assert sum(map(len, templates.values())) == count + len(families.o200k_members()) + len(families.CASCADES)

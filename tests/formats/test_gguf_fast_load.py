@@ -6,6 +6,8 @@ result must be the loop's, and an error the loop's error."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from conftest import REFERENCE, reference_path
 from test_gguf import BYTES, SMALL, write_gguf
@@ -130,3 +132,22 @@ def test_split_tokens_in_one_pass_equals_the_loop():
     assert fast[1:] == ({"<ctl>": 257}, {"ab!": 258}, [])
     with pytest.raises(TokenizerFileError, match="token 257 '<ctl>' has unknown token type 9"):
         gguf_file._split_tokens(plain, [1] * 257 + [9, 4], "p")
+
+
+def test_the_collector_is_paused_while_a_gguf_loads_and_as_it_was_after(tmp_path, monkeypatch):
+    path = write_gguf(tmp_path / "v.gguf", **SMALL)
+    seen = []
+    split = gguf_file._split_tokens
+    monkeypatch.setattr(gguf_file, "_split_tokens", lambda *a: seen.append(gc.isenabled()) or split(*a))
+    assert gc.isenabled()
+    Tokenizer.from_file(path)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        Tokenizer.from_file(path)
+        assert not gc.isenabled()  # left off where the caller had it off
+    finally:
+        gc.enable()
+    with pytest.raises(TokenizerFileError):
+        Tokenizer.from_file(write_gguf(tmp_path / "bad.gguf", **{**SMALL, "merges": ["a zz"]}))
+    assert gc.isenabled()  # on again after an error
