@@ -525,6 +525,45 @@ nb::tuple gguf_strings(nb::bytes data, size_t pos, size_t count, bool big_endian
     return nb::make_tuple(out, pos);
 }
 
+// GPT-2's byte-level spelling read back (bpe_core/model/bytelevel.py token_strings_to_bytes): each str's
+// characters, every one a character of GPT-2's byte map (bytes_to_unicode: the printable Latin-1 bytes as
+// themselves, the other 68 bytes as U+0100.. in byte order), as the bytes they stand for. None where a character is
+// not one of the map's: the caller decodes token by token. Measured: 0.031-0.065 s for Qwen 3.5's 151,643 tokens
+// as one codecs.charmap_encode each.
+nb::object byte_level_bytes(nb::list texts) {
+    static const std::array<int16_t, 0x144> table = [] {
+        std::array<int16_t, 0x144> t;
+        t.fill(-1);
+        int extra = 0;
+        for (int b = 0; b < 256; ++b) {
+            const bool keep = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+            t[keep ? b : 256 + extra++] = int16_t(b);
+        }
+        return t;
+    }();
+    const Py_ssize_t n = PyList_GET_SIZE(texts.ptr());
+    nb::list out = nb::steal<nb::list>(PyList_New(n));
+    std::string buf;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        PyObject* text = PyList_GET_ITEM(texts.ptr(), k);
+        if (!PyUnicode_CheckExact(text)) return nb::none();
+        const Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+        const int kind = PyUnicode_KIND(text);
+        const void* data = PyUnicode_DATA(text);
+        buf.resize(size_t(size));
+        for (Py_ssize_t i = 0; i < size; ++i) {
+            const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            const int b = c < table.size() ? table[c] : -1;
+            if (b < 0) return nb::none();
+            buf[size_t(i)] = char(b);
+        }
+        PyObject* bytes = PyBytes_FromStringAndSize(buf.data(), size);
+        if (bytes == nullptr) throw nb::python_error();
+        PyList_SET_ITEM(out.ptr(), k, bytes);
+    }
+    return out;
+}
+
 // The UTF-8 of a str, or false (a lone surrogate: the caller's Python path decides).
 bool utf8_of(PyObject* text, std::string_view* out) {
     if (!PyUnicode_CheckExact(text)) return false;
@@ -682,6 +721,7 @@ void bind_encoder(nb::module_& m) {
     m.def("gguf_strings", &gguf_strings, nb::arg("data"), nb::arg("pos"), nb::arg("count"), nb::arg("big_endian"),
           nb::arg("max_length"));
     m.def("gguf_merge_pairs", &gguf_merge_pairs, nb::arg("tokens"), nb::arg("vocab_ids"), nb::arg("entries"));
+    m.def("byte_level_bytes", &byte_level_bytes, nb::arg("texts"));
     m.def("merge_values", &merge_values, nb::arg("vocab"), nb::arg("bytes_to_id"), nb::arg("merges"));
     m.def("validate_arrow_strings", &validate_arrow_strings, nb::arg("offsets"), nb::arg("width"), nb::arg("data"),
           nb::arg("data_size"), nb::arg("n"));

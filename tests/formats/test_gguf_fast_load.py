@@ -112,11 +112,21 @@ def test_native_merge_values_equal_the_loop_and_leave_problems_to_it():
     assert build_tables(tokens, [[97, 98]], {}, {}).merge_values == {97 << 32 | 98: 256}
 
 
-def test_token_strings_to_bytes_is_the_one_by_one_decode():
+@pytest.mark.parametrize("core", ("native", "python"))
+def test_token_strings_to_bytes_is_the_one_by_one_decode(core, monkeypatch):
+    if core == "python" and native.available():
+        monkeypatch.delattr(native._core, "byte_level_bytes")
+    elif core == "native" and not native.available():
+        pytest.skip("the native core did not load")
     texts = ["Ġhi", "ĊĊ", "", "".join(BYTES), "abc"]
     assert bytelevel.token_strings_to_bytes(texts) == [bytelevel.token_string_to_bytes(t) for t in texts]
     assert bytelevel.token_strings_to_bytes(["Ġhi", "a\u200db"]) is None
     assert bytelevel.token_strings_to_bytes(["\x00"]) is None  # byte 0 is spelt Ā, not itself
+    assert bytelevel.token_strings_to_bytes(["Ġ\U0001f600"]) is None
+    for cp in range(0x500):  # every character the map could hold and beyond, against GPT-2's rule written out
+        want = bytelevel.unicode_to_bytes().get(chr(cp))
+        got = bytelevel.token_strings_to_bytes([chr(cp), "a"])
+        assert got == (None if want is None else [bytes([want]), b"a"]), hex(cp)
     with pytest.raises(KeyError):
         bytelevel.token_string_to_bytes("a\u200db")
 
