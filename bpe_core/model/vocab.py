@@ -174,7 +174,53 @@ def unmade_tokens(
     of their own, and multi-byte tokens that no merge of two producible tokens makes. Single bytes are producible
     (a piece starts as one token per byte); a merge's result is, where both its parts are (whatever their ranks:
     a part made later can still meet a lower-ranked merge). Listed tokens are certainly never output; a token
-    not listed may still be unreachable for subtler reasons (another merge always winning)."""
+    not listed may still be unreachable for subtler reasons (another merge always winning).
+
+    Each merge's result is the native core's (merge_values) where it loaded and the merges are a tokenizer's
+    (valid, none listed twice): one pass in rank order, then a worklist for the merges whose parts come later.
+    The launcher runs this for every encode job's manifest, after the workers are done: Qwen 3.5's 151,387 merges
+    took 0.41-0.48 s of CPU (a bytes concatenation and lookup per merge, a dict of lists by part), 0.078 s so."""
+    from bpe_core import native
+
+    if (
+        type(vocab) is dict
+        and type(bytes_to_id) is dict
+        and native.available()
+        and hasattr(native._core, "merge_values")
+    ):
+        values = native._core.merge_values(vocab, bytes_to_id, merges)
+        if values is not None:
+            return _unmade(vocab, merges, [v & 0xFFFFFFFF for v in values.values()], bytes_to_id)
+    return _unmade_one_by_one(vocab, merges, bytes_to_id)
+
+
+def _unmade(
+    vocab: Mapping[int, bytes], merges: Sequence[tuple[int, int]], made: list[int], bytes_to_id: Mapping[bytes, int]
+) -> set[int]:
+    """unmade_tokens with ``made[rank]`` the id merge ``rank`` makes."""
+    reached = bytearray(max([*vocab, -1]) + 1)
+    for data, tid in bytes_to_id.items():
+        if len(data) == 1:
+            reached[tid] = 1
+    waiting: dict[int, list[tuple[int, int, int]]] = {}  # part -> merges that wait for it
+    for (left, right), new_id in zip(merges, made, strict=True):
+        if reached[left] and reached[right]:
+            reached[new_id] = 1
+        else:
+            for part in {left, right}:
+                waiting.setdefault(part, []).append((left, right, new_id))
+    todo = [part for part in waiting if reached[part]]
+    while todo:
+        for left, right, new_id in waiting.get(todo.pop(), ()):
+            if reached[left] and reached[right] and not reached[new_id]:
+                reached[new_id] = 1
+                todo.append(new_id)
+    return {tid for tid in vocab if not reached[tid]}
+
+
+def _unmade_one_by_one(
+    vocab: Mapping[int, bytes], merges: Sequence[tuple[int, int]], bytes_to_id: Mapping[bytes, int]
+) -> set[int]:
     by_part: dict[int, list[tuple[int, int]]] = {}
     for pair in merges:
         for part in set(pair):

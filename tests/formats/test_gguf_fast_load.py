@@ -27,7 +27,7 @@ needs_native = pytest.mark.skipif(not native.available(), reason="the fast paths
 def python_only(monkeypatch) -> None:
     """Every load helper of the native core hidden: the loops run."""
     monkeypatch.setattr(gguf_reader, "_native_strings", lambda: None)
-    for name in ("gguf_merge_pairs", "merge_values"):
+    for name in ("gguf_merge_pairs", "merge_values", "byte_level_bytes"):
         monkeypatch.delattr(native._core, name)
 
 
@@ -45,6 +45,16 @@ def test_the_fast_load_equals_the_loops_on_every_reference_vocabulary(name, monk
         owners = build_tables(bpe_vocab, None, {}, {}, frozenset(textual)).bytes_to_id
         pairs = native._core.gguf_merge_pairs(tokens, list(bpe_vocab), entries)
         assert pairs is not None and native._core.merge_values(bpe_vocab, owners, pairs) is not None
+    with monkeypatch.context() as m:
+        python_only(m)
+        m.setattr(gguf_reader, "_CHUNK", 4096)  # the loop across many refills, the fast reader across few
+        assert gguf_reader.read_gguf_metadata(path) == fast_meta
+        slow = Tokenizer.from_file(path) if fast is not None else None
+        slow_unreachable = slow.unreachable_tokens() if slow is not None else None
+    if fast is not None:
+        assert fast.digest() == slow.digest()
+        assert fast.unreachable_tokens() == slow_unreachable
+        assert fast.encode_ordinary("Hello, world! 12345 naïve") == slow.encode_ordinary("Hello, world! 12345 naïve")
 
 
 @needs_native
@@ -161,3 +171,25 @@ def test_the_collector_is_paused_while_a_gguf_loads_and_as_it_was_after(tmp_path
     with pytest.raises(TokenizerFileError):
         Tokenizer.from_file(write_gguf(tmp_path / "bad.gguf", **{**SMALL, "merges": ["a zz"]}))
     assert gc.isenabled()  # on again after an error
+
+
+@needs_native
+def test_unmade_tokens_with_the_cores_merge_results_equal_the_loop():
+    """Parts made by a later merge (the first pass leaves those merges to the worklist), a chain of them, tokens no
+    merge makes, a merge of an unmade token."""
+    tokens = {i: bytes([i]) for i in range(256)}
+    extra = [b"ab", b"cd", b"abcd", b"abcdab", b"xy", b"xyz", b"zz", b"zzz"]
+    tokens |= {256 + k: data for k, data in enumerate(extra)}
+    owners = {data: tid for tid, data in tokens.items()}
+    merges = [
+        (owners[b"abcd"], owners[b"ab"]),  # rank 0: its left part is made at rank 3, from parts of ranks 1 and 2
+        (owners[b"c"], owners[b"d"]),
+        (owners[b"a"], owners[b"b"]),
+        (owners[b"ab"], owners[b"cd"]),
+        (owners[b"zz"], owners[b"z"]),  # "zz" is made by no merge: "zzz" is unmade
+    ]
+    want = vocab._unmade_one_by_one(tokens, merges, owners)
+    assert want == {owners[b"xy"], owners[b"xyz"], owners[b"zz"], owners[b"zzz"]}
+    assert vocab.unmade_tokens(tokens, merges, owners) == want
+    assert native._core.merge_values(tokens, owners, merges) is not None  # the core's path, not the loop
+    assert vocab.unmade_tokens(tokens, [*merges, merges[0]], owners) == want  # listed twice: the loop
