@@ -105,7 +105,21 @@ class _Stream:
             raise TokenizerFileError(self.path, f"{what} is not UTF-8: {data[:40]!r}") from None
 
     def strings(self, count: int, what: str) -> list[str]:
-        """``count`` strings in a row; the hot loop of a vocabulary (400k strings for Llama 3), kept tight."""
+        """``count`` strings in a row; the hot loop of a vocabulary (400k strings for Llama 3). The native core reads
+        what the buffer holds (Qwen 3.5's 303k strings: 0.10-0.12 s -> 0.039 s); a string it stops at (past the buffer,
+        not UTF-8, too long) is read by the loop below, with its errors."""
+        fast = _native_strings()
+        if fast is None:
+            return self._strings(count, what)
+        out: list[str] = []
+        while len(out) < count:
+            got, self.pos = fast(self.buf, self.pos, count - len(out), self.order == ">", _MAX_LENGTH)
+            out += got
+            if len(out) < count:
+                out += self._strings(1, what)
+        return out
+
+    def _strings(self, count: int, what: str) -> list[str]:
         unpack = struct.Struct(self.order + "Q").unpack_from
         raw: list[bytes] = []
         buf, pos = self.buf, self.pos
@@ -157,6 +171,13 @@ class _Stream:
         if kind == ARRAY:
             return [self.array(key) for _ in range(count)]
         raise TokenizerFileError(self.path, f"array {key!r} has unknown element type {kind}: the file is corrupt")
+
+
+def _native_strings():
+    """The core's reader of GGUF string arrays, or None where the core did not load (the Python loop reads)."""
+    from bpe_core import native
+
+    return getattr(native._core, "gguf_strings", None) if native.available() else None
 
 
 def _is_utf8(data: bytes) -> bool:

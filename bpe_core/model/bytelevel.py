@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from functools import cache
 
 
@@ -34,26 +35,40 @@ def bytes_to_token_string(data: bytes) -> str:
 
 
 @cache
-def _decode_table() -> dict[int, int]:
-    """For ``str.translate``: each map character -> its byte's code point; the code points below U+0144 that are
-    no map character -> U+FFFF (which, like every character above U+00FF, Latin-1 cannot encode)."""
-    table = {ord(c): b for b, c in bytes_to_unicode().items()}
-    return {cp: table.get(cp, 0xFFFF) for cp in range(0x144)}
+def _encoding_map() -> object:
+    """The map as a charmap codec's encoding table: each map character -> its byte, any other character an error."""
+    table = bytes_to_unicode()
+    return codecs.charmap_build("".join(table[b] for b in range(256)))
 
 
 def token_string_to_bytes(text: str) -> bytes:
     """Inverse of :func:`bytes_to_token_string`; raises KeyError on a character outside the map.
 
-    One ``str.translate`` and one Latin-1 encode (a vocabulary file's 150-250k tokens: 0.44 -> 0.05 s).
+    One charmap encode (a vocabulary file's 150-250k tokens: 0.44 s with a dict lookup per character; 0.043 s
+    with ``str.translate`` and a Latin-1 encode; 0.031 s so, Qwen 3.5's 151,643).
 
     >>> token_string_to_bytes("Ġhi")
     b' hi'
     """
     try:
-        return text.translate(_decode_table()).encode("latin-1")
+        return codecs.charmap_encode(text, "strict", _encoding_map())[0]
     except UnicodeEncodeError:
         table = unicode_to_bytes()
         raise KeyError(next(c for c in text if c not in table)) from None
+
+
+def token_strings_to_bytes(texts: list[str]) -> list[bytes] | None:
+    """:func:`token_string_to_bytes` of each of ``texts``, or None where one has a character outside the map. By the
+    native core where it loaded (Qwen 3.5's 151,643 tokens: 0.047 s as one charmap encode each, 0.008 s there)."""
+    from bpe_core import native
+
+    if native.available() and hasattr(native._core, "byte_level_bytes"):
+        return native._core.byte_level_bytes(texts)
+    encode, table = codecs.charmap_encode, _encoding_map()
+    try:
+        return [encode(text, "strict", table)[0] for text in texts]
+    except UnicodeEncodeError:
+        return None
 
 
 def huggingface_base_order() -> list[int]:
