@@ -3,18 +3,19 @@
     cmake -S . -B build/rx-profile -G Ninja -DPython_EXECUTABLE=$PWD/.venv/bin/python -DBPE_PROFILE=ON \
         -DCMAKE_BUILD_TYPE=Release && cmake --build build/rx-profile -j 2      # a core that keeps its symbols
     .venv/bin/python benchmarks/bench_rx_split.py [--mb 0.5] [--families deepseek-llm,falcon] [--per-corpus]
-                                                  [--annotate 12] [--keep DIR] [--core build/rx-profile/_core...so]
+                                                  [--tiers auto,sse2] [--annotate 12] [--keep DIR] [--core PATH]
 
 Issue 31's acceptance: "the split alone, callgrind: at most 15 instructions per byte for every family on the shared
 corpora". Each family's regex list (bpe_core/pretokenize/llamacpp.py) is compiled here (the classes found by `regex`
 over every code point, outside valgrind), then a child process under ``valgrind --tool=callgrind`` registers the
 program and splits every document with ``_core.pretok_split_ends(kind, doc, "scalar", 256)`` (the encoder's batches
-of 256 piece ends); only ``bpe::rx_split_some`` and what it calls is counted (``--toggle-collect``), so the Python
-start, the loading and the bytes objects are not. That needs the core's symbols: the child loads ``--core``, by
-default the profile build above (BPE_PROFILE: -O3 as the wheel, with -g and frame pointers; the installed core is
-stripped). Valgrind has no AVX-512: the cascades run their SSE2 tier (the
-child also forces it, so a run outside valgrind compares). Text: ``--mb`` MB taken from every shared corpus in turn
-(benchlib.load_records, as bench_native.py), and with ``--per-corpus`` each corpus's first ``--mb`` MB alone.
+of 256 piece ends; "scalar" is the core's pretok_split_some, which hands a compiled kind to rx_split_some). Only
+``bpe::rx_split_some`` and what it calls is counted (``--toggle-collect``), not the Python start, the loading or the
+bytes objects. ``--tiers``: the cascades' window tiers measured, ``auto`` the best that the CPU valgrind emulates
+has (AVX2: valgrind has no AVX-512), ``sse2`` forced; the pieces of the tiers are compared by their CRC. Counting
+needs the core's symbols: the child loads ``--core``, by default the profile build above (BPE_PROFILE: -O3 as the
+wheel, plus -g and frame pointers; the installed core is stripped). Text: ``--mb`` MB taken from every shared corpus
+in turn (benchlib.load_records, as bench_native.py), and with ``--per-corpus`` each corpus's first ``--mb`` MB alone.
 Instruction counts do not move with the machine's load; the goal is at most 15 Ir/byte on each.
 """
 
@@ -44,8 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--per-corpus", action="store_true", help="also each shared corpus alone")
     parser.add_argument("--annotate", type=int, default=0, help="print the top N functions (self cost) of the mix")
     parser.add_argument("--keep", help="write callgrind's output files to this folder (callgrind_annotate them)")
+    parser.add_argument("--tiers", default="auto,sse2", help="window tiers measured (auto: AVX2 under valgrind)")
     parser.add_argument("--core", default=str(PROFILE_BUILD), help="the _core module with symbols to count")
-    parser.add_argument("--child", nargs=2, metavar=("PROGRAM", "DOCS"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, metavar=("PROGRAM", "DOCS", "TIER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:  # bpe_core is imported after the core is chosen
         return args
@@ -99,7 +101,7 @@ def core_file(given: str) -> str:
     return str(path.resolve())
 
 
-def child(program_file: str, docs_file: str, core: str) -> None:
+def child(program_file: str, docs_file: str, tier: str, core: str) -> None:
     """Under valgrind: register the program and split every document (the counted part)."""
     load_core(core)
     from bpe_core import native
@@ -107,30 +109,30 @@ def child(program_file: str, docs_file: str, core: str) -> None:
     spec = json.loads(Path(program_file).read_text())
     docs = [d.encode("utf-8", "surrogatepass") for d in json.loads(Path(docs_file).read_text())]
     core = native._core
-    core.pretok_rx_tier("sse2")
+    tier = core.pretok_rx_tier(tier)
     name = core.pretok_compile(spec["program"], spec["ranges"], spec["label"])
     crc = 0
     for d in docs:
         ends, _ = core.pretok_split_ends(name, d, "scalar", 256)
         crc = zlib.crc32(ends, crc)
-    print(json.dumps({"bytes": sum(map(len, docs)), "pieces_crc": crc}))
+    print(json.dumps({"bytes": sum(map(len, docs)), "pieces_crc": crc, "tier": tier}))
 
 
-def callgrind(work: Path, tag: str, program_file: Path, docs: list[str], core: str) -> tuple[int, int, Path]:
-    """(Ir counted, bytes split, callgrind's output file) of one child run."""
-    docs_file = work / f"docs-{tag}.json"
-    docs_file.write_text(json.dumps(docs))
+def callgrind(
+    work: Path, tag: str, program_file: Path, docs_file: Path, tier: str, core: str
+) -> tuple[int, dict, Path]:
+    """(Ir counted, the child's report, callgrind's output file) of one child run."""
     out = work / f"callgrind.out.{tag}"
     cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=bpe::rx_split_some*", f"--callgrind-out-file={out}",
-           sys.executable, __file__, "--child", str(program_file), str(docs_file), "--core", core]  # fmt: skip
+           sys.executable, __file__, "--child", str(program_file), str(docs_file), tier, "--core", core]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("==")]
         raise SystemExit(f"{tag}: failed under valgrind (exit {done.returncode}): {(said or ['?'])[-1]}")
-    size = json.loads(done.stdout.strip().splitlines()[-1])["bytes"]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
     for line in out.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
-            return int(line.split()[1]), size, out
+            return int(line.split()[1]), report, out
     raise SystemExit(f"{tag}: no totals in {out}")
 
 
@@ -152,25 +154,31 @@ def main(argv: list[str] | None = None) -> int:
     sets = {"mix": [r["text"] for _, r in load_records(args.mb)]}
     if args.per_corpus:
         sets |= {c: [r["text"] for _, r in load_records(args.mb, (c,))] for c in CORPORA}
-    print(f"the split alone (rx_split_some, SSE2 tier), callgrind Ir/byte; {args.mb} MB per text; target <= {TARGET}")
+    print(f"the split alone (rx_split_some), callgrind Ir/byte; {args.mb} MB per text; target <= {TARGET}")
     print(f"core: {core}")
-    print(f"  {'family':16s}" + "".join(f"{name:>16s}" for name in sets))
+    columns = [(name, tier) for tier in args.tiers.split(",") for name in sets]
+    print(f"  {'family':16s}" + "".join(f"{name[:11] + ' ' + tier:>17s}" for name, tier in columns))
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-rx-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
+        for name, docs in sets.items():
+            (work / f"docs-{name}.json").write_text(json.dumps(docs))
         for family in args.families:
             program_file = work / f"program-{family}.json"
             program_file.write_text(json.dumps(program_of(family)))
-            cells, mix_out = [], None
-            for name, docs in sets.items():
-                ir, size, out = callgrind(work, f"{family}-{name}", program_file, docs, core)
-                mix_out = mix_out or out
-                cells.append(f"{ir / size:16.2f}")
-                worst = max(worst, ir / size)
-            print(f"  {family:16s}" + "".join(cells), flush=True)
-            if args.annotate and mix_out:
-                for row in top_functions(mix_out, args.annotate):
+            cells, outs, crcs = [], [], {}
+            for name, tier in columns:
+                ir, report, out = callgrind(work, f"{family}-{name}-{tier}", program_file, work / f"docs-{name}.json",
+                                            tier, core)  # fmt: skip
+                outs.append(out)
+                crcs.setdefault(name, set()).add(report["pieces_crc"])
+                cells.append(f"{ir / report['bytes']:13.2f} {report['tier'][:3]:>3s}")
+                worst = max(worst, ir / report["bytes"])
+            differ = [name for name, seen in crcs.items() if len(seen) > 1]
+            print(f"  {family:16s}" + "".join(cells) + (f"  PIECES DIFFER between tiers on {differ}" if differ else ""))
+            if args.annotate:
+                for row in top_functions(outs[0], args.annotate):
                     print(f"      {row.strip()[:150]}")
     print(f"worst {worst:.2f} Ir/byte: {'meets' if worst <= TARGET else 'misses'} the target of {TARGET}")
     return 0

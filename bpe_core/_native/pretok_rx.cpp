@@ -681,8 +681,10 @@ inline size_t next_bit(const uint64_t* x, size_t i) {
 
 // ---- the window's instruction tier ----
 // "vbmi" (AVX-512 VBMI: 64 ASCII bytes classified by one two-table byte permute, 64 characters' bits of a class by
-// one test) where the CPU has it, else "sse2"; rx_set_tier forces "sse2" for tests (the same pieces either way).
-std::atomic<int> g_tier{-1};  // -1: not chosen yet, 0: sse2, 1: vbmi
+// one test) where the CPU has it, else "avx2" (32 ASCII bytes classified by eight byte shuffles, 32 characters' bits
+// of a class by one movemask), else "sse2"; rx_set_tier forces a lower tier for tests (the same pieces in each).
+enum Tier : int { kTierSse2 = 0, kTierVbmi = 1, kTierAvx2 = 2 };
+std::atomic<int> g_tier{-1};  // -1: not chosen yet
 
 #if defined(__x86_64__)
 #define BPE_RX_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
@@ -725,17 +727,88 @@ BPE_RX_VBMI void gather_bits_vbmi(const uint8_t* cm, size_t nw, size_t nbits,
             bits[u][j] = _mm512_test_epi8_mask(v, _mm512_set1_epi8(char(1u << u)));
     }
 }
+
+#define BPE_RX_AVX2 __attribute__((target("avx2")))
+bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
+
+// The classes of 32 ASCII bytes: table[16 h + l] for the byte 16 h + l, as eight 16-entry shuffles (an index whose
+// high nibble is not h saturates past 0x7F, where the shuffle gives 0). On the scalar table lookups' 3.4 Ir/byte of
+// an ASCII window (deepseek-llm, callgrind) this is 1.1.
+struct AsciiTableAvx2 {
+    __m256i rows[8];
+    BPE_RX_AVX2 explicit AsciiTableAvx2(const uint8_t* table) {
+        for (int h = 0; h < 8; ++h)
+            rows[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table + 16 * h)));
+    }
+    BPE_RX_AVX2 __m256i classify(__m256i v) const {
+        const __m256i sat = _mm256_set1_epi8(0x70);
+        __m256i r = _mm256_shuffle_epi8(rows[0], _mm256_adds_epu8(v, sat));
+        for (int h = 1; h < 8; ++h) {
+            const __m256i x = _mm256_xor_si256(v, _mm256_set1_epi8(char(h << 4)));
+            r = _mm256_or_si256(r, _mm256_shuffle_epi8(rows[h], _mm256_adds_epu8(x, sat)));
+        }
+        return r;
+    }
+};
+
+// The classes of the ASCII bytes s[0:n] 32 at a time into cm; how many it took (n rounded down to 32).
+BPE_RX_AVX2 size_t ascii_window_avx2(const uint8_t* s, size_t n, const uint8_t* table, uint8_t* cm) {
+    const AsciiTableAvx2 t(table);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(cm + i), t.classify(v));
+    }
+    return i;
+}
+
+// ascii_run_vbmi's work 32 bytes at a time.
+BPE_RX_AVX2 size_t ascii_run_avx2(const uint8_t* s, size_t i, size_t n, size_t c, const uint8_t* table, uint8_t* cm,
+                                  uint32_t* at, uint32_t* ci) {
+    const AsciiTableAvx2 t(table);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    size_t done = 0;
+    for (; i + done + 32 <= n; done += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + done));
+        if (_mm256_movemask_epi8(v)) break;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(cm + c + done), t.classify(v));
+        for (int q = 0; q < 4; ++q) {
+            const __m256i off = _mm256_add_epi32(_mm256_set1_epi32(int(i + done + 8 * q)), iota);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + c + done + 8 * q), off);
+            if (ci)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(ci + i + done + 8 * q),
+                                    _mm256_add_epi32(_mm256_set1_epi32(int(c + done + 8 * q)), iota));
+        }
+    }
+    return done;
+}
+
+// gather_bits_vbmi's work by movemasks of 32 bytes.
+BPE_RX_AVX2 void gather_bits_avx2(const uint8_t* cm, size_t nw, size_t nbits,
+                                  std::array<std::vector<uint64_t>, 8>& bits) {
+    for (size_t u = 0; u < nbits; ++u) {
+        const __m128i shift = _mm_cvtsi32_si128(int(7 - u));
+        uint64_t* b = bits[u].data();
+        for (size_t j = 0; j < nw; ++j) {
+            const auto* q = reinterpret_cast<const __m256i*>(cm + 64 * j);
+            const uint32_t lo = uint32_t(_mm256_movemask_epi8(_mm256_sll_epi16(_mm256_loadu_si256(q), shift)));
+            const uint32_t hi = uint32_t(_mm256_movemask_epi8(_mm256_sll_epi16(_mm256_loadu_si256(q + 1), shift)));
+            b[j] = uint64_t(lo) | (uint64_t(hi) << 32);
+        }
+    }
+}
 #else
 bool cpu_has_vbmi() { return false; }
+bool cpu_has_avx2() { return false; }
 #endif
 
-inline bool use_vbmi() {
+inline int window_tier() {
     int t = g_tier.load(std::memory_order_relaxed);
     if (t < 0) {
-        t = cpu_has_vbmi() ? 1 : 0;
+        t = cpu_has_vbmi() ? kTierVbmi : cpu_has_avx2() ? kTierAvx2 : kTierSse2;
         g_tier.store(t, std::memory_order_relaxed);
     }
-    return t == 1;
+    return t;
 }
 
 // Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
@@ -751,6 +824,15 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
     // An ASCII window (most are): each character a byte, at and ci the identity, which they stay from the last
     // ASCII window (kept up to w.identity): only the classes are written.
     size_t ascii = 0;
+#if defined(__SSE2__)
+    // 64 bytes a test (8 at a time was 0.75 Ir/byte)
+    for (; ascii + 64 <= n; ascii += 64) {
+        const auto* q = reinterpret_cast<const __m128i*>(s + ascii);
+        const __m128i v = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)),
+                                       _mm_or_si128(_mm_loadu_si128(q + 2), _mm_loadu_si128(q + 3)));
+        if (_mm_movemask_epi8(v)) break;
+    }
+#endif
     while (ascii + 8 <= n) {
         uint64_t x;
         std::memcpy(&x, s + ascii, 8);
@@ -758,13 +840,15 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         ascii += 8;
     }
     while (ascii < n && s[ascii] < 0x80) ++ascii;
-    const bool vbmi = use_vbmi();
+    const int tier = window_tier();
+    const bool vbmi = tier == kTierVbmi;
     if (ascii == n) {
         const uint8_t* table = cs.ascii8.data();
 #if defined(__x86_64__)
         if (vbmi)
             for (; i + 64 <= n; i += 64)
                 ascii_window_vbmi(s + i, table, cm + i);
+        if (tier == kTierAvx2) i = ascii_window_avx2(s, n, table, cm);
 #endif
         for (; i + 8 <= n; i += 8) {
             uint64_t x = 0;
@@ -789,6 +873,12 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         if (vbmi && i + 64 <= n) {
             uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
             const size_t took = ascii_run_vbmi(s, i, n, c, cs.ascii8.data(), cm, at, ci);
+            i += took, c += took;
+            if (took) continue;
+        }
+        if (tier == kTierAvx2 && i + 32 <= n) {
+            uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
+            const size_t took = ascii_run_avx2(s, i, n, c, cs.ascii8.data(), cm, at, ci);
             i += took, c += took;
             if (took) continue;
         }
@@ -838,6 +928,8 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
 #if defined(__x86_64__)
     if (vbmi) {
         gather_bits_vbmi(cm, w.nw, cs.nbits, w.bits);
+    } else if (tier == kTierAvx2) {
+        gather_bits_avx2(cm, w.nw, cs.nbits, w.bits);
     } else
 #endif
     for (size_t u = 0; u < cs.nbits; ++u) {
@@ -1022,7 +1114,8 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
         for (size_t j = 0; j < nw; ++j) {
             // x: the last character of a fragment, in C; or a newline ending one, after a C of the same fragment
             const uint64_t last = (O[j] >> 1) | (j + 1 < nw ? O[j + 1] << 63 : 0);
-            uint64_t cand = last & (C[j] | (prev_bits(C, j) & ~O[j]));
+            // (a fragment of one character, x itself a start, is one piece already)
+            uint64_t cand = last & ~O[j] & (C[j] | prev_bits(C, j));
             while (cand) {
                 const size_t x = (j << 6) | size_t(__builtin_ctzll(cand));
                 cand &= cand - 1;
@@ -1032,9 +1125,13 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
                     if (s[at[x]] != '\n') continue;
                     end = x;
                 }
-                size_t r = end - 1;  // the run's first character: back to a piece start or a character not in C
-                while (!get_bit(O, r) && get_bit(C, r - 1)) --r;
-                set_bit(W, r);
+                // The run's first character: the last start of a run of C (a C after a non-C or at a piece start)
+                // at or before end - 1, found a word at a time (a walk back a character at a time over indented
+                // code's space runs was 2.6 of deepseek-llm's 18.2 Ir/byte).
+                size_t k = (end - 1) >> 6;
+                uint64_t rs = (C[k] & (~prev_bits(C, k) | O[k])) & ((uint64_t(2) << ((end - 1) & 63)) - 1);
+                while (!rs) --k, rs = C[k] & (~prev_bits(C, k) | O[k]);
+                set_bit(W, (k << 6) | size_t(63 - __builtin_clzll(rs)));
                 set_bit(W, end);
             }
         }
@@ -1102,11 +1199,12 @@ BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, s
     // (a push_back per piece re-derived a thread-local's address each time: a __tls_get_addr call per piece).
     const uint64_t* W = w.walls.data();
     const uint32_t* at = w.at.data();
+    // Room for a piece per character (grown, never shrunk) instead of a count of the bits first: popcount is a
+    // libgcc call without -mpopcnt (0.33 Ir/byte).
     const size_t last = w.nchars >> 6;
-    size_t count = 0;
-    for (size_t j = 0; j <= last; ++j) count += size_t(__builtin_popcountll(W[j]));
-    if (out.size() < count - 1) out.resize(count - 1);
-    size_t* o = out.data();
+    if (out.size() < w.nchars) out.resize(w.nchars);
+    size_t* const first = out.data();
+    size_t* o = first;
     for (size_t j = 0; j <= last; ++j) {
         uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
         while (x) {
@@ -1115,7 +1213,7 @@ BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, s
             *o++ = base + at[i];  // at[nchars] = n
         }
     }
-    return count - 1;
+    return size_t(o - first);
 }
 
 }  // namespace
@@ -1209,15 +1307,21 @@ std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int
 
 uint64_t rx_last_steps() { return t_budget.used; }
 
-const char* rx_tier() { return use_vbmi() ? "vbmi" : "sse2"; }
+const char* rx_tier() {
+    const int t = window_tier();
+    return t == kTierVbmi ? "vbmi" : t == kTierAvx2 ? "avx2" : "sse2";
+}
 
 void rx_set_tier(const std::string& tier) {
     if (tier == "sse2")
-        g_tier.store(0);
+        g_tier.store(kTierSse2);
+    else if (tier == "avx2" && cpu_has_avx2())
+        g_tier.store(kTierAvx2);
     else if (tier == "auto")
-        g_tier.store(cpu_has_vbmi() ? 1 : 0);
+        g_tier.store(cpu_has_vbmi() ? kTierVbmi : cpu_has_avx2() ? kTierAvx2 : kTierSse2);
     else
-        throw std::invalid_argument("pretok_rx_tier: a tier of auto or sse2, not '" + tier + "'");
+        throw std::invalid_argument("pretok_rx_tier: a tier of auto, avx2 (on a CPU that has it) or sse2, not '" +
+                                    tier + "'");
 }
 
 namespace {
@@ -1285,7 +1389,10 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                         size_t j = lim >> 6;
                         uint64_t x = w.walls[j] & ((uint64_t(2) << (lim & 63)) - 1);
                         if (j == 0) x &= ~uint64_t(1);  // the window's own start
-                        while (!x && j > 0) x = w.walls[--j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+                        while (!x && j > 0) {
+                            --j;
+                            x = w.walls[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+                        }
                         if (x) cut = (j << 6) | size_t(63 - __builtin_clzll(x));
                     }
                     if (cut) {
