@@ -298,3 +298,15 @@ def test_end_runs_reaching_back_over_words(window_tier, stage):
                 for tail in ("", "\n", "\n\n", "\nb"):
                     text = "z" * offset + "\n" + lead + run + tail + "\r" + lead + run
                     assert_same((r"[\r\n]", stage), text.encode(), f"{stage} {lead!r} {length} {offset} {tail!r}")
+
+
+def test_a_first_stage_split_piece_by_piece_leaves_the_window_its_eight_classes():
+    """A first stage that is not one of the window's local forms (here C{1,3}) is split piece by piece and takes no
+    window class: the eight classes of the later stages still make a cascade, split as `regex` splits it, across
+    windows and at every offset of a 64-character word."""
+    patterns = (r"\p{N}{1,3}", *(f"[{a}-{b}]+" for a, b in ("ac", "df", "gi", "jl", "mo", "pr", "su", "vx")))
+    assert compile_patterns(patterns) is not None
+    text = "abc1234defghi 56 jklmnopq rstuvwx yz 7890 " * 40 + "é日 12ab\n"
+    for k in range(0, 70, 9):
+        assert_same(patterns, ("q" * k + text).encode(), f"{k} letters first")
+    assert_same(patterns, (text * 30).encode(), "several windows")
