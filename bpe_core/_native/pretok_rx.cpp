@@ -110,8 +110,16 @@ struct Program {
 std::mutex g_mutex;
 std::deque<std::unique_ptr<Program>> g_programs;
 
+// The first programs' addresses, each stored once (release) when its program is complete: a split finds its program
+// without the mutex (its lock, unlock and the deque's lookup were ~150 instructions a call, 1 Ir/byte of
+// fortunes_multi's short documents).
+constexpr size_t kFastPrograms = 1024;
+std::array<std::atomic<const Program*>, kFastPrograms> g_fast{};
+
 const Program& program_of(Pretok kind) {
     const size_t index = static_cast<size_t>(static_cast<int>(kind) - kRxBase);
+    if (static_cast<int>(kind) >= kRxBase && index < kFastPrograms)
+        if (const Program* fast = g_fast[index].load(std::memory_order_acquire)) return *fast;
     std::lock_guard<std::mutex> lock(g_mutex);
     if (static_cast<int>(kind) < kRxBase || index >= g_programs.size())
         throw std::invalid_argument("pretok_split: no compiled pre-tokenizer of this kind");
@@ -269,6 +277,75 @@ __attribute__((noinline, cold)) void budget_checkpoint(Budget& b) {
     b.next_check = b.used + Budget::kPollSteps;
 }
 
+// The loops of a Simple `A?C{m,M}$?` over any characters: `Chars` gives mask(i, &len) (the class mask of the
+// character at i < end, its length in len), end, and final_newline(x) (x is the last character, a newline). The
+// Matcher runs them on a text's bytes, a cascade's window on its characters' class masks (WinChars).
+template <class Chars>
+struct SimpleLoops {
+    const Simple& sm;
+    const Chars& ch;
+    static constexpr size_t kFail = ~size_t(0);
+
+    // C{min,max}$? at x: the end of its match, or kFail with the end of C's run from x in *run_end.
+    inline size_t run(size_t x, size_t* run_end) const {
+        uint32_t c = 0;
+        while (c < sm.max && x < ch.end) {
+            uint32_t len;
+            if (!(ch.mask(x, len) & sm.bit)) break;
+            x += len;
+            ++c;
+        }
+        *run_end = x;
+        if (c < sm.min) return kFail;
+        // $ after an unbounded run: at the end, or before a final newline (which the run did not take).
+        if (sm.end && !(x == ch.end || ch.final_newline(x))) return kFail;
+        return x;
+    }
+
+    // The end of the match at pos, or kFail; *skip: where the next match may start, when it failed.
+    inline size_t at(size_t pos, size_t* skip) const {
+        size_t run_end;
+        uint32_t len = 0;
+        const uint32_t m = ch.mask(pos, len);
+        if (sm.has_opt && (m & sm.opt_bit)) {
+            const size_t end = run(pos + len, &run_end);
+            if (end != kFail) return end;
+            if (sm.opt_possessive) {
+                *skip = pos + len;
+                return kFail;
+            }
+        }
+        if (!(m & sm.bit)) {
+            *skip = pos + len;
+            return kFail;
+        }
+        const size_t end = run(pos, &run_end);
+        // Every start inside the run ends the run's C at the same place (and A there is in C): none can match.
+        *skip = run_end;
+        return end;
+    }
+
+    // The next piece from pos (< end): the match there, or the text up to the next match. Linear, each character
+    // classified about twice.
+    size_t next(size_t pos) const {
+        size_t skip;
+        const size_t end = at(pos, &skip);
+        if (end != kFail) return end;
+        size_t i = skip;
+        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
+        while (i < ch.end) {
+            uint32_t len;
+            if (!(ch.mask(i, len) & starts)) {
+                i += len;
+                continue;
+            }
+            if (at(i, &skip) != kFail) break;
+            i = skip;
+        }
+        return i;
+    }
+};
+
 struct Matcher {
     const Program& p;
     const uint8_t* s;
@@ -418,68 +495,20 @@ struct Matcher {
 
     size_t char_len(size_t i) const { return utf8_char_len(s, n, i); }
 
-    static constexpr size_t kFail = ~size_t(0);
+    // SimpleLoops' characters: the text's.
+    struct TextChars {
+        const Matcher& m;
+        size_t end;
+        uint32_t mask(size_t i, uint32_t& len) const { return m.mask_at(i, len); }
+        bool final_newline(size_t x) const { return x + 1 == end && m.s[x] == '\n'; }
+    };
 
-    // C{min,max}$? of a Simple at x: the end of its match, or kFail with the end of C's run from x in *run_end.
-    inline size_t simple_run(const Simple& sm, size_t x, size_t* run_end) const {
-        uint32_t c = 0;
-        while (c < sm.max && x < n) {
-            uint32_t len;
-            if (!(mask_at(x, len) & sm.bit)) break;
-            x += len;
-            ++c;
-        }
-        *run_end = x;
-        if (c < sm.min) return kFail;
-        // $ after an unbounded run: at the end, or before a final newline (which the run did not take).
-        if (sm.end && !(x == n || (x + 1 == n && s[x] == '\n'))) return kFail;
-        return x;
-    }
-
-    // The end of the Simple's match at pos, or kFail; *skip: where the next match may start, when it failed.
-    inline size_t simple_at(const Simple& sm, size_t pos, size_t* skip) const {
-        size_t run_end;
-        uint32_t len = 0;
-        const uint32_t m = mask_at(pos, len);
-        if (sm.has_opt && (m & sm.opt_bit)) {
-            const size_t end = simple_run(sm, pos + len, &run_end);
-            if (end != kFail) return end;
-            if (sm.opt_possessive) {
-                *skip = pos + len;
-                return kFail;
-            }
-        }
-        if (!(m & sm.bit)) {
-            *skip = pos + len;
-            return kFail;
-        }
-        const size_t end = simple_run(sm, pos, &run_end);
-        // Every start inside the run ends the run's C at the same place (and A there is in C): none can match.
-        *skip = run_end;
-        return end;
-    }
-
-    // next_piece of a Simple: linear, each character classified about twice.
+    // next_piece of a Simple.
     size_t next_simple(const Simple& sm, size_t pos) const {
-        size_t skip;
-        size_t end = simple_at(sm, pos, &skip);
-        if (end != kFail) {
-            spend(1 + (end - pos) / 8);
-            return end;
-        }
-        size_t i = skip;
-        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
-        while (i < n) {
-            uint32_t len;
-            if (!(mask_at(i, len) & starts)) {
-                i += len;
-                continue;
-            }
-            if (simple_at(sm, i, &skip) != kFail) break;
-            i = skip;
-        }
-        spend(1 + (i - pos) / 8);
-        return i;
+        const TextChars chars{*this, n};
+        const size_t end = SimpleLoops<TextChars>{sm, chars}.next(pos);
+        spend(1 + (end - pos) / 8);
+        return end;
     }
 
     // The next piece from pos (< n) under pat: a match, or the run of text before the next match.
@@ -980,58 +1009,17 @@ BPE_RX_NOIPA void truncate_window(const Cascade& cs, Window& w, size_t cut) {
     w.nchars = cut;
 }
 
-// The Simple's loops of Matcher, on the window's characters [.., b) of one fragment.
-struct WinSimple {
-    const Simple& sm;
+// SimpleLoops' characters: a window's, [.., end) of one fragment, by their class masks (Cascade::bits).
+struct WinChars {
     const uint8_t* cm;
     const uint32_t* at;
     const uint8_t* s;  // the window's bytes
-    size_t b;
-
-    static constexpr size_t kFail = ~size_t(0);
-    size_t run(size_t x, size_t* run_end) const {
-        uint32_t c = 0;
-        while (c < sm.max && x < b && (cm[x] & sm.bit)) ++x, ++c;
-        *run_end = x;
-        if (c < sm.min) return kFail;
-        if (sm.end && !(x == b || (x + 1 == b && s[at[x]] == '\n'))) return kFail;
-        return x;
+    size_t end;
+    uint32_t mask(size_t i, uint32_t& len) const {
+        len = 1;
+        return cm[i];
     }
-    size_t match_at(size_t pos, size_t* skip) const {
-        size_t run_end;
-        const uint8_t m = cm[pos];
-        if (sm.has_opt && (m & sm.opt_bit)) {
-            const size_t end = run(pos + 1, &run_end);
-            if (end != kFail) return end;
-            if (sm.opt_possessive) {
-                *skip = pos + 1;
-                return kFail;
-            }
-        }
-        if (!(m & sm.bit)) {
-            *skip = pos + 1;
-            return kFail;
-        }
-        const size_t end = run(pos, &run_end);
-        *skip = run_end;
-        return end;
-    }
-    size_t next(size_t pos) const {
-        size_t skip;
-        const size_t end = match_at(pos, &skip);
-        if (end != kFail) return end;
-        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
-        size_t i = skip;
-        while (i < b) {
-            if (!(cm[i] & starts)) {
-                ++i;
-                continue;
-            }
-            if (match_at(i, &skip) != kFail) break;
-            i = skip;
-        }
-        return i;
-    }
+    bool final_newline(size_t x) const { return x + 1 == end && s[at[x]] == '\n'; }
 };
 
 // Bit i of the result: bit i + 1 of x (the next character's).
@@ -1183,9 +1171,10 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
                 if (k == 0) break;
             }
         } else {
-            const WinSimple ws{st.sm, w.cm.data(), w.at.data(), s, b};
+            const WinChars chars{w.cm.data(), w.at.data(), s, b};
+            const SimpleLoops<WinChars> loops{st.sm, chars};
             for (size_t pos = a; pos < b;) {
-                pos = ws.next(pos);
+                pos = loops.next(pos);
                 if (pos < b) set_bit(W, pos);
             }
         }
@@ -1296,7 +1285,9 @@ Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::v
     build_cascade(*prog);
     std::lock_guard<std::mutex> lock(g_mutex);
     g_programs.push_back(std::move(prog));
-    return static_cast<Pretok>(kRxBase + static_cast<int>(g_programs.size()) - 1);
+    const size_t index = g_programs.size() - 1;
+    if (index < kFastPrograms) g_fast[index].store(g_programs.back().get(), std::memory_order_release);
+    return static_cast<Pretok>(kRxBase + static_cast<int>(index));
 }
 
 Pretok rx_from_name(std::string_view name) {
@@ -1332,39 +1323,52 @@ void rx_set_tier(const std::string& tier) {
 }
 
 namespace {
-size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max);
+// The thread's matcher state, found once a call: each thread-local named in a function was a __tls_get_addr call
+// (4.5% of fortunes_multi's short documents under deepseek-llm).
+struct ThreadRefs {
+    Budget& budget;
+    Pending& pending;
+    std::vector<size_t>& stack;
+    Window& window;
+};
+ThreadRefs thread_refs() { return {t_budget, t_pending, t_stack, t_window}; }
+
+size_t split_some_budgeted(const ThreadRefs& t, const Program& p, const uint8_t* text, size_t n, size_t* pos,
+                           size_t* ends, size_t max);
 }  // namespace
 
 void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
     const Program& p = program_of(kind);
-    t_budget.reset(p, text, n);
-    t_stack.clear();
+    const ThreadRefs t = thread_refs();
+    t.budget.reset(p, text, n);
+    t.stack.clear();
     const size_t first = ends.size();
     try {
         if (p.cascade.on && n) {
             size_t pos = 0, batch[256];
-            t_pending.count = 0, t_pending.next = 0;
+            t.pending.count = 0, t.pending.next = 0;
             while (pos < n) {
-                const size_t k = split_some_budgeted(p, text, n, &pos, batch, 256);
+                const size_t k = split_some_budgeted(t, p, text, n, &pos, batch, 256);
                 ends.insert(ends.end(), batch, batch + k);
             }
         } else {
-            split_level(p, 0, text, n, 0, ends, t_stack);
+            split_level(p, 0, text, n, 0, ends, t.stack);
         }
     } catch (const RxStopped&) {  // a tiling all the same: the rest as one piece
-        t_pending.count = 0, t_pending.next = 0;
+        t.pending.count = 0, t.pending.next = 0;
         if (ends.size() == first || ends.back() < n) ends.push_back(n);
     } catch (...) {
-        t_pending.count = 0, t_pending.next = 0;
+        t.pending.count = 0, t.pending.next = 0;
         throw;
     }
 }
 
 namespace {
 
-size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
-    Pending& pend = t_pending;
-    std::vector<size_t>& stack = t_stack;
+size_t split_some_budgeted(const ThreadRefs& t, const Program& p, const uint8_t* text, size_t n, size_t* pos,
+                           size_t* ends, size_t max) {
+    Pending& pend = t.pending;
+    std::vector<size_t>& stack = t.stack;
     const bool resume = *pos != 0 && pend.program == &p && pend.text == text && pend.n == n &&
                         pend.next < pend.count && pend.next > 0 && pend.ends[pend.next - 1] == *pos;
     size_t k = 0;
@@ -1379,9 +1383,9 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
             pend.text = text;
             pend.n = n;
             const size_t start = *pos;
-            Matcher m{p, text, n, stack, t_budget};
+            Matcher m{p, text, n, stack, t.budget};
             if (p.cascade.on && p.cascade.local0) {  // the first stage too on the window, cut where it is final
-                Window& w = t_window;
+                Window& w = t.window;
                 size_t want = kWindowBytes;
                 for (;;) {
                     size_t end = start + std::min(want, n - start);
@@ -1414,7 +1418,7 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                 continue;
             }
             if (p.cascade.on) {  // first-level pieces until the window is full, then the other stages on it
-                Window& w = t_window;
+                Window& w = t.window;
                 w.first.clear();
                 size_t at = start;
                 while (at < n && at - start < kWindowBytes) {
@@ -1460,13 +1464,14 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
 size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     const Program& p = program_of(kind);
     if (max == 0 || *pos >= n) return 0;
-    if (*pos == 0 || !t_budget.fresh_for(p, text, n)) t_budget.reset(p, text, n);
+    const ThreadRefs t = thread_refs();
+    if (*pos == 0 || !t.budget.fresh_for(p, text, n)) t.budget.reset(p, text, n);
     try {
-        return split_some_budgeted(p, text, n, pos, ends, max);
+        return split_some_budgeted(t, p, text, n, pos, ends, max);
     } catch (...) {
-        t_pending.count = 0, t_pending.next = 0;
-        t_stack.clear();
-        t_budget.program = nullptr;
+        t.pending.count = 0, t.pending.next = 0;
+        t.stack.clear();
+        t.budget.program = nullptr;
         if (!stopped()) throw;  // RxBudgetExceeded, or an allocation failure
         ends[0] = n;  // Ctrl-C: a tiling all the same, the rest as one piece
         *pos = n;
