@@ -1201,6 +1201,16 @@ BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, s
     if (out.size() < w.nchars) out.resize(w.nchars);
     size_t* const first = out.data();
     size_t* o = first;
+    if (w.identity > w.nchars) {  // an ASCII window: a character's offset is its index (no load of at[] a piece)
+        for (size_t j = 0; j <= last; ++j) {
+            uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+            while (x) {
+                *o++ = base + ((j << 6) | size_t(__builtin_ctzll(x)));
+                x &= x - 1;
+            }
+        }
+        return size_t(o - first);
+    }
     for (size_t j = 0; j <= last; ++j) {
         uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
         while (x) {
