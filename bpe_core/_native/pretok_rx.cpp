@@ -883,11 +883,9 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
                 ascii_window_vbmi(s + i, table, cm + i);
         if (tier == kTierAvx2) i = ascii_window_avx2(s, n, table, cm);
 #endif
-        for (; i + 8 <= n; i += 8) {
-            uint64_t x = 0;
-            for (size_t k = 0; k < 8; ++k) x |= uint64_t(table[s[i + k]]) << (8 * k);
-            std::memcpy(cm + i, &x, 8);
-        }
+        // a byte stored per byte: 3 instructions each, where 8 shifted into a word and stored were 4
+        for (; i + 8 <= n; i += 8)
+            for (size_t k = 0; k < 8; ++k) cm[i + k] = table[s[i + k]];
         for (; i < n; ++i) cm[i] = table[s[i]];
         for (size_t k = w.identity; k <= n; ++k) at[k] = uint32_t(k);
         w.identity = std::max(w.identity, n + 1);
