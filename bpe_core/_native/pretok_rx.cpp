@@ -110,8 +110,16 @@ struct Program {
 std::mutex g_mutex;
 std::deque<std::unique_ptr<Program>> g_programs;
 
+// The first programs' addresses, each stored once (release) when its program is complete: a split finds its program
+// without the mutex (its lock, unlock and the deque's lookup were ~150 instructions a call, 1 Ir/byte of
+// fortunes_multi's short documents).
+constexpr size_t kFastPrograms = 1024;
+std::array<std::atomic<const Program*>, kFastPrograms> g_fast{};
+
 const Program& program_of(Pretok kind) {
     const size_t index = static_cast<size_t>(static_cast<int>(kind) - kRxBase);
+    if (static_cast<int>(kind) >= kRxBase && index < kFastPrograms)
+        if (const Program* fast = g_fast[index].load(std::memory_order_acquire)) return *fast;
     std::lock_guard<std::mutex> lock(g_mutex);
     if (static_cast<int>(kind) < kRxBase || index >= g_programs.size())
         throw std::invalid_argument("pretok_split: no compiled pre-tokenizer of this kind");
@@ -269,6 +277,75 @@ __attribute__((noinline, cold)) void budget_checkpoint(Budget& b) {
     b.next_check = b.used + Budget::kPollSteps;
 }
 
+// The loops of a Simple `A?C{m,M}$?` over any characters: `Chars` gives mask(i, &len) (the class mask of the
+// character at i < end, its length in len), end, and final_newline(x) (x is the last character, a newline). The
+// Matcher runs them on a text's bytes, a cascade's window on its characters' class masks (WinChars).
+template <class Chars>
+struct SimpleLoops {
+    const Simple& sm;
+    const Chars& ch;
+    static constexpr size_t kFail = ~size_t(0);
+
+    // C{min,max}$? at x: the end of its match, or kFail with the end of C's run from x in *run_end.
+    inline size_t run(size_t x, size_t* run_end) const {
+        uint32_t c = 0;
+        while (c < sm.max && x < ch.end) {
+            uint32_t len;
+            if (!(ch.mask(x, len) & sm.bit)) break;
+            x += len;
+            ++c;
+        }
+        *run_end = x;
+        if (c < sm.min) return kFail;
+        // $ after an unbounded run: at the end, or before a final newline (which the run did not take).
+        if (sm.end && !(x == ch.end || ch.final_newline(x))) return kFail;
+        return x;
+    }
+
+    // The end of the match at pos, or kFail; *skip: where the next match may start, when it failed.
+    inline size_t at(size_t pos, size_t* skip) const {
+        size_t run_end;
+        uint32_t len = 0;
+        const uint32_t m = ch.mask(pos, len);
+        if (sm.has_opt && (m & sm.opt_bit)) {
+            const size_t end = run(pos + len, &run_end);
+            if (end != kFail) return end;
+            if (sm.opt_possessive) {
+                *skip = pos + len;
+                return kFail;
+            }
+        }
+        if (!(m & sm.bit)) {
+            *skip = pos + len;
+            return kFail;
+        }
+        const size_t end = run(pos, &run_end);
+        // Every start inside the run ends the run's C at the same place (and A there is in C): none can match.
+        *skip = run_end;
+        return end;
+    }
+
+    // The next piece from pos (< end): the match there, or the text up to the next match. Linear, each character
+    // classified about twice.
+    size_t next(size_t pos) const {
+        size_t skip;
+        const size_t end = at(pos, &skip);
+        if (end != kFail) return end;
+        size_t i = skip;
+        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
+        while (i < ch.end) {
+            uint32_t len;
+            if (!(ch.mask(i, len) & starts)) {
+                i += len;
+                continue;
+            }
+            if (at(i, &skip) != kFail) break;
+            i = skip;
+        }
+        return i;
+    }
+};
+
 struct Matcher {
     const Program& p;
     const uint8_t* s;
@@ -418,68 +495,20 @@ struct Matcher {
 
     size_t char_len(size_t i) const { return utf8_char_len(s, n, i); }
 
-    static constexpr size_t kFail = ~size_t(0);
+    // SimpleLoops' characters: the text's.
+    struct TextChars {
+        const Matcher& m;
+        size_t end;
+        uint32_t mask(size_t i, uint32_t& len) const { return m.mask_at(i, len); }
+        bool final_newline(size_t x) const { return x + 1 == end && m.s[x] == '\n'; }
+    };
 
-    // C{min,max}$? of a Simple at x: the end of its match, or kFail with the end of C's run from x in *run_end.
-    inline size_t simple_run(const Simple& sm, size_t x, size_t* run_end) const {
-        uint32_t c = 0;
-        while (c < sm.max && x < n) {
-            uint32_t len;
-            if (!(mask_at(x, len) & sm.bit)) break;
-            x += len;
-            ++c;
-        }
-        *run_end = x;
-        if (c < sm.min) return kFail;
-        // $ after an unbounded run: at the end, or before a final newline (which the run did not take).
-        if (sm.end && !(x == n || (x + 1 == n && s[x] == '\n'))) return kFail;
-        return x;
-    }
-
-    // The end of the Simple's match at pos, or kFail; *skip: where the next match may start, when it failed.
-    inline size_t simple_at(const Simple& sm, size_t pos, size_t* skip) const {
-        size_t run_end;
-        uint32_t len = 0;
-        const uint32_t m = mask_at(pos, len);
-        if (sm.has_opt && (m & sm.opt_bit)) {
-            const size_t end = simple_run(sm, pos + len, &run_end);
-            if (end != kFail) return end;
-            if (sm.opt_possessive) {
-                *skip = pos + len;
-                return kFail;
-            }
-        }
-        if (!(m & sm.bit)) {
-            *skip = pos + len;
-            return kFail;
-        }
-        const size_t end = simple_run(sm, pos, &run_end);
-        // Every start inside the run ends the run's C at the same place (and A there is in C): none can match.
-        *skip = run_end;
-        return end;
-    }
-
-    // next_piece of a Simple: linear, each character classified about twice.
+    // next_piece of a Simple.
     size_t next_simple(const Simple& sm, size_t pos) const {
-        size_t skip;
-        size_t end = simple_at(sm, pos, &skip);
-        if (end != kFail) {
-            spend(1 + (end - pos) / 8);
-            return end;
-        }
-        size_t i = skip;
-        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
-        while (i < n) {
-            uint32_t len;
-            if (!(mask_at(i, len) & starts)) {
-                i += len;
-                continue;
-            }
-            if (simple_at(sm, i, &skip) != kFail) break;
-            i = skip;
-        }
-        spend(1 + (i - pos) / 8);
-        return i;
+        const TextChars chars{*this, n};
+        const size_t end = SimpleLoops<TextChars>{sm, chars}.next(pos);
+        spend(1 + (end - pos) / 8);
+        return end;
     }
 
     // The next piece from pos (< n) under pat: a match, or the run of text before the next match.
@@ -596,12 +625,6 @@ void build_cascade(Program& p) {
             st.delegate = pat.delegate;
         } else if (pat.simple.on) {
             const Simple& sm = pat.simple;
-            const int c = index_of(sm.bit), a = sm.has_opt ? index_of(sm.opt_bit) : 0;
-            if (c < 0 || a < 0) return;
-            st.c = static_cast<uint8_t>(c), st.a = static_cast<uint8_t>(a);
-            st.sm = sm;
-            st.sm.bit = 1u << c;
-            st.sm.opt_bit = sm.has_opt ? 1u << a : 0;
             const bool plain = !sm.has_opt && !sm.end;
             if (plain && sm.min == 1 && sm.max == kUnbounded)
                 st.form = Form::kRuns;
@@ -618,11 +641,21 @@ void build_cascade(Program& p) {
                 st.form = Form::kOptRuns;
             else
                 st.form = Form::kGeneric;
+            // A first stage of another form is split piece by piece (next_piece on the program's own classes): no
+            // window classes for it, which would take slots (8 at most) from the later stages.
+            if (i == 0 && st.form != Form::kRuns && st.form != Form::kSingles && st.form != Form::kOptRuns) {
+                cs.stages.push_back(WinStage{});
+                continue;
+            }
+            const int c = index_of(sm.bit), a = sm.has_opt ? index_of(sm.opt_bit) : 0;
+            if (c < 0 || a < 0) return;
+            st.c = static_cast<uint8_t>(c), st.a = static_cast<uint8_t>(a);
+            st.sm = sm;
+            st.sm.bit = 1u << c;
+            st.sm.opt_bit = sm.has_opt ? 1u << a : 0;
         } else {
             return;
         }
-        if (i == 0 && st.form != Form::kRuns && st.form != Form::kSingles && st.form != Form::kOptRuns)
-            st.form = Form::kGeneric;
         cs.stages.push_back(st);
     }
     const Form f0 = cs.stages[0].form;
@@ -681,8 +714,10 @@ inline size_t next_bit(const uint64_t* x, size_t i) {
 
 // ---- the window's instruction tier ----
 // "vbmi" (AVX-512 VBMI: 64 ASCII bytes classified by one two-table byte permute, 64 characters' bits of a class by
-// one test) where the CPU has it, else "sse2"; rx_set_tier forces "sse2" for tests (the same pieces either way).
-std::atomic<int> g_tier{-1};  // -1: not chosen yet, 0: sse2, 1: vbmi
+// one test) where the CPU has it, else "avx2" (32 ASCII bytes classified by eight byte shuffles, 32 characters' bits
+// of a class by one movemask), else "sse2"; rx_set_tier forces a lower tier for tests (the same pieces in each).
+enum Tier : int { kTierSse2 = 0, kTierVbmi = 1, kTierAvx2 = 2 };
+std::atomic<int> g_tier{-1};  // -1: not chosen yet
 
 #if defined(__x86_64__)
 #define BPE_RX_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
@@ -725,17 +760,88 @@ BPE_RX_VBMI void gather_bits_vbmi(const uint8_t* cm, size_t nw, size_t nbits,
             bits[u][j] = _mm512_test_epi8_mask(v, _mm512_set1_epi8(char(1u << u)));
     }
 }
+
+#define BPE_RX_AVX2 __attribute__((target("avx2")))
+bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
+
+// The classes of 32 ASCII bytes: table[16 h + l] for the byte 16 h + l, as eight 16-entry shuffles (an index whose
+// high nibble is not h saturates past 0x7F, where the shuffle gives 0). On the scalar table lookups' 3.4 Ir/byte of
+// an ASCII window (deepseek-llm, callgrind) this is 1.1.
+struct AsciiTableAvx2 {
+    __m256i rows[8];
+    BPE_RX_AVX2 explicit AsciiTableAvx2(const uint8_t* table) {
+        for (int h = 0; h < 8; ++h)
+            rows[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table + 16 * h)));
+    }
+    BPE_RX_AVX2 __m256i classify(__m256i v) const {
+        const __m256i sat = _mm256_set1_epi8(0x70);
+        __m256i r = _mm256_shuffle_epi8(rows[0], _mm256_adds_epu8(v, sat));
+        for (int h = 1; h < 8; ++h) {
+            const __m256i x = _mm256_xor_si256(v, _mm256_set1_epi8(char(h << 4)));
+            r = _mm256_or_si256(r, _mm256_shuffle_epi8(rows[h], _mm256_adds_epu8(x, sat)));
+        }
+        return r;
+    }
+};
+
+// The classes of the ASCII bytes s[0:n] 32 at a time into cm; how many it took (n rounded down to 32).
+BPE_RX_AVX2 size_t ascii_window_avx2(const uint8_t* s, size_t n, const uint8_t* table, uint8_t* cm) {
+    const AsciiTableAvx2 t(table);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(cm + i), t.classify(v));
+    }
+    return i;
+}
+
+// ascii_run_vbmi's work 32 bytes at a time.
+BPE_RX_AVX2 size_t ascii_run_avx2(const uint8_t* s, size_t i, size_t n, size_t c, const uint8_t* table, uint8_t* cm,
+                                  uint32_t* at, uint32_t* ci) {
+    const AsciiTableAvx2 t(table);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    size_t done = 0;
+    for (; i + done + 32 <= n; done += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + done));
+        if (_mm256_movemask_epi8(v)) break;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(cm + c + done), t.classify(v));
+        for (int q = 0; q < 4; ++q) {
+            const __m256i off = _mm256_add_epi32(_mm256_set1_epi32(int(i + done + 8 * q)), iota);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + c + done + 8 * q), off);
+            if (ci)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(ci + i + done + 8 * q),
+                                    _mm256_add_epi32(_mm256_set1_epi32(int(c + done + 8 * q)), iota));
+        }
+    }
+    return done;
+}
+
+// gather_bits_vbmi's work by movemasks of 32 bytes.
+BPE_RX_AVX2 void gather_bits_avx2(const uint8_t* cm, size_t nw, size_t nbits,
+                                  std::array<std::vector<uint64_t>, 8>& bits) {
+    for (size_t u = 0; u < nbits; ++u) {
+        const __m128i shift = _mm_cvtsi32_si128(int(7 - u));
+        uint64_t* b = bits[u].data();
+        for (size_t j = 0; j < nw; ++j) {
+            const auto* q = reinterpret_cast<const __m256i*>(cm + 64 * j);
+            const uint32_t lo = uint32_t(_mm256_movemask_epi8(_mm256_sll_epi16(_mm256_loadu_si256(q), shift)));
+            const uint32_t hi = uint32_t(_mm256_movemask_epi8(_mm256_sll_epi16(_mm256_loadu_si256(q + 1), shift)));
+            b[j] = uint64_t(lo) | (uint64_t(hi) << 32);
+        }
+    }
+}
 #else
 bool cpu_has_vbmi() { return false; }
+bool cpu_has_avx2() { return false; }
 #endif
 
-inline bool use_vbmi() {
+inline int window_tier() {
     int t = g_tier.load(std::memory_order_relaxed);
     if (t < 0) {
-        t = cpu_has_vbmi() ? 1 : 0;
+        t = cpu_has_vbmi() ? kTierVbmi : cpu_has_avx2() ? kTierAvx2 : kTierSse2;
         g_tier.store(t, std::memory_order_relaxed);
     }
-    return t == 1;
+    return t;
 }
 
 // Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
@@ -751,6 +857,15 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
     // An ASCII window (most are): each character a byte, at and ci the identity, which they stay from the last
     // ASCII window (kept up to w.identity): only the classes are written.
     size_t ascii = 0;
+#if defined(__SSE2__)
+    // 64 bytes a test (8 at a time was 0.75 Ir/byte)
+    for (; ascii + 64 <= n; ascii += 64) {
+        const auto* q = reinterpret_cast<const __m128i*>(s + ascii);
+        const __m128i v = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)),
+                                       _mm_or_si128(_mm_loadu_si128(q + 2), _mm_loadu_si128(q + 3)));
+        if (_mm_movemask_epi8(v)) break;
+    }
+#endif
     while (ascii + 8 <= n) {
         uint64_t x;
         std::memcpy(&x, s + ascii, 8);
@@ -758,19 +873,19 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         ascii += 8;
     }
     while (ascii < n && s[ascii] < 0x80) ++ascii;
-    const bool vbmi = use_vbmi();
+    const int tier = window_tier();
+    const bool vbmi = tier == kTierVbmi;
     if (ascii == n) {
         const uint8_t* table = cs.ascii8.data();
 #if defined(__x86_64__)
         if (vbmi)
             for (; i + 64 <= n; i += 64)
                 ascii_window_vbmi(s + i, table, cm + i);
+        if (tier == kTierAvx2) i = ascii_window_avx2(s, n, table, cm);
 #endif
-        for (; i + 8 <= n; i += 8) {
-            uint64_t x = 0;
-            for (size_t k = 0; k < 8; ++k) x |= uint64_t(table[s[i + k]]) << (8 * k);
-            std::memcpy(cm + i, &x, 8);
-        }
+        // a byte stored per byte: 3 instructions each, where 8 shifted into a word and stored were 4
+        for (; i + 8 <= n; i += 8)
+            for (size_t k = 0; k < 8; ++k) cm[i + k] = table[s[i + k]];
         for (; i < n; ++i) cm[i] = table[s[i]];
         for (size_t k = w.identity; k <= n; ++k) at[k] = uint32_t(k);
         w.identity = std::max(w.identity, n + 1);
@@ -785,18 +900,27 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         if (cs.byte_map) w.identity_ci = 0;
     }
     while (i < n) {
+        uint64_t x8 = 0x80;  // the next 8 bytes (a high bit set where fewer are left)
+        if (i + 8 <= n) std::memcpy(&x8, s + i, 8);
+        const bool ascii8 = !(x8 & 0x8080808080808080ull);
 #if defined(__x86_64__)
-        if (vbmi && i + 64 <= n) {
+        // The vector runs only where 8 ASCII bytes follow: tried at every character of a Cyrillic text, their
+        // setup made the AVX2 tier's multi_udhr 26.3 Ir/byte (deepseek-llm; SSE2 19.7)
+        if (ascii8 && vbmi && i + 64 <= n) {
             uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
             const size_t took = ascii_run_vbmi(s, i, n, c, cs.ascii8.data(), cm, at, ci);
             i += took, c += took;
             if (took) continue;
         }
+        if (ascii8 && tier == kTierAvx2 && i + 32 <= n) {
+            uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
+            const size_t took = ascii_run_avx2(s, i, n, c, cs.ascii8.data(), cm, at, ci);
+            i += took, c += took;
+            if (took) continue;
+        }
 #endif
-        if (i + 8 <= n) {
-            uint64_t x;
-            std::memcpy(&x, s + i, 8);
-            if (!(x & 0x8080808080808080ull)) {
+        {
+            if (ascii8) {
                 uint64_t m = 0;
                 for (size_t k = 0; k < 8; ++k) m |= uint64_t(cs.ascii8[s[i + k]]) << (8 * k);
                 std::memcpy(cm + c, &m, 8);
@@ -838,6 +962,8 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
 #if defined(__x86_64__)
     if (vbmi) {
         gather_bits_vbmi(cm, w.nw, cs.nbits, w.bits);
+    } else if (tier == kTierAvx2) {
+        gather_bits_avx2(cm, w.nw, cs.nbits, w.bits);
     } else
 #endif
     for (size_t u = 0; u < cs.nbits; ++u) {
@@ -881,58 +1007,17 @@ BPE_RX_NOIPA void truncate_window(const Cascade& cs, Window& w, size_t cut) {
     w.nchars = cut;
 }
 
-// The Simple's loops of Matcher, on the window's characters [.., b) of one fragment.
-struct WinSimple {
-    const Simple& sm;
+// SimpleLoops' characters: a window's, [.., end) of one fragment, by their class masks (Cascade::bits).
+struct WinChars {
     const uint8_t* cm;
     const uint32_t* at;
     const uint8_t* s;  // the window's bytes
-    size_t b;
-
-    static constexpr size_t kFail = ~size_t(0);
-    size_t run(size_t x, size_t* run_end) const {
-        uint32_t c = 0;
-        while (c < sm.max && x < b && (cm[x] & sm.bit)) ++x, ++c;
-        *run_end = x;
-        if (c < sm.min) return kFail;
-        if (sm.end && !(x == b || (x + 1 == b && s[at[x]] == '\n'))) return kFail;
-        return x;
+    size_t end;
+    uint32_t mask(size_t i, uint32_t& len) const {
+        len = 1;
+        return cm[i];
     }
-    size_t match_at(size_t pos, size_t* skip) const {
-        size_t run_end;
-        const uint8_t m = cm[pos];
-        if (sm.has_opt && (m & sm.opt_bit)) {
-            const size_t end = run(pos + 1, &run_end);
-            if (end != kFail) return end;
-            if (sm.opt_possessive) {
-                *skip = pos + 1;
-                return kFail;
-            }
-        }
-        if (!(m & sm.bit)) {
-            *skip = pos + 1;
-            return kFail;
-        }
-        const size_t end = run(pos, &run_end);
-        *skip = run_end;
-        return end;
-    }
-    size_t next(size_t pos) const {
-        size_t skip;
-        const size_t end = match_at(pos, &skip);
-        if (end != kFail) return end;
-        const uint32_t starts = sm.bit | (sm.has_opt ? sm.opt_bit : 0);
-        size_t i = skip;
-        while (i < b) {
-            if (!(cm[i] & starts)) {
-                ++i;
-                continue;
-            }
-            if (match_at(i, &skip) != kFail) break;
-            i = skip;
-        }
-        return i;
-    }
+    bool final_newline(size_t x) const { return x + 1 == end && s[at[x]] == '\n'; }
 };
 
 // Bit i of the result: bit i + 1 of x (the next character's).
@@ -1022,7 +1107,8 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
         for (size_t j = 0; j < nw; ++j) {
             // x: the last character of a fragment, in C; or a newline ending one, after a C of the same fragment
             const uint64_t last = (O[j] >> 1) | (j + 1 < nw ? O[j + 1] << 63 : 0);
-            uint64_t cand = last & (C[j] | (prev_bits(C, j) & ~O[j]));
+            // (a fragment of one character, x itself a start, is one piece already)
+            uint64_t cand = last & ~O[j] & (C[j] | prev_bits(C, j));
             while (cand) {
                 const size_t x = (j << 6) | size_t(__builtin_ctzll(cand));
                 cand &= cand - 1;
@@ -1032,9 +1118,13 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
                     if (s[at[x]] != '\n') continue;
                     end = x;
                 }
-                size_t r = end - 1;  // the run's first character: back to a piece start or a character not in C
-                while (!get_bit(O, r) && get_bit(C, r - 1)) --r;
-                set_bit(W, r);
+                // The run's first character: the last start of a run of C (a C after a non-C or at a piece start)
+                // at or before end - 1, found a word at a time (a walk back a character at a time over indented
+                // code's space runs was 2.6 of deepseek-llm's 18.2 Ir/byte).
+                size_t k = (end - 1) >> 6;
+                uint64_t rs = (C[k] & (~prev_bits(C, k) | O[k])) & ((uint64_t(2) << ((end - 1) & 63)) - 1);
+                while (!rs) --k, rs = C[k] & (~prev_bits(C, k) | O[k]);
+                set_bit(W, (k << 6) | size_t(63 - __builtin_clzll(rs)));
                 set_bit(W, end);
             }
         }
@@ -1079,9 +1169,10 @@ BPE_RX_NOIPA void window_stage(const WinStage& st, const uint8_t* s, Window& w) 
                 if (k == 0) break;
             }
         } else {
-            const WinSimple ws{st.sm, w.cm.data(), w.at.data(), s, b};
+            const WinChars chars{w.cm.data(), w.at.data(), s, b};
+            const SimpleLoops<WinChars> loops{st.sm, chars};
             for (size_t pos = a; pos < b;) {
-                pos = ws.next(pos);
+                pos = loops.next(pos);
                 if (pos < b) set_bit(W, pos);
             }
         }
@@ -1102,11 +1193,22 @@ BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, s
     // (a push_back per piece re-derived a thread-local's address each time: a __tls_get_addr call per piece).
     const uint64_t* W = w.walls.data();
     const uint32_t* at = w.at.data();
+    // Room for a piece per character (grown, never shrunk) instead of a count of the bits first: popcount is a
+    // libgcc call without -mpopcnt (0.33 Ir/byte).
     const size_t last = w.nchars >> 6;
-    size_t count = 0;
-    for (size_t j = 0; j <= last; ++j) count += size_t(__builtin_popcountll(W[j]));
-    if (out.size() < count - 1) out.resize(count - 1);
-    size_t* o = out.data();
+    if (out.size() < w.nchars) out.resize(w.nchars);
+    size_t* const first = out.data();
+    size_t* o = first;
+    if (w.identity > w.nchars) {  // an ASCII window: a character's offset is its index (no load of at[] a piece)
+        for (size_t j = 0; j <= last; ++j) {
+            uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+            while (x) {
+                *o++ = base + ((j << 6) | size_t(__builtin_ctzll(x)));
+                x &= x - 1;
+            }
+        }
+        return size_t(o - first);
+    }
     for (size_t j = 0; j <= last; ++j) {
         uint64_t x = W[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
         while (x) {
@@ -1115,7 +1217,7 @@ BPE_RX_NOIPA size_t split_window(const Program& p, const uint8_t* s, size_t n, s
             *o++ = base + at[i];  // at[nchars] = n
         }
     }
-    return count - 1;
+    return size_t(o - first);
 }
 
 }  // namespace
@@ -1191,7 +1293,9 @@ Pretok rx_register(const std::vector<int64_t>& program, const std::vector<std::v
     build_cascade(*prog);
     std::lock_guard<std::mutex> lock(g_mutex);
     g_programs.push_back(std::move(prog));
-    return static_cast<Pretok>(kRxBase + static_cast<int>(g_programs.size()) - 1);
+    const size_t index = g_programs.size() - 1;
+    if (index < kFastPrograms) g_fast[index].store(g_programs.back().get(), std::memory_order_release);
+    return static_cast<Pretok>(kRxBase + static_cast<int>(index));
 }
 
 Pretok rx_from_name(std::string_view name) {
@@ -1209,51 +1313,70 @@ std::string rx_name(Pretok kind) { return "rx:" + std::to_string(static_cast<int
 
 uint64_t rx_last_steps() { return t_budget.used; }
 
-const char* rx_tier() { return use_vbmi() ? "vbmi" : "sse2"; }
+const char* rx_tier() {
+    const int t = window_tier();
+    return t == kTierVbmi ? "vbmi" : t == kTierAvx2 ? "avx2" : "sse2";
+}
 
 void rx_set_tier(const std::string& tier) {
     if (tier == "sse2")
-        g_tier.store(0);
+        g_tier.store(kTierSse2);
+    else if (tier == "avx2" && cpu_has_avx2())
+        g_tier.store(kTierAvx2);
     else if (tier == "auto")
-        g_tier.store(cpu_has_vbmi() ? 1 : 0);
+        g_tier.store(cpu_has_vbmi() ? kTierVbmi : cpu_has_avx2() ? kTierAvx2 : kTierSse2);
     else
-        throw std::invalid_argument("pretok_rx_tier: a tier of auto or sse2, not '" + tier + "'");
+        throw std::invalid_argument("pretok_rx_tier: a tier of auto, avx2 (on a CPU that has it) or sse2, not '" +
+                                    tier + "'");
 }
 
 namespace {
-size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max);
+// The thread's matcher state, found once a call: each thread-local named in a function was a __tls_get_addr call
+// (4.5% of fortunes_multi's short documents under deepseek-llm).
+struct ThreadRefs {
+    Budget& budget;
+    Pending& pending;
+    std::vector<size_t>& stack;
+    Window& window;
+};
+ThreadRefs thread_refs() { return {t_budget, t_pending, t_stack, t_window}; }
+
+size_t split_some_budgeted(const ThreadRefs& t, const Program& p, const uint8_t* text, size_t n, size_t* pos,
+                           size_t* ends, size_t max);
 }  // namespace
 
 void rx_split(Pretok kind, const uint8_t* text, size_t n, std::vector<size_t>& ends) {
     const Program& p = program_of(kind);
-    t_budget.reset(p, text, n);
-    t_stack.clear();
+    const ThreadRefs t = thread_refs();
+    t.budget.reset(p, text, n);
+    t.stack.clear();
     const size_t first = ends.size();
     try {
         if (p.cascade.on && n) {
             size_t pos = 0, batch[256];
-            t_pending.count = 0, t_pending.next = 0;
+            t.pending.count = 0, t.pending.next = 0;
             while (pos < n) {
-                const size_t k = split_some_budgeted(p, text, n, &pos, batch, 256);
+                const size_t k = split_some_budgeted(t, p, text, n, &pos, batch, 256);
                 ends.insert(ends.end(), batch, batch + k);
             }
         } else {
-            split_level(p, 0, text, n, 0, ends, t_stack);
+            split_level(p, 0, text, n, 0, ends, t.stack);
         }
     } catch (const RxStopped&) {  // a tiling all the same: the rest as one piece
-        t_pending.count = 0, t_pending.next = 0;
+        t.pending.count = 0, t.pending.next = 0;
         if (ends.size() == first || ends.back() < n) ends.push_back(n);
     } catch (...) {
-        t_pending.count = 0, t_pending.next = 0;
+        t.pending.count = 0, t.pending.next = 0;
         throw;
     }
 }
 
 namespace {
 
-size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
-    Pending& pend = t_pending;
-    std::vector<size_t>& stack = t_stack;
+size_t split_some_budgeted(const ThreadRefs& t, const Program& p, const uint8_t* text, size_t n, size_t* pos,
+                           size_t* ends, size_t max) {
+    Pending& pend = t.pending;
+    std::vector<size_t>& stack = t.stack;
     const bool resume = *pos != 0 && pend.program == &p && pend.text == text && pend.n == n &&
                         pend.next < pend.count && pend.next > 0 && pend.ends[pend.next - 1] == *pos;
     size_t k = 0;
@@ -1268,9 +1391,9 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
             pend.text = text;
             pend.n = n;
             const size_t start = *pos;
-            Matcher m{p, text, n, stack, t_budget};
+            Matcher m{p, text, n, stack, t.budget};
             if (p.cascade.on && p.cascade.local0) {  // the first stage too on the window, cut where it is final
-                Window& w = t_window;
+                Window& w = t.window;
                 size_t want = kWindowBytes;
                 for (;;) {
                     size_t end = start + std::min(want, n - start);
@@ -1285,7 +1408,10 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                         size_t j = lim >> 6;
                         uint64_t x = w.walls[j] & ((uint64_t(2) << (lim & 63)) - 1);
                         if (j == 0) x &= ~uint64_t(1);  // the window's own start
-                        while (!x && j > 0) x = w.walls[--j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+                        while (!x && j > 0) {
+                            --j;
+                            x = w.walls[j] & (j == 0 ? ~uint64_t(1) : ~uint64_t(0));
+                        }
                         if (x) cut = (j << 6) | size_t(63 - __builtin_clzll(x));
                     }
                     if (cut) {
@@ -1300,7 +1426,7 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
                 continue;
             }
             if (p.cascade.on) {  // first-level pieces until the window is full, then the other stages on it
-                Window& w = t_window;
+                Window& w = t.window;
                 w.first.clear();
                 size_t at = start;
                 while (at < n && at - start < kWindowBytes) {
@@ -1346,13 +1472,14 @@ size_t split_some_budgeted(const Program& p, const uint8_t* text, size_t n, size
 size_t rx_split_some(Pretok kind, const uint8_t* text, size_t n, size_t* pos, size_t* ends, size_t max) {
     const Program& p = program_of(kind);
     if (max == 0 || *pos >= n) return 0;
-    if (*pos == 0 || !t_budget.fresh_for(p, text, n)) t_budget.reset(p, text, n);
+    const ThreadRefs t = thread_refs();
+    if (*pos == 0 || !t.budget.fresh_for(p, text, n)) t.budget.reset(p, text, n);
     try {
-        return split_some_budgeted(p, text, n, pos, ends, max);
+        return split_some_budgeted(t, p, text, n, pos, ends, max);
     } catch (...) {
-        t_pending.count = 0, t_pending.next = 0;
-        t_stack.clear();
-        t_budget.program = nullptr;
+        t.pending.count = 0, t.pending.next = 0;
+        t.stack.clear();
+        t.budget.program = nullptr;
         if (!stopped()) throw;  // RxBudgetExceeded, or an allocation failure
         ends[0] = n;  // Ctrl-C: a tiling all the same, the rest as one piece
         *pos = n;

@@ -247,10 +247,20 @@ def test_cascades_in_turn_on_one_thread():
                 assert_same(patterns, text.encode(), f"{patterns[0]!r}.. on {text[:12]!r}")
 
 
-@pytest.fixture(params=["auto", "sse2"])
+def cpu_has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx2" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.fixture(params=["auto", "avx2", "sse2"])
 def window_tier(request):
-    """The cascades' window in each tier (``auto``: VBMI where this CPU has it), set back afterwards."""
+    """The cascades' window in each tier (``auto``: VBMI where this CPU has it, else AVX2), set back afterwards."""
     before = native._core.pretok_rx_tier()
+    if request.param == "avx2" and not cpu_has_avx2():
+        pytest.skip("this CPU has no AVX2")
     native._core.pretok_rx_tier(request.param)
     yield native._core.pretok_rx_tier()
     native._core.pretok_rx_tier("auto" if before == "vbmi" else before)
@@ -258,8 +268,8 @@ def window_tier(request):
 
 @pytest.mark.parametrize("name", ["deepseek-coder", "deepseek-llm", "falcon", "starcoder", "bloom"])
 def test_window_tiers_give_the_same_pieces(window_tier, name):
-    """Both tiers of the window's classification against `regex`: ASCII and mixed windows, texts of several windows,
-    every cut of a 64-byte block (the VBMI tier takes 64 ASCII bytes at a time)."""
+    """Each tier of the window's classification against `regex`: ASCII and mixed windows, texts of several windows,
+    every cut of a 64-byte block (the VBMI tier takes 64 ASCII bytes at a time, AVX2 32)."""
     patterns = patterns_of(name)
     docs = [d for c in ("multi_udhr", "code_cpython") for d in corpus(c, 6)]
     joined = "\n".join(docs)
@@ -271,5 +281,32 @@ def test_window_tiers_give_the_same_pieces(window_tier, name):
 
 
 def test_a_tier_that_does_not_exist_is_refused():
-    with pytest.raises(ValueError, match="auto or sse2"):
+    with pytest.raises(ValueError, match="auto, avx2 .* or sse2"):
         native._core.pretok_rx_tier("avx9")
+
+
+@pytest.mark.parametrize("stage", [r"\s+$", r"[ a]+$", r"\p{L}+$"])
+def test_end_runs_reaching_back_over_words(window_tier, stage):
+    """C+$ on a cascade's window: the run that ends a fragment is found back to its start a 64-character word at a
+    time; runs of 1-200 characters from every offset, starting at the fragment's start or after another character,
+    and ending the text, before its final newline or before another fragment, in each tier."""
+    for lead in ("", "x", "xy.", "日"):
+        for length in (1, 2, 63, 64, 65, 127, 128, 129, 200):
+            for offset in range(0, 70, 23):
+                run = ("a " if "a" in stage else " a" if "L" in stage else " \t")[: 2 if length > 1 else 1] * length
+                run = run[:length]
+                for tail in ("", "\n", "\n\n", "\nb"):
+                    text = "z" * offset + "\n" + lead + run + tail + "\r" + lead + run
+                    assert_same((r"[\r\n]", stage), text.encode(), f"{stage} {lead!r} {length} {offset} {tail!r}")
+
+
+def test_a_first_stage_split_piece_by_piece_leaves_the_window_its_eight_classes():
+    """A first stage that is not one of the window's local forms (here C{1,3}) is split piece by piece and takes no
+    window class: the eight classes of the later stages still make a cascade, split as `regex` splits it, across
+    windows and at every offset of a 64-character word."""
+    patterns = (r"\p{N}{1,3}", *(f"[{a}-{b}]+" for a, b in ("ac", "df", "gi", "jl", "mo", "pr", "su", "vx")))
+    assert compile_patterns(patterns) is not None
+    text = "abc1234defghi 56 jklmnopq rstuvwx yz 7890 " * 40 + "é日 12ab\n"
+    for k in range(0, 70, 9):
+        assert_same(patterns, ("q" * k + text).encode(), f"{k} letters first")
+    assert_same(patterns, (text * 30).encode(), "several windows")
