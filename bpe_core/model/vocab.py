@@ -107,6 +107,15 @@ def _merge_values(
     """(left << 32 | right) -> rank << 32 | merged id: by the native core where it loaded and every merge is two
     tokens that make a token, none listed twice (Qwen 3.5's 151,387 merges: 0.10-0.12 s here, 0.06 s there); otherwise
     here, naming the first problem."""
+    values = _native_merge_values(vocab, bytes_to_id, merges)
+    return values if values is not None else _merge_values_one_by_one(vocab, bytes_to_id, merges)
+
+
+def _native_merge_values(
+    vocab: Mapping[int, bytes], bytes_to_id: Mapping[bytes, int], merges: Sequence[tuple[int, int]]
+) -> dict[int, int] | None:
+    """_merge_values by the native core, or None where it did not load, the tables are not plain dicts, or the
+    merges have a problem (which the loop then names)."""
     from bpe_core import native
 
     if (
@@ -115,10 +124,8 @@ def _merge_values(
         and native.available()
         and hasattr(native._core, "merge_values")
     ):
-        values = native._core.merge_values(vocab, bytes_to_id, merges)
-        if values is not None:
-            return values
-    return _merge_values_one_by_one(vocab, bytes_to_id, merges)
+        return native._core.merge_values(vocab, bytes_to_id, merges)
+    return None
 
 
 def _merge_values_one_by_one(
@@ -180,17 +187,9 @@ def unmade_tokens(
     (valid, none listed twice): one pass in rank order, then a worklist for the merges whose parts come later.
     The launcher runs this for every encode job's manifest, after the workers are done: Qwen 3.5's 151,387 merges
     took 0.41-0.48 s of CPU (a bytes concatenation and lookup per merge, a dict of lists by part), 0.078 s so."""
-    from bpe_core import native
-
-    if (
-        type(vocab) is dict
-        and type(bytes_to_id) is dict
-        and native.available()
-        and hasattr(native._core, "merge_values")
-    ):
-        values = native._core.merge_values(vocab, bytes_to_id, merges)
-        if values is not None:
-            return _unmade(vocab, merges, [v & 0xFFFFFFFF for v in values.values()], bytes_to_id)
+    values = _native_merge_values(vocab, bytes_to_id, merges)
+    if values is not None:
+        return _unmade(vocab, merges, [v & 0xFFFFFFFF for v in values.values()], bytes_to_id)
     return _unmade_one_by_one(vocab, merges, bytes_to_id)
 
 
