@@ -160,10 +160,11 @@ struct Utf8Masks {
 };
 
 // Lead bytes all of whose characters take one class in a family (no digit, space or cutting mark among them, the same
-// classes from the family's add()): Cyrillic's D0, D1 and D3, Latin Extended's C4-C9, the CJK ideographs' E5-E8,
-// Hangul's EB and EC (which leads qualify is computed from the Unicode tables, per family). Two sets, A and B, each
-// with the class of its leads; a block's leads in them are classified by one nibble lookup per 32 bytes instead of a
-// decode and a table load each (callgrind, cl100k's split on Russian: classify_wide 15.4 -> see the commit).
+// classes from the family's add()): in the cl100k family Cyrillic's D0, D1 and D3, Latin Extended's C4-CA, the CJK
+// ideographs' E5-E9, Hangul's EB and EC (which leads qualify is computed from the Unicode tables, per family). Two
+// sets, A and B, each with the class of its leads; a block's leads in them are classified by one nibble lookup per 32
+// bytes instead of a decode and a table load each (callgrind, the split alone on multi_udhr's Russian, AVX2 tier:
+// cl100k 25.9 -> 15.7 Ir/B, deepseek-v3 30.3 -> 18.8).
 // Membership of byte x: lo[x & 15] & hi[x >> 4], set A in bits 0-2 (hi nibble C, D, E), set B in bits 3-5.
 constexpr int kLeadSetMin = 4;  // leads in a block from which the sets are looked up
 struct LeadSets {
