@@ -197,7 +197,7 @@ def _write_rows(out: str, tmp: str, files: list[dict], n_shards: int) -> list[di
 
 def _read_table(path: str) -> pa.Table:
     with fsspec.open(path, "rb") as f:
-        return pq.read_table(f)
+        return pq.read_table(f, use_threads=False, pre_buffer=False)  # no Arrow threads (corpus/formats/parquet.py)
 
 
 class _ShardTokens:

@@ -244,10 +244,10 @@ def _record_batches(path: str, batch_rows: int = 1 << 16) -> Iterator[pa.RecordB
 def _open_parquet(path: str) -> Iterator[pq.ParquetFile]:
     fs, local = fsspec.core.url_to_fs(path)
     if is_local(fs):  # Arrow's own file reader: no Python file object in between
-        yield pq.ParquetFile(local)
+        yield pq.ParquetFile(local, pre_buffer=False)
         return
     with fs.open(local, "rb") as f:
-        yield pq.ParquetFile(f)
+        yield pq.ParquetFile(f, pre_buffer=False)
 
 
 def _sizes(paths: list[str]) -> tuple[int, int]:

@@ -24,7 +24,9 @@ _BINARY_TYPES = (pa.binary(), pa.large_binary())
 def parquet_documents(rng: CorpusRange, spec: CorpusSpec, batcher: Batcher) -> Iterator[None]:
     column_path = spec.text_column.split(".")
     with fsspec.open(rng.source, "rb") as f:
-        pfile = pq.ParquetFile(f)
+        # No Arrow thread: one column of one row group gains nothing from them, and Arrow's pool threads alive at
+        # interpreter exit abort it now and then ("terminate called without an active exception", apache/arrow#34314)
+        pfile = pq.ParquetFile(f, pre_buffer=False)
         num_rows = pfile.metadata.row_group(rng.start).num_rows
         if column_path[0] not in pfile.schema_arrow.names:
             reason = f"wrong schema: no column {spec.text_column!r} (columns: {pfile.schema_arrow.names})"
@@ -33,7 +35,8 @@ def parquet_documents(rng: CorpusRange, spec: CorpusSpec, batcher: Batcher) -> I
             yield
             return
         try:
-            column = pfile.read_row_group(rng.start, columns=[column_path[0]]).column(0).combine_chunks()
+            table = pfile.read_row_group(rng.start, columns=[column_path[0]], use_threads=False)
+            column = table.column(0).combine_chunks()
         except (OSError, pa.ArrowException) as exc:  # a damaged page: fail the bundle (retryable), naming the place
             raise CorpusError(
                 f"{rng.source}: row group {rng.start} (rows {rng.first_row} to {rng.first_row + num_rows - 1}) cannot "

@@ -61,7 +61,7 @@ class ParquetShardWriter(FileShardWriter):
 def read_parquet_shard(prefix: str, shard: dict) -> Iterator[tuple[str, np.ndarray]]:
     """(doc_id, ids) of one shard, in order."""
     with fsspec.open(prefix + ".parquet", "rb") as f:
-        for batch in pq.ParquetFile(f).iter_batches(columns=["doc_id", "tokens"]):
+        for batch in pq.ParquetFile(f, pre_buffer=False).iter_batches(columns=["doc_id", "tokens"], use_threads=False):
             tokens = batch.column(1)
             values, offsets = tokens.values.to_numpy(zero_copy_only=False), tokens.offsets.to_numpy()
             for i, doc_id in enumerate(batch.column(0).to_pylist()):
@@ -72,14 +72,14 @@ def parquet_doc_batches(prefix: str, shard: dict):
     """Per row group: its ``doc_id`` column and a loader of its ``tokens`` (``beam-bpe verify`` reads the ids of a
     row group only where it holds a sampled document: the doc ids alone are ~1% of a shard)."""
     with fsspec.open(prefix + ".parquet", "rb") as f:
-        shard_file = pq.ParquetFile(f)
+        shard_file = pq.ParquetFile(f, pre_buffer=False)  # no Arrow threads (see corpus/formats/parquet.py)
         for group in range(shard_file.num_row_groups):
-            doc_ids = shard_file.read_row_group(group, columns=["doc_id"]).column(0).combine_chunks()
+            doc_ids = shard_file.read_row_group(group, columns=["doc_id"], use_threads=False).column(0).combine_chunks()
             yield doc_ids, functools.partial(_group_ids, shard_file, group)
 
 
 def _group_ids(shard_file: pq.ParquetFile, group: int) -> tuple[np.ndarray, np.ndarray]:
-    tokens = shard_file.read_row_group(group, columns=["tokens"]).column(0).combine_chunks()
+    tokens = shard_file.read_row_group(group, columns=["tokens"], use_threads=False).column(0).combine_chunks()
     return tokens.values.to_numpy(zero_copy_only=False), tokens.offsets.to_numpy()
 
 
