@@ -87,6 +87,7 @@ struct Cascade {
     std::vector<uint32_t> bits;  // the classes the stages use (program masks), at most 8
     std::array<uint8_t, 128> ascii8{};
     std::vector<uint8_t> eq8;  // equivalence id -> window class mask (bit u: in class bits[u])
+    std::vector<uint8_t> bmp8;  // code point < 0x10000 -> its window class mask (eq8 of its class, r50k's bits): one load
     std::vector<WinStage> stages;  // from the first (form kGeneric when it is not one of the local forms)
     bool local0 = false;  // the first stage is local (runs, singles, A?C+): the window splits it too
     // GPT-2's regex as a stage (kR50k): five more window classes from the core's own flags (utf8.h), at bits r50k
@@ -597,6 +598,13 @@ inline uint8_t r50k_bits(const Cascade& cs, uint8_t flags, uint32_t cp) {
     return static_cast<uint8_t>(bits << cs.r50k);
 }
 
+// The window class mask of a character that is not ASCII (classify_window; Cascade::bmp8 holds those below 0x10000).
+inline uint8_t wide_class8(const Program& p, const Cascade& cs, uint32_t cp) {
+    uint8_t m = cs.eq8[p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)]];
+    if (cs.r50k >= 0) m |= r50k_bits(cs, flags_of(cp), cp);
+    return m;
+}
+
 void build_cascade(Program& p) {
     Cascade cs;
     auto index_of = [&](uint32_t bit) -> int {
@@ -683,6 +691,8 @@ void build_cascade(Program& p) {
         if (cs.r50k >= 0) cs.ascii8[b] |= r50k_bits(cs, kAsciiFlags[b], b);
     }
     for (uint32_t m : p.eq_mask) cs.eq8.push_back(compress(m));
+    cs.bmp8.resize(0x10000);
+    for (uint32_t cp = 0; cp < 0x10000; ++cp) cs.bmp8[cp] = wide_class8(p, cs, cp);
     cs.on = true;
     p.cascade = std::move(cs);
 }
@@ -844,6 +854,13 @@ inline int window_tier() {
     return t;
 }
 
+// Whether p[0:32] is ASCII.
+inline bool ascii32(const uint8_t* p) {
+    uint64_t x[4];
+    std::memcpy(x, p, 32);
+    return !((x[0] | x[1] | x[2] | x[3]) & 0x8080808080808080ull);
+}
+
 // Classify the window s[0:n] (whose first-level piece ends are w.first) into w.
 BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, Window& w) {
     const Cascade& cs = p.cascade;
@@ -904,19 +921,14 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         if (i + 8 <= n) std::memcpy(&x8, s + i, 8);
         const bool ascii8 = !(x8 & 0x8080808080808080ull);
 #if defined(__x86_64__)
-        // The vector runs only where 8 ASCII bytes follow: tried at every character of a Cyrillic text, their
-        // setup made the AVX2 tier's multi_udhr 26.3 Ir/byte (deepseek-llm; SSE2 19.7)
-        if (ascii8 && vbmi && i + 64 <= n) {
+        // The vector runs only where their first 32 bytes are ASCII, tested here: called wherever 8 ASCII bytes
+        // followed, most calls in Latin text with diacritics took nothing (13% of multi_udhr's split, deepseek-llm)
+        if (ascii8 && tier != kTierSse2 && i + 32 <= n && ascii32(s + i)) {
             uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
-            const size_t took = ascii_run_vbmi(s, i, n, c, cs.ascii8.data(), cm, at, ci);
-            i += took, c += took;
-            if (took) continue;
-        }
-        if (ascii8 && tier == kTierAvx2 && i + 32 <= n) {
-            uint32_t* ci = cs.byte_map ? w.ci.data() : nullptr;
-            const size_t took = ascii_run_avx2(s, i, n, c, cs.ascii8.data(), cm, at, ci);
-            i += took, c += took;
-            if (took) continue;
+            const size_t took = vbmi && i + 64 <= n ? ascii_run_vbmi(s, i, n, c, cs.ascii8.data(), cm, at, ci) : 0;
+            const size_t more = ascii_run_avx2(s, i + took, n, c + took, cs.ascii8.data(), cm, at, ci);
+            i += took + more, c += took + more;
+            continue;
         }
 #endif
         {
@@ -937,6 +949,16 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
                 continue;
             }
         }
+        if (i + 8 <= n && s[i] < 0x80) {  // the ASCII bytes before the word's first other byte, at once
+            const size_t k = size_t(__builtin_ctzll(x8 & 0x8080808080808080ull)) >> 3;
+            uint64_t m = 0;
+            for (size_t q = 0; q < 8; ++q) m |= uint64_t(cs.ascii8[s[i + q] & 0x7F]) << (8 * q);
+            std::memcpy(cm + c, &m, 8);  // the bytes past k are the next characters' to write (cm has room)
+            for (size_t q = 0; q < k; ++q) at[c + q] = uint32_t(i + q);
+            if (cs.byte_map)
+                for (size_t q = 0; q < k; ++q) w.ci[i + q] = uint32_t(c + q);
+            c += k, i += k;  // s[i] >= 0x80 now
+        }
         at[c] = uint32_t(i);
         if (cs.byte_map) w.ci[i] = uint32_t(c);
         if (s[i] < 0x80) {
@@ -945,8 +967,7 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         }
         uint32_t len;
         const uint32_t cp = utf8_decode(s, n, i, len);
-        cm[c] = cs.eq8[p.stage2[(size_t(p.stage1[cp >> 8]) << 8) | (cp & 0xFF)]];
-        if (cs.r50k >= 0) cm[c] |= r50k_bits(cs, flags_of(cp), cp);
+        cm[c] = cp < 0x10000 ? cs.bmp8[cp] : wide_class8(p, cs, cp);
         ++c;
         i += len;
     }
@@ -955,7 +976,7 @@ BPE_RX_NOIPA void classify_window(const Program& p, const uint8_t* s, size_t n, 
         if (cs.byte_map) w.ci[n] = uint32_t(c);
     }
     w.nchars = c;
-    w.nw = c / 64 + 2;  // one word past the end's bit at least
+    w.nw = c / 64 + 1;  // up to the end's bit (c): every loop over the words stops at nw, none reads past it
     std::memset(cm + c, 0, 64 * w.nw - c);
     for (size_t u = 0; u < cs.nbits; ++u)
         if (w.bits[u].size() < w.nw) w.bits[u].resize(w.nw);
