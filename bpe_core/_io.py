@@ -9,12 +9,27 @@ import uuid
 from collections.abc import Iterator
 from typing import BinaryIO
 
-import fsspec
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` names a file through fsspec (``gs://``, ``memory://``, a chained ``zip::...``) rather than
+    a local path."""
+    return "://" in path or "::" in path
+
+
+def open_input(path: str | os.PathLike) -> BinaryIO:
+    """``path`` opened for reading (a context manager): a local path by Python's own ``open``, without importing
+    fsspec (0.08-0.09 s of a tokenizer's load), an fsspec URL through fsspec."""
+    path = os.fspath(path)
+    if not is_url(path):
+        return open(os.path.expanduser(path), "rb")  # noqa: SIM115 (the caller's with closes it)
+    import fsspec
+
+    return fsspec.open(path, "rb")
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
     """Whole file as bytes; ``path`` may be a local path or any fsspec URL (``gs://``, ``s3://``, ``memory://``)."""
-    with fsspec.open(os.fspath(path), "rb") as f:
+    with open_input(path) as f:
         return f.read()
 
 
@@ -27,6 +42,8 @@ def open_atomic(path: str | os.PathLike) -> Iterator[BinaryIO]:
     whole new one; object stores publish an object only once its upload completes, so there the stream goes to
     ``path`` itself. Parent folders are created. A failure removes the temporary file and re-raises.
     """
+    import fsspec
+
     fs, target = fsspec.core.url_to_fs(os.fspath(path))
     parent = posixpath.dirname(target)
     if parent:

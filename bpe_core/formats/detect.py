@@ -17,9 +17,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import fsspec
-
-from bpe_core._io import read_bytes
+from bpe_core._io import is_url, open_input, read_bytes
 from bpe_core.errors import TokenizerFileError
 
 if TYPE_CHECKING:
@@ -247,7 +245,7 @@ def _refuse_override(path: str, pretokenizer: PreTokenizerSpec | None, what: str
 
 def _read_head(path: str) -> bytes:
     try:
-        with fsspec.open(path, "rb") as f:
+        with open_input(path) as f:
             return f.read(HEAD_BYTES)
     except IsADirectoryError:
         raise TokenizerFileError(path, f"is a folder without any of {', '.join(FOLDER_FILES)}") from None
@@ -255,6 +253,15 @@ def _read_head(path: str) -> bytes:
 
 def _resolve_folder(path: str) -> str:
     """A folder stands for the first tokenizer file found in it."""
+    if not is_url(path):  # without importing fsspec (see open_input)
+        if not os.path.isdir(os.path.expanduser(path)):
+            return path
+        for name in FOLDER_FILES:
+            if os.path.exists(os.path.join(os.path.expanduser(path), name)):
+                return f"{path.rstrip('/')}/{name}"
+        raise TokenizerFileError(path, f"is a folder without any of {', '.join(FOLDER_FILES)}")
+    import fsspec
+
     fs, local = fsspec.core.url_to_fs(path)
     if not fs.isdir(local):
         return path

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import struct
 
-import fsspec
-
+from bpe_core._io import open_input
 from bpe_core.errors import TokenizerFileError
 
 MAGIC = b"GGUF"
@@ -30,7 +29,7 @@ def read_gguf_metadata(path: str) -> dict[str, object]:
     >>> read_gguf_metadata("ggml-vocab-gpt-2.gguf")["tokenizer.ggml.model"]  # doctest: +SKIP
     'gpt2'
     """
-    with fsspec.open(str(path), "rb") as f:
+    with open_input(str(path)) as f:
         stream = _Stream(f, str(path))
         if stream.take(4) != MAGIC:
             raise TokenizerFileError(path, "does not start with the GGUF magic bytes: not a GGUF file")

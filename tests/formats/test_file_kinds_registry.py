@@ -69,3 +69,35 @@ def test_a_toy_kind_is_one_module_and_one_line(tmp_path, monkeypatch):
     tok = Tokenizer.from_file(str(path))
     assert tok.family == "toy 3" and tok.decode(tok.encode("hi there")) == "hi there"
     assert dataclasses.replace(toy, own_pretokenizer=True).own_pretokenizer  # frozen, one row per kind
+
+
+def test_a_local_file_loads_without_fsspec_and_a_url_loads_the_same(tmp_path, r50k_tok_file):
+    import subprocess
+    import sys
+    import uuid
+
+    import fsspec
+    from conftest import data_path
+
+    gguf = str(data_path("llamacpp", "ggml-vocab-gpt-2.gguf"))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "tokenizer.bpe").write_bytes(open(r50k_tok_file, "rb").read())
+    # fsspec's import is 0.08-0.09 s of a load: a local path never imports it
+    code = "import sys; from bpe_core import Tokenizer; [Tokenizer.from_file(p) for p in sys.argv[1:]]; "
+    code += "print('fsspec' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code, r50k_tok_file, gguf, str(folder)], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.split() == ["False"], run.stderr[-2000:]
+    base = f"memory://kinds-{uuid.uuid4().hex}"
+    fs = fsspec.filesystem("memory")
+    try:
+        for name, local in (("r50k.bpe", r50k_tok_file), ("gpt2.gguf", gguf), ("folder/tokenizer.bpe", r50k_tok_file)):
+            with fsspec.open(f"{base}/{name}", "wb") as f:
+                f.write(open(local, "rb").read())
+        text = "hello world, and GGUF's gpt-2 too"
+        for url, local in ((f"{base}/r50k.bpe", r50k_tok_file), (f"{base}/gpt2.gguf", gguf),
+                           (f"{base}/folder", str(folder))):  # fmt: skip
+            assert Tokenizer.from_file(url).encode(text) == Tokenizer.from_file(local).encode(text)
+    finally:
+        fs.rm(base.removeprefix("memory://"), recursive=True)
