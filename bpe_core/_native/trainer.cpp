@@ -11,20 +11,23 @@
 
 namespace bpe {
 
-// Measured with BEAM_BPE_TRAIN_STATS=1 (cl100k pieces, 32k vocabulary; P = pair occurrences, D = distinct pairs):
-// - 20 MB of the shared corpora: 304,126 words, 3.05M bytes, P = 2.75M, D = 508,258 (0.18 P): 77 MB in all.
-// - all 63 MB of them: 566,371 words, 5.79M bytes, P = 5.22M, D = 733,234 (0.14 P): 160 MiB peak.
+// Measured with BEAM_BPE_TRAIN_STATS=1 (cl100k pieces; P = pair occurrences, D = distinct pairs by the end; peaks
+// of `train --from-counts --vocab-size 16384` above `beam-bpe --version`):
+// - 20 MB of the shared corpora: 304,126 words, 3.05M bytes, P = 2.75M, D = 508,258 (0.18 P; 32k tokens).
+// - all 63 MB of them: 566,371 words, 5.79M bytes, P = 5.22M, D = 733,234 (0.14 P; 32k tokens): 108 MiB peak.
+// - the 0.3 GB scale corpus: 1,009,649 words, 8.45M bytes, P = 7.44M, D = 868,019 (0.12 P; 13,723 before the first
+//   merge: nearly every pair is made by a merge): 160 MiB peak, at the pair table's last doubling.
 // D grows more slowly than P on text (x1.9 P gave x1.4 D), so P / 8 + 65,536 over-counts large natural corpora;
 // random synthetic chunks have more (2M chunks of 40 Zipf-weighted letters: D = 0.22 P) and may exceed it.
-// Per distinct pair: a 24 B table slot at load 0.35-0.7 plus the old table while rehashing, a 16 B heap entry or
-// two, a 24 B word-list header: 120 B.
+// Per distinct pair at that peak: a 16 B table slot at load 0.35-0.7 plus the old table while it doubles (58 B per
+// pair there), a 16 B heap entry or two, an 8 B word-list pointer: 80 B (79 measured; 118 with 24 B slots).
 uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens) {
     uint64_t pair_occurrences = n_tokens > n_words ? n_tokens - n_words : 0;
     uint64_t distinct = std::min<uint64_t>(pair_occurrences, (uint64_t(1) << 16) + pair_occurrences / 8);
     return 4 * n_tokens                // token array
            + 16 * n_words              // start and length, count per word
            + 8 * pair_occurrences      // word lists, with their growth slack and later appends
-           + 120 * distinct            // pair table, heap, word-list headers
+           + 80 * distinct             // pair table, heap, word-list pointers
            + (uint64_t(64) << 20);     // vocabulary, merges and allocator slack
 }
 
