@@ -59,7 +59,7 @@ Words runs_to_words(const Ids& ids, const Offsets64& offsets, const Counts& coun
             throw nb::value_error("the run counts add up to more than 2**63 pairs");
         if (len > Words::kMaxLen || w.token_count() + len > Words::kMaxStart)
             throw nb::value_error("the native merge loop takes runs of at most 16 Mi ids and 2**40 ids in all");
-        if (w.words.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique runs");
+        if (w.words.size() >= Words::kMaxWords) throw nb::value_error("more than 2**31 - 1 unique runs");
         w.words.push_back(Words::Word{w.token_count(), len, c});
         w.append_ids(tok + off[i], len);
     }

@@ -11,20 +11,23 @@
 
 namespace bpe {
 
-// Measured with BEAM_BPE_TRAIN_STATS=1 (cl100k pieces, 32k vocabulary; P = pair occurrences, D = distinct pairs):
-// - 20 MB of the shared corpora: 304,126 words, 3.05M bytes, P = 2.75M, D = 508,258 (0.18 P): 77 MB in all.
-// - all 63 MB of them: 566,371 words, 5.79M bytes, P = 5.22M, D = 733,234 (0.14 P): 160 MiB peak.
+// Measured with BEAM_BPE_TRAIN_STATS=1 (cl100k pieces; P = pair occurrences, D = distinct pairs by the end; peaks
+// of `train --from-counts --vocab-size 16384` above `beam-bpe --version`):
+// - 20 MB of the shared corpora: 304,126 words, 3.05M bytes, P = 2.75M, D = 508,258 (0.18 P; 32k tokens).
+// - all 63 MB of them: 566,371 words, 5.79M bytes, P = 5.22M, D = 733,234 (0.14 P; 32k tokens): 108 MiB peak.
+// - the 0.3 GB scale corpus: 1,009,649 words, 8.45M bytes, P = 7.44M, D = 868,019 (0.12 P; 13,723 before the first
+//   merge: nearly every pair is made by a merge): 160 MiB peak, at the pair table's last doubling.
 // D grows more slowly than P on text (x1.9 P gave x1.4 D), so P / 8 + 65,536 over-counts large natural corpora;
 // random synthetic chunks have more (2M chunks of 40 Zipf-weighted letters: D = 0.22 P) and may exceed it.
-// Per distinct pair: a 24 B table slot at load 0.35-0.7 plus the old table while rehashing, a 16 B heap entry or
-// two, a 24 B word-list header: 120 B.
+// Per distinct pair at that peak: a 16 B table slot at load 0.35-0.7 plus the old table while it doubles (58 B per
+// pair there), a 16 B heap entry or two, an 8 B word-list pointer: 80 B (79 measured; 118 with 24 B slots).
 uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens) {
     uint64_t pair_occurrences = n_tokens > n_words ? n_tokens - n_words : 0;
     uint64_t distinct = std::min<uint64_t>(pair_occurrences, (uint64_t(1) << 16) + pair_occurrences / 8);
     return 4 * n_tokens                // token array
            + 16 * n_words              // start and length, count per word
            + 8 * pair_occurrences      // word lists, with their growth slack and later appends
-           + 120 * distinct            // pair table, heap, word-list headers
+           + 80 * distinct             // pair table, heap, word-list pointers
            + (uint64_t(64) << 20);     // vocabulary, merges and allocator slack
 }
 
@@ -114,7 +117,7 @@ std::pair<uint64_t, uint64_t> ChunkTable::train_sizes() const {
 
 Words ChunkTable::take_words(uint64_t budget) {
     auto [n_words, n_tokens] = train_sizes();
-    if (n_words >= 0xFFFFFFFFull) throw std::length_error("more than 2**32 - 1 unique chunks");
+    if (n_words > Words::kMaxWords) throw std::length_error("more than 2**31 - 1 unique chunks");
     Words w;
     w.narrow = Words::fits_narrow(budget);
     w.words.reserve(n_words);
@@ -139,15 +142,53 @@ Words ChunkTable::take_words(uint64_t budget) {
     return w;
 }
 
-MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
-                     const std::vector<std::string>& alphabet)
+namespace {
+
+// Whether the sum of every word's pair count fits 48 bits: no pair count ever exceeds it (merges shorten words).
+bool counts_fit_packed(const Words& w) {
+    int64_t total = 0, weight;
+    for (const Words::Word& word : w.words) {
+        if (word.len < 2) continue;
+        if (__builtin_mul_overflow(static_cast<int64_t>(word.len - 1), word.count, &weight) ||
+            __builtin_add_overflow(total, weight, &total))
+            return false;
+    }
+    return total <= kMaxPackedCount;
+}
+
+template <class Slot>
+TrainOutput run_loop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
+                     const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                     const std::function<void(uint64_t)>& progress) {
+    MergeLoop<Slot> loop(std::move(words), tie_break, hf_rank, alphabet);
+    loop.run(budget, min_count, progress);
+    return TrainOutput{loop.take_merges(), loop.take_token_bytes()};
+}
+
+}  // namespace
+
+TrainOutput train_words(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
+                        const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                        const std::function<void(uint64_t)>& progress) {
+    if (counts_fit_packed(words))
+        return run_loop<PackedPairSlot>(std::move(words), tie_break, hf_rank, alphabet, budget, min_count, progress);
+    return run_loop<WidePairSlot>(std::move(words), tie_break, hf_rank, alphabet, budget, min_count, progress);
+}
+
+template <class Slot>
+MergeLoop<Slot>::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
+                           const std::vector<std::string>& alphabet)
     : w_(std::move(words)), tie_break_(tie_break), pairs_(1 << 16), bytes_to_id_(1 << 16) {
+    if (w_.words.size() > Words::kMaxWords) throw std::length_error("more than 2**31 - 1 words");
     for (int b = 0; b < 256; ++b) hf_rank_[b] = hf_rank.size() == 256 ? hf_rank[b] : static_cast<uint32_t>(b);
     if (alphabet.empty()) {
         for (int b = 0; b < 256; ++b) token_bytes_.emplace_back(1, static_cast<char>(b));
     } else {
         token_bytes_ = alphabet;
     }
+    if (token_bytes_.size() > kMaxPairTokens)
+        throw std::invalid_argument("the alphabet holds " + std::to_string(token_bytes_.size()) +
+                                    " tokens: the native merge loop holds at most 16,777,215 tokens");
     for (uint32_t id = 0; id < token_bytes_.size(); ++id) {
         const std::string& t = token_bytes_[id];
         if (t.empty()) continue;  // an empty or unreachable token owns no bytes (the caller passes it empty)
@@ -169,12 +210,13 @@ MergeLoop::MergeLoop(Words words, TieBreak tie_break, const std::vector<uint32_t
     }
     track_grown_ = true;
     heap_.reserve(pairs_.size() * 2);
-    pairs_.for_each([&](uint64_t key, const PairInfo& info) { heap_.push_back(HeapEntry{info.count, key}); });
+    pairs_.for_each([&](const Slot& pair) { heap_.push_back(HeapEntry{pair.count(), pair.key()}); });
     auto cmp = [this](const HeapEntry& a, const HeapEntry& b) { return lower_priority(a, b); };
     std::make_heap(heap_.begin(), heap_.end(), cmp);
 }
 
-uint64_t MergeLoop::tie_key(uint64_t key) const {
+template <class Slot>
+uint64_t MergeLoop<Slot>::tie_key(uint64_t key) const {
     if (tie_break_ != TieBreak::kHuggingface) return key;
     uint64_t left = key >> 32, right = key & kIdMask;
     if (left < 256) left = hf_rank_[left];
@@ -182,7 +224,8 @@ uint64_t MergeLoop::tie_key(uint64_t key) const {
     return left << 32 | right;
 }
 
-bool MergeLoop::lower_priority(const HeapEntry& a, const HeapEntry& b) const {
+template <class Slot>
+bool MergeLoop<Slot>::lower_priority(const HeapEntry& a, const HeapEntry& b) const {
     if (a.count != b.count) return a.count < b.count;
     if (tie_break_ != TieBreak::kBytes) return tie_key(a.key) > tie_key(b.key);
     // Lexicographic on (left bytes, right bytes); std::string compares bytes as unsigned, as Python does.
@@ -191,52 +234,38 @@ bool MergeLoop::lower_priority(const HeapEntry& a, const HeapEntry& b) const {
     return token_bytes_[a.key & kIdMask].compare(token_bytes_[b.key & kIdMask]) > 0;
 }
 
-void MergeLoop::push(int64_t count, uint64_t key) {
+template <class Slot>
+void MergeLoop<Slot>::push(int64_t count, uint64_t key) {
     heap_.push_back(HeapEntry{count, key});
     std::push_heap(heap_.begin(), heap_.end(),
                    [this](const HeapEntry& a, const HeapEntry& b) { return lower_priority(a, b); });
 }
 
-void MergeLoop::add(uint64_t key, int64_t delta, uint32_t word) {
-    PairInfo& info = pairs_[key];
-    info.count += delta;
+template <class Slot>
+void MergeLoop<Slot>::add(uint64_t key, int64_t delta, uint32_t word) {
+    Slot& pair = pairs_[key];
+    pair.set_count(pair.count() + delta);
     if (delta <= 0) return;
     if (track_grown_) grown_.push_back(key);
-    if (info.where == kNoList) {  // the first word: kept in the slot, no list
-        info.where = kInline;
-        info.word = word;
-        return;
+    if (pair.where == kNoList) {  // the first word: kept in the slot, no list
+        pair.where = word;
+    } else if (pair.where & kListBit) {
+        lists_.push(pair.where & ~kListBit, word);
+    } else if (pair.where != word) {
+        pair.where = kListBit | lists_.make(pair.where, word);
     }
-    if (info.where == kInline) {
-        if (info.word == word) return;
-        const uint32_t first = info.word;
-        if (!free_lists_.empty()) {
-            info.where = free_lists_.back();
-            free_lists_.pop_back();
-        } else {
-            info.where = static_cast<uint32_t>(where_.size());
-            where_.emplace_back();
-        }
-        where_[info.where].push_back(first);
-    }
-    std::vector<uint32_t>& list = where_[info.where];
-    if (list.empty() || list.back() != word) list.push_back(word);
 }
 
-void MergeLoop::release_list(PairInfo& info) {
-    if (info.where == kNoList) return;
-    if (info.where == kInline) {
-        info.where = kNoList;
-        return;
-    }
-    std::vector<uint32_t>().swap(where_[info.where]);
-    free_lists_.push_back(info.where);
-    info.where = kNoList;
+template <class Slot>
+void MergeLoop<Slot>::release_list(Slot& pair) {
+    if (pair.where != kNoList && (pair.where & kListBit)) lists_.release(pair.where & ~kListBit);
+    pair.where = kNoList;
 }
 
 // The merge of (left, right) -> new_id in each of `words`, on tokens of type T (uint16_t or uint32_t).
+template <class Slot>
 template <class T>
-void MergeLoop::merge_words(T* toks, const std::vector<uint32_t>& words, uint64_t key, uint32_t new_id) {
+void MergeLoop<Slot>::merge_words(T* toks, const uint32_t* words, size_t n_words, uint64_t key, uint32_t new_id) {
     const uint32_t left = static_cast<uint32_t>(key >> 32), right = static_cast<uint32_t>(key & kIdMask);
     auto change = [&](uint32_t a, uint32_t b, int64_t delta, uint32_t wi) {
         uint64_t k = uint64_t(a) << 32 | b;
@@ -245,7 +274,6 @@ void MergeLoop::merge_words(T* toks, const std::vector<uint32_t>& words, uint64_
     // Visiting a word costs two dependent cache misses (its struct, then its tokens): 88% of apply()'s samples in
     // perf on 20 MB of corpus. Prefetching the struct 16 words ahead and the tokens 8 ahead: 3.37 -> 3.16 s and
     // 2.83 -> 2.74 s in alternating runs on a loaded machine (a small gain, kept).
-    const size_t n_words = words.size();
     for (size_t wk = 0; wk < n_words; ++wk) {
         if (wk + 16 < n_words) __builtin_prefetch(&w_.words[words[wk + 16]]);
         if (wk + 8 < n_words) __builtin_prefetch(toks + w_.words[words[wk + 8]].start);
@@ -278,45 +306,56 @@ void MergeLoop::merge_words(T* toks, const std::vector<uint32_t>& words, uint64_
 // Merge (left, right) -> new_id in every word that holds it. Changes per occurrence, as Hugging Face's
 // Word::merge: the pair before loses (prev, left) and gains (prev, new); the pair after loses (right, next) and
 // gains (new, next), where prev is already merged and next is not yet, so runs like "a b a b" net out exactly.
-void MergeLoop::apply(uint64_t key, uint32_t new_id) {
-    PairInfo* info = pairs_.find(key);
-    std::vector<uint32_t> words;
-    if (info && info->where == kInline) {
-        words.push_back(info->word);
-    } else if (info && info->where != kNoList) {
-        words.swap(where_[info->where]);
+template <class Slot>
+void MergeLoop<Slot>::apply(uint64_t key, uint32_t new_id) {
+    Slot* pair = pairs_.find(key);
+    uint32_t one = kNoList;
+    WordLists::Taken list(nullptr);
+    const uint32_t* words = nullptr;
+    size_t n_words = 0;
+    if (pair && pair->where != kNoList) {  // detached: the merge adds to other pairs' lists, never to this one
+        if (pair->where & kListBit) {
+            list = lists_.take(pair->where & ~kListBit);
+            words = list.data();
+            n_words = list.size();
+        } else {
+            one = pair->where;
+            words = &one;
+            n_words = 1;
+        }
+        pair->where = kNoList;
     }
-    if (info) release_list(*info);
     if (w_.narrow) {
-        merge_words(w_.toks16.data(), words, key, new_id);
+        merge_words(w_.toks16.data(), words, n_words, key, new_id);
     } else {
-        merge_words(w_.toks.data(), words, key, new_id);
+        merge_words(w_.toks.data(), words, n_words, key, new_id);
     }
-    info = pairs_.find(key);  // the table may have grown
-    if (info) info->count = 0;
+    pair = pairs_.find(key);  // the table may have grown
+    if (pair) pair->set_count(0);
     std::sort(grown_.begin(), grown_.end());
     grown_.erase(std::unique(grown_.begin(), grown_.end()), grown_.end());
     for (uint64_t k : grown_) {
-        const PairInfo* p = pairs_.find(k);
-        if (p && p->count > 0) push(p->count, k);
+        const Slot* p = pairs_.find(k);
+        if (p && p->count() > 0) push(p->count(), k);
     }
     grown_.clear();
 }
 
-void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void(uint64_t)>& progress) {
+template <class Slot>
+void MergeLoop<Slot>::run(uint64_t budget, int64_t min_count, const std::function<void(uint64_t)>& progress) {
     auto cmp = [this](const HeapEntry& a, const HeapEntry& b) { return lower_priority(a, b); };
     uint64_t new_tokens = 0;
     while (new_tokens < budget && !heap_.empty()) {
         std::pop_heap(heap_.begin(), heap_.end(), cmp);
         HeapEntry top = heap_.back();
         heap_.pop_back();
-        PairInfo* info = pairs_.find(top.key);
-        int64_t current = info ? info->count : 0;
+        Slot* pair = pairs_.find(top.key);
+        int64_t current = pair ? pair->count() : 0;
         if (current != top.count) {
             if (current > 0) {
                 push(current, top.key);
-            } else if (info) {
-                release_list(*info);  // a pair that died: its word list is only stale entries
+            } else if (pair) {
+                release_list(*pair);  // a pair that died: its word list is only stale entries
             }
             continue;
         }
@@ -329,7 +368,7 @@ void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void
             new_id = static_cast<uint32_t>(token_bytes_.size());
             if (w_.narrow && new_id > 0xFFFF)
                 throw std::length_error("narrow words were built for a budget that this run exceeds");
-            if (!bytes_to_id_.insert(p, data.size(), new_id))
+            if (new_id >= kMaxPairTokens || !bytes_to_id_.insert(p, data.size(), new_id))
                 throw std::length_error("the native merge loop makes at most 16,777,215 tokens; use backend='python'");
             token_bytes_.push_back(std::move(data));
             ++new_tokens;
@@ -342,13 +381,19 @@ void MergeLoop::run(uint64_t budget, int64_t min_count, const std::function<void
         apply(top.key, new_id);
         if (progress && merges_.size() % 1000 == 0) progress(new_tokens);
     }
-    if (std::getenv("BEAM_BPE_TRAIN_STATS")) {  // where the memory went, to calibrate estimate_train_memory
-        uint64_t lists = 0;
-        for (const auto& l : where_) lists += l.capacity() * 4 + sizeof(l);
-        std::fprintf(stderr, "merge loop: %zu pairs (table %zu B), word lists %llu B, heap %zu B, words %zu B\n",
-                     pairs_.size(), pairs_.memory_bytes(), (unsigned long long)lists,
-                     heap_.capacity() * sizeof(HeapEntry), w_.toks.capacity() * 4 + w_.toks16.capacity() * 2 + w_.words.capacity() * sizeof(Words::Word));
-    }
+    if (std::getenv("BEAM_BPE_TRAIN_STATS")) report_memory();
 }
+
+template <class Slot>
+void MergeLoop<Slot>::report_memory() const {  // where the memory went, to calibrate estimate_train_memory
+    std::fprintf(stderr,
+                 "merge loop: %zu pairs (table %zu B, %zu B slots), %zu word lists %llu B, heap %zu B, words %zu B\n",
+                 pairs_.size(), pairs_.memory_bytes(), sizeof(Slot), lists_.lists(),
+                 static_cast<unsigned long long>(lists_.memory_bytes()), heap_.capacity() * sizeof(HeapEntry),
+                 w_.toks.capacity() * 4 + w_.toks16.capacity() * 2 + w_.words.capacity() * sizeof(Words::Word));
+}
+
+template class MergeLoop<PackedPairSlot>;
+template class MergeLoop<WidePairSlot>;
 
 }  // namespace bpe

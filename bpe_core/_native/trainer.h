@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "pair_table.h"
 #include "tables.h"
 
 namespace bpe {
@@ -19,7 +21,8 @@ enum class TieBreak { kIds = 0, kHuggingface = 1, kBytes = 2 };
 
 struct Words {
     // 16 bytes, not 24 (start and len share a word): 8 bytes less per unique chunk. Limits: a chunk of at most
-    // 16 MiB - 1 bytes, 2**40 chunk bytes in all (kMaxLen, kMaxStart); the callers check them.
+    // 16 MiB - 1 bytes, 2**40 chunk bytes in all, 2**31 - 1 words (kMaxLen, kMaxStart, kMaxWords); the callers
+    // check them.
     struct Word {
         uint64_t start : 40;  // the word is toks[start : start + len]
         uint64_t len : 24;    // shrinks as pairs merge; the slot keeps its start
@@ -27,6 +30,7 @@ struct Words {
     };
     static constexpr uint64_t kMaxLen = (uint64_t(1) << 24) - 1;
     static constexpr uint64_t kMaxStart = (uint64_t(1) << 40) - 1;
+    static constexpr uint64_t kMaxWords = (uint64_t(1) << 31) - 1;  // a word index fits a pair slot's 31 bits
     // All words, one after another: 2 bytes per token where every id fits (narrow: vocabularies up to 65,536),
     // 4 otherwise. The caller decides before the words are built (it knows the budget).
     std::vector<uint32_t> toks;
@@ -96,6 +100,19 @@ class ChunkTable {
 // Bytes the loop needs for n_words words holding n_tokens bytes in all (an upper estimate, see trainer.cpp).
 uint64_t estimate_train_memory(uint64_t n_words, uint64_t n_tokens);
 
+// The loop's output: merges as id pairs, and the bytes of every token by id (the alphabet, then the new tokens).
+struct TrainOutput {
+    std::vector<std::pair<uint32_t, uint32_t>> merges;
+    std::vector<std::string> token_bytes;
+};
+
+// The merge loop on words (run_merge_loop's work, without the GIL): MergeLoop on 16-byte pair slots where every
+// pair count fits 48 bits (the words' pair total is below 2**48), on 24-byte ones otherwise.
+TrainOutput train_words(Words words, TieBreak tie_break, const std::vector<uint32_t>& hf_rank,
+                        const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
+                        const std::function<void(uint64_t)>& progress);
+
+template <class Slot>
 class MergeLoop {
   public:
     // hf_rank: for "huggingface", the rank of each byte in BpeTrainer's alphabet order. alphabet: the tokens that
@@ -108,21 +125,14 @@ class MergeLoop {
     // merge whenever the number of merges is a multiple of 1000 (as the reference).
     void run(uint64_t budget, int64_t min_count, const std::function<void(uint64_t)>& progress);
 
-    const std::vector<std::pair<uint32_t, uint32_t>>& merges() const { return merges_; }
-    const std::vector<std::string>& token_bytes() const { return token_bytes_; }
+    std::vector<std::pair<uint32_t, uint32_t>> take_merges() { return std::move(merges_); }
+    std::vector<std::string> take_token_bytes() { return std::move(token_bytes_); }
 
   private:
-    struct PairInfo {
-        int64_t count = 0;
-        uint32_t where = kNoList;  // index into where_, kInline (the one word is `word`) or kNoList
-        uint32_t word = 0;         // in the slot's padding: a pair held by one word needs no list (most pairs)
-    };
     struct HeapEntry {
         int64_t count;
         uint64_t key;
     };
-    static constexpr uint32_t kNoList = ~uint32_t(0);
-    static constexpr uint32_t kInline = ~uint32_t(0) - 1;
 
     bool lower_priority(const HeapEntry& a, const HeapEntry& b) const;  // a pops after b
     uint64_t tie_key(uint64_t key) const;
@@ -130,15 +140,15 @@ class MergeLoop {
     void add(uint64_t key, int64_t delta, uint32_t word);  // delta > 0: the word gained the pair
     void apply(uint64_t key, uint32_t new_id);
     template <class T>
-    void merge_words(T* toks, const std::vector<uint32_t>& words, uint64_t key, uint32_t new_id);
-    void release_list(PairInfo& info);
+    void merge_words(T* toks, const uint32_t* words, size_t n_words, uint64_t key, uint32_t new_id);
+    void release_list(Slot& pair);
+    void report_memory() const;
 
     Words w_;
     TieBreak tie_break_;
     uint32_t hf_rank_[256];
-    U64Map<PairInfo> pairs_;
-    std::vector<std::vector<uint32_t>> where_;  // pair -> words that may hold it (stale entries allowed)
-    std::vector<uint32_t> free_lists_;
+    PairTable<Slot> pairs_;
+    WordLists lists_;  // pair -> words that may hold it, for pairs held by more than one word
     std::vector<HeapEntry> heap_;
     std::vector<uint64_t> grown_;
     bool track_grown_ = false;  // off while the initial counts are built

@@ -5,7 +5,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,7 +78,7 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
     w.reserve_tokens(n_tokens);
     int64_t total = 0;  // the sum of all pair counts bounds every pair count: check it once for overflow
     for_each_chunk(counts, [&](const uint8_t* p, size_t n, long long c) {
-        if (w.words.size() >= 0xFFFFFFFFull) throw nb::value_error("more than 2**32 - 1 unique chunks");
+        if (w.words.size() >= Words::kMaxWords) throw nb::value_error("more than 2**31 - 1 unique chunks");
         int64_t weight;
         if (__builtin_mul_overflow(static_cast<int64_t>(n - 1), static_cast<int64_t>(c), &weight) ||
             __builtin_add_overflow(total, weight, &total))
@@ -100,10 +99,9 @@ nb::tuple train(nb::handle counts, uint64_t budget, int64_t min_count, int tie_b
 nb::tuple run_merge_loop(Words w, const std::vector<std::string>& alphabet, uint64_t budget, int64_t min_count,
                          int tie_break, const std::vector<uint32_t>& hf_rank, nb::object progress) {
     if (tie_break < 0 || tie_break > 2) throw nb::value_error("tie_break must be 0 (ids), 1 (huggingface) or 2 (bytes)");
-    std::unique_ptr<MergeLoop> loop;
+    TrainOutput out;
     {
         nb::gil_scoped_release release;
-        loop = std::make_unique<MergeLoop>(std::move(w), static_cast<TieBreak>(tie_break), hf_rank, alphabet);
         std::function<void(uint64_t)> report;
         if (!progress.is_none()) {
             report = [&](uint64_t new_tokens) {
@@ -111,14 +109,14 @@ nb::tuple run_merge_loop(Words w, const std::vector<std::string>& alphabet, uint
                 progress(new_tokens, budget);
             };
         }
-        loop->run(budget, min_count, report);
+        out = train_words(std::move(w), static_cast<TieBreak>(tie_break), hf_rank, alphabet, budget, min_count, report);
     }
-    const auto& merges = loop->merges();
+    const auto& merges = out.merges;
     PyObject* mlist = PyList_New(static_cast<Py_ssize_t>(merges.size()));
     nb::object mowner = nb::steal(mlist);
     for (size_t i = 0; i < merges.size(); ++i)
         PyList_SET_ITEM(mlist, i, nb::make_tuple(merges[i].first, merges[i].second).release().ptr());
-    const auto& tb = loop->token_bytes();
+    const auto& tb = out.token_bytes;
     PyObject* blist = PyList_New(static_cast<Py_ssize_t>(tb.size()));
     nb::object bowner = nb::steal(blist);
     for (size_t i = 0; i < tb.size(); ++i)

@@ -124,13 +124,15 @@ def tail_exponents(incidence_table: SortedCounts) -> tuple[float, float]:
 # The native merge loop's peak RSS above the process it runs in, as a function of its words (unique chunks of two
 # bytes or more, after --min-chunk-count / --max-chunks), their bytes and the merges asked for. Fitted on
 # `train --from-counts` peak RSS minus `beam-bpe --version`'s (see benchmarks/bench_scale.py bench_estimate).
-# Measured (load 12, 2 shared cores: memory does not move with the load) on the counts of the shared corpora
-# concatenated (566k words) and of the 0.3 GB scale corpus (1.01M words), each whole and cut by --max-chunks to
-# 100k and 300k, at 16,384 and 65,536 tokens: 12 runs, this model within -13% .. +12% of every one.
-MEMORY_FIXED = 22 << 20
+# Measured (2 shared cores: memory does not move with the load) on the counts of the shared corpora concatenated
+# (566k words) and of the 0.3 GB scale corpus (1.01M words), each whole and cut by --max-chunks to 100k and 300k, at
+# 16,384 and 65,536 tokens: 12 runs, 39-167 MiB; a least-squares fit of the relative error with the per-word bytes
+# held at 16.6 (the 16-byte word and its share of the counts read), this model within -14% .. +13% of every one.
+# (The loop's 16-byte pair slots took the per-byte term from 17.5 to 11.8: most pairs come from a word's bytes.)
+MEMORY_FIXED = 20 << 20
 MEMORY_PER_WORD = 16.6
-MEMORY_PER_WORD_BYTE = 17.5
-MEMORY_PER_MERGE = 630.0
+MEMORY_PER_WORD_BYTE = 11.8
+MEMORY_PER_MERGE = 800.0
 # Merge-loop seconds on one core of the machine measured (see the same benchmark): building the words and pair
 # table is linear in their bytes; each merge touches the words holding its pair.
 # Process CPU seconds less 0.55 s of start-up, same 12 runs (0.12-2.1 s): the model within 0.25 s of each.

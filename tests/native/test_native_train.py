@@ -76,6 +76,26 @@ def test_huge_counts_fall_back_to_the_reference():
     assert ours.merges == [(b"a", b"b"), (b"b", b"c")]
 
 
+@pytest.mark.parametrize(
+    ("pair_total", "slot_bytes"),
+    [((1 << 40) + 3, 16), ((1 << 48) - 1, 16), (1 << 48, 24), ((1 << 62) + 5, 24)],
+)
+def test_pair_counts_past_32_and_48_bits_same_merges(pair_total, slot_bytes, capfd, monkeypatch):
+    # The pair table packs counts into 48 bits where the pair total (every pair count's bound) fits, and takes its
+    # 24-byte slots otherwise: both exact on either side of the line, which the loop's stats line names.
+    base = {b"abab": 3, b"abc": 2, b"bcab": 5, b"cc": 1, b"dabc": 4}
+    base_total = sum((len(c) - 1) * n for c, n in base.items())
+    factor = pair_total // base_total
+    counts = {c: n * factor for c, n in base.items()} | {b"xy": pair_total - factor * base_total}
+    assert sum((len(c) - 1) * n for c, n in counts.items()) == pair_total
+    monkeypatch.setenv("BEAM_BPE_TRAIN_STATS", "1")
+    for tie_break in TIE_BREAKS:
+        ours, ref = both(counts, 264, tie_break=tie_break)
+        assert_same(ours, ref)
+        assert len(ours.merges) == 8  # every pair merged: the words are one token each
+    assert f"{slot_bytes} B slots" in capfd.readouterr().err
+
+
 def test_bad_counts_raise_as_the_reference():
     for bad, error in (({"ab": 1}, TypeError), ({b"ab": -1}, ValueError), ({b"ab": 1.5}, ValueError)):
         with pytest.raises(error) as theirs:
