@@ -623,6 +623,18 @@ nb::object gguf_merge_pairs(nb::list tokens, nb::list vocab_ids, nb::list entrie
     return out;
 }
 
+// A token id as a Python int (exactly int, 0 to 0xFFFFFFFE) in *id; false for anything else (no error set).
+bool token_id_of(PyObject* x, uint32_t* id) {
+    if (!PyLong_CheckExact(x)) return false;
+    const long long v = PyLong_AsLongLong(x);
+    if (v < 0 || v > 0xFFFFFFFELL) {
+        PyErr_Clear();  // (an int past long long)
+        return false;
+    }
+    *id = uint32_t(v);
+    return true;
+}
+
 // The merge values of bpe_core/model/vocab.py (build_tables): (left << 32 | right) -> rank << 32 | the id of the
 // token that left's bytes + right's make, for merges given as (int, int) pairs of ids of vocab (a dict id -> bytes),
 // bytes_to_id the tokens that own their bytes. None where anything is otherwise (a merge of a missing id, a result
@@ -634,12 +646,8 @@ nb::object merge_values(nb::dict vocab, nb::dict bytes_to_id, nb::handle merges)
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(vocab.ptr(), &pos, &key, &value)) {
-        if (!PyLong_CheckExact(key) || !PyBytes_CheckExact(value)) return nb::none();
-        const long long id = PyLong_AsLongLong(key);
-        if (id < 0 || id > 0xFFFFFFFELL) {
-            PyErr_Clear();
-            return nb::none();
-        }
+        uint32_t id;
+        if (!PyBytes_CheckExact(value) || !token_id_of(key, &id)) return nb::none();
         if (size_t(id) >= id_to_bytes.size()) {
             id_to_bytes.resize(size_t(id) + 1);
             present.resize(size_t(id) + 1);
@@ -650,14 +658,9 @@ nb::object merge_values(nb::dict vocab, nb::dict bytes_to_id, nb::handle merges)
     BytesMap owners(size_t(PyDict_Size(bytes_to_id.ptr())));
     pos = 0;
     while (PyDict_Next(bytes_to_id.ptr(), &pos, &key, &value)) {
-        if (!PyBytes_CheckExact(key) || !PyLong_CheckExact(value)) return nb::none();
-        const long long id = PyLong_AsLongLong(value);
-        if (id < 0 || id > 0xFFFFFFFELL) {
-            PyErr_Clear();
-            return nb::none();
-        }
-        if (!owners.insert(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(key)), size_t(PyBytes_GET_SIZE(key)),
-                           uint32_t(id)))
+        uint32_t id;
+        if (!PyBytes_CheckExact(key) || !token_id_of(value, &id)) return nb::none();
+        if (!owners.insert(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(key)), size_t(PyBytes_GET_SIZE(key)), id))
             return nb::none();
     }
     if (!PyList_CheckExact(merges.ptr()) && !PyTuple_CheckExact(merges.ptr())) return nb::none();

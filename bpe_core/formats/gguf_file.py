@@ -131,14 +131,17 @@ def _split_tokens(tokens: list[str], types: list[int], path: str):
 
     The BPE tokens are decoded in one pass where all are in byte-level form (Qwen 3.5: 0.075-0.083 s -> 0.058 s
     at load 4); a vocabulary with raw-text tokens goes token by token."""
-    bpe_ids = [tid for tid, kind in enumerate(types) if kind == NORMAL or kind == BYTE or kind == UNUSED]
+    bpe_ids, other_ids = [], []
+    for tid, kind in enumerate(types):
+        (bpe_ids if kind == NORMAL or kind == BYTE or kind == UNUSED else other_ids).append(tid)
     data = token_strings_to_bytes([tokens[tid] for tid in bpe_ids])
-    if data is None:
-        return _split_tokens_one_by_one(tokens, types, path)
-    vocab = dict(zip(bpe_ids, data, strict=True))
+    if data is None:  # some are raw text
+        vocab, textual = _decode(tokens, types, bpe_ids)
+    else:
+        vocab, textual = dict(zip(bpe_ids, data, strict=True)), []
     specials: dict[str, int] = {}
     added: dict[str, int] = {}
-    for tid in [tid for tid, kind in enumerate(types) if not (kind == NORMAL or kind == BYTE or kind == UNUSED)]:
+    for tid in other_ids:
         kind = types[tid]
         if kind in (CONTROL, UNKNOWN):
             specials[tokens[tid]] = tid
@@ -146,30 +149,22 @@ def _split_tokens(tokens: list[str], types: list[int], path: str):
             added[tokens[tid]] = tid
         else:
             raise TokenizerFileError(path, f"token {tid} {tokens[tid]!r} has unknown token type {kind}")
-    return vocab, specials, added, []
-
-
-def _split_tokens_one_by_one(tokens: list[str], types: list[int], path: str):
-    vocab: dict[int, bytes] = {}
-    specials: dict[str, int] = {}
-    added: dict[str, int] = {}
-    textual: list[int] = []
-    for tid, (text, kind) in enumerate(zip(tokens, types, strict=True)):
-        if kind in (CONTROL, UNKNOWN):
-            specials[text] = tid
-        elif kind == USER_DEFINED:
-            added[text] = tid
-        elif kind in (NORMAL, BYTE, UNUSED):
-            try:
-                vocab[tid] = token_string_to_bytes(text)
-            except KeyError:
-                if kind == UNUSED:
-                    continue  # never produced; llama.cpp keeps it only as text
-                vocab[tid] = text.encode("utf-8", "surrogatepass")
-                textual.append(tid)
-        else:
-            raise TokenizerFileError(path, f"token {tid} {text!r} has unknown token type {kind}")
     return vocab, specials, added, textual
+
+
+def _decode(tokens: list[str], types: list[int], bpe_ids: list[int]) -> tuple[dict[int, bytes], list[int]]:
+    """The BPE tokens one by one, where some are raw text (their ids the second value)."""
+    vocab: dict[int, bytes] = {}
+    textual: list[int] = []
+    for tid in bpe_ids:
+        try:
+            vocab[tid] = token_string_to_bytes(tokens[tid])
+        except KeyError:
+            if types[tid] == UNUSED:
+                continue  # never produced; llama.cpp keeps it only as text
+            vocab[tid] = tokens[tid].encode("utf-8", "surrogatepass")
+            textual.append(tid)
+    return vocab, textual
 
 
 def _merges(entries: list[str], tokens: list[str], vocab: dict[int, bytes], path: str) -> list[tuple[int, int]]:

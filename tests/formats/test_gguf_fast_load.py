@@ -141,17 +141,25 @@ def test_token_strings_to_bytes_is_the_one_by_one_decode(core, monkeypatch):
         bytelevel.token_string_to_bytes("a\u200db")
 
 
-def test_split_tokens_in_one_pass_equals_the_loop():
+def test_split_tokens_in_one_pass_equals_the_loop(monkeypatch):
+    def one_by_one(tokens, types):  # the per-token decode that a vocabulary with raw-text tokens takes
+        with monkeypatch.context() as m:
+            m.setattr(gguf_file, "token_strings_to_bytes", lambda strings: None)
+            return gguf_file._split_tokens(tokens, types, "p")
+
     tokens = [*BYTES, "ab", "a\u200db", "<ctl>", "ab!", "unused-ŧ"]
     types = [1] * 256 + [1, 1, 3, 4, 5]
-    assert gguf_file._split_tokens(tokens, types, "p") == gguf_file._split_tokens_one_by_one(tokens, types, "p")
+    vocab, specials, added, textual = gguf_file._split_tokens(tokens, types, "p")
+    assert vocab == {**{i: bytes([i]) for i in range(256)}, 256: b"ab", 257: "a\u200db".encode()}
+    assert (specials, added, textual) == ({"<ctl>": 258}, {"ab!": 259}, [257])  # "unused-ŧ": raw text, unused
     plain = [*BYTES, "ab", "<ctl>", "ab!"]
     types = [1] * 256 + [6, 3, 4]
     fast = gguf_file._split_tokens(plain, types, "p")
-    assert fast == gguf_file._split_tokens_one_by_one(plain, types, "p")
+    assert fast == one_by_one(plain, types)
     assert fast[1:] == ({"<ctl>": 257}, {"ab!": 258}, [])
-    with pytest.raises(TokenizerFileError, match="token 257 '<ctl>' has unknown token type 9"):
-        gguf_file._split_tokens(plain, [1] * 257 + [9, 4], "p")
+    for split in (gguf_file._split_tokens, lambda t, k, p: one_by_one(t, k)):
+        with pytest.raises(TokenizerFileError, match="token 257 '<ctl>' has unknown token type 9"):
+            split(plain, [1] * 257 + [9, 4], "p")
 
 
 def test_the_collector_is_paused_while_a_gguf_loads_and_as_it_was_after(tmp_path, monkeypatch):
