@@ -1,6 +1,7 @@
 #include "encoder.h"
 #include "merge_kernels.h"
 #include "pretok_blocks.h"
+#include "superword.h"
 
 #include <algorithm>
 #include <cstring>
@@ -372,12 +373,25 @@ void Encoder::set_literals(const std::vector<std::pair<std::string, uint32_t>>& 
 // (per segment, the short batches' loop exits were half of mpt's branch mispredicts).
 uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
                                   BadPiece* bad) const {
-    if (!literals_) return encode_plain_to(kind, text, n, cache, dst, bad);
+    if (!super_) return text_to<false>(kind, text, n, cache, dst, bad, nullptr);
+    RunTracker runs(*super_);
+    uint32_t* end = text_to<true>(kind, text, n, cache, dst, bad, &runs);
+    return end ? runs.close(end, end) : nullptr;
+}
+
+Encoder::~Encoder() = default;
+
+void Encoder::set_superword(std::shared_ptr<const SuperwordTables> tables) { super_ = std::move(tables); }
+
+template <bool kSuper>
+uint32_t* Encoder::text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
+                           BadPiece* bad, RunTracker* runs) const {
+    if (!literals_) return encode_plain_to<kSuper>(kind, text, n, cache, dst, bad, runs);
     size_t ends[kSplitBatch];
     size_t k = 0, batch_start = 0;
     auto flush = [&]() -> bool {
         if (k) {
-            dst = pieces_to<true>(text, n, batch_start, ends, k, cache, dst, bad);
+            dst = pieces_to<true, kSuper>(text, n, batch_start, ends, k, cache, dst, bad, runs);
             if (!dst) return false;
             batch_start = ends[k - 1] & kLiteralPos;
             k = 0;
@@ -393,10 +407,11 @@ uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, Ch
         if (!tagged || id > kLiteralIdMax) {  // (a text of 1 TiB, an id past 2^23): the segment alone
             if (!flush()) return nullptr;
             if (a > pos) {
-                dst = encode_plain_to(kind, text + pos, a - pos, cache, dst, bad);
+                dst = encode_plain_to<kSuper>(kind, text + pos, a - pos, cache, dst, bad, runs);
                 if (!dst || stopped()) return dst;
             }
             if (!found) return dst;
+            if constexpr (kSuper) dst = runs->close(dst, dst);  // an added token ends a run
             *dst++ = id;
             pos = batch_start = b;
             continue;
@@ -418,14 +433,15 @@ uint32_t* Encoder::encode_text_to(Pretok kind, const uint8_t* text, size_t n, Ch
     return dst;
 }
 
+template <bool kSuper>
 uint32_t* Encoder::encode_plain_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
-                                   BadPiece* bad) const {
+                                   BadPiece* bad, RunTracker* runs) const {
     size_t ends[kSplitBatch];
     size_t pos = 0;
     while (pos < n) {
         const size_t start = pos;
         const size_t k = pretok_blocks_split_some(kind, text, n, &pos, ends, kSplitBatch);
-        dst = encode_pieces_to(text, n, start, ends, k, cache, dst, bad);
+        dst = pieces_to<false, kSuper>(text, n, start, ends, k, cache, dst, bad, runs);
         if (!dst) return nullptr;
         if (pos < n && stop_requested()) break;  // partial: the caller checks stopped()
     }
@@ -452,12 +468,12 @@ constexpr size_t kProbeAhead = 16;
 // per piece with the line of the piece kProbeAhead ahead prefetched, the rest out of line (encode_slow).
 uint32_t* Encoder::encode_pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
                                     ChunkCache* cache, uint32_t* dst, BadPiece* bad) const {
-    return pieces_to<false>(text, n, start, ends, count, cache, dst, bad);
+    return pieces_to<false, false>(text, n, start, ends, count, cache, dst, bad, nullptr);
 }
 
-template <bool kTagged>
+template <bool kTagged, bool kSuper>
 uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
-                             ChunkCache* cache, uint32_t* dst, BadPiece* bad) const {
+                             ChunkCache* cache, uint32_t* dst, BadPiece* bad, RunTracker* runs) const {
     // An end's offset, and whether it is an added token's (kTagged: its id above kLiteralShift).
     auto at = [](size_t e) { return kTagged ? e & kLiteralPos : e; };
     auto literal = [](size_t e) { return kTagged && (e & kLiteralTag); };
@@ -466,6 +482,7 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
     if (!cache) {
         for (size_t j = 0; j < count; start = at(ends[j]), ++j) {
             if (literal(ends[j])) {
+                if constexpr (kSuper) dst = runs->close(dst, dst);
                 *dst++ = literal_id(ends[j]);
                 continue;
             }
@@ -474,6 +491,7 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
                 *bad = BadPiece{text + start, ends[j] - start};
                 return nullptr;
             }
+            if constexpr (kSuper) next = runs->piece(dst, next);
             dst = next;
         }
         return dst;
@@ -503,10 +521,15 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
         for (size_t j = 0; j < m; s = at(e[j]), ++j) {
             if (j + kProbeAhead < m) __builtin_prefetch(keyed[j + kProbeAhead].line, 0, 3);
             if (uint32_t* next = PieceTable::emit(keyed[j].line, keyed[j].k, dst)) {
+                if constexpr (kSuper) {  // (an added token's tagged key: never one of a run's tokens)
+                    if (literal(e[j])) next = runs->close(dst, next);
+                    else next = runs->piece(dst, next);
+                }
                 dst = next;
                 continue;
             }
             if (literal(e[j])) {  // over 15 bytes, or its key's slot displaced
+                if constexpr (kSuper) dst = runs->close(dst, dst);
                 *dst++ = literal_id(e[j]);
                 continue;
             }
@@ -515,6 +538,7 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
                 *bad = BadPiece{text + s, e[j] - s};
                 return nullptr;
             }
+            if constexpr (kSuper) next = runs->piece(dst, next);
             dst = next;
             if (__builtin_expect(cache->table_.view().slots != table.slots, 0)) {  // it grew: the lines moved
                 table = cache->table_.view();

@@ -21,6 +21,9 @@
 
 namespace bpe {
 
+struct SuperwordTables;  // superword.h
+class RunTracker;
+
 // Scan below this many tokens, heap above (as bpe.SCAN_LIMIT; the results are identical either way).
 constexpr size_t kScanLimit = 64;
 // Room beyond n ids that a piece of n bytes needs in an output buffer (PieceTable::emit stores 4 ids).
@@ -173,15 +176,28 @@ class Encoder {
     // engines.py decides); text that Python already cut at them holds none, so the search is idempotent.
     void set_literals(const std::vector<std::pair<std::string, uint32_t>>& tokens);
     bool has_literals() const { return literals_ != nullptr; }
+    // A superword tokenizer's second level (superword.h), set once before the encoder is used: encode_text_to then
+    // gives the supermerged ids of each text (the runs of pieces that became one eligible token each merged as they
+    // close, in the same output buffer). encode_piece and merge_bytes stay the word level's.
+    void set_superword(std::shared_ptr<const SuperwordTables> tables);
+    bool has_superword() const { return super_ != nullptr; }
+
+    ~Encoder();
 
   private:
+    // encode_text_to; with `runs` (kSuper), each piece's ids go through the superword level as they are written.
+    template <bool kSuper>
+    uint32_t* text_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst, BadPiece* bad,
+                      RunTracker* runs) const;
+    template <bool kSuper>
     uint32_t* encode_plain_to(Pretok kind, const uint8_t* text, size_t n, ChunkCache* cache, uint32_t* dst,
-                              BadPiece* bad) const;
+                              BadPiece* bad, RunTracker* runs) const;
     // encode_pieces_to; kTagged: an end with kLiteralTag set is an added token's (literals_), its id in the bits
-    // above kLiteralShift, emitted as it is (encode_text_to's batches of pieces across the cuts at added tokens).
-    template <bool kTagged>
+    // above kLiteralShift, emitted as it is (encode_text_to's batches of pieces across the cuts at added tokens),
+    // closing any open run (kSuper).
+    template <bool kTagged, bool kSuper>
     uint32_t* pieces_to(const uint8_t* text, size_t n, size_t start, const size_t* ends, size_t count,
-                        ChunkCache* cache, uint32_t* dst, BadPiece* bad) const;
+                        ChunkCache* cache, uint32_t* dst, BadPiece* bad, RunTracker* runs) const;
     static constexpr size_t kLiteralTag = size_t(1) << 63;
     static constexpr unsigned kLiteralShift = 40;                    // text offsets below 2^40 (1 TiB)
     static constexpr size_t kLiteralPos = (size_t(1) << kLiteralShift) - 1;
@@ -218,6 +234,7 @@ class Encoder {
     U64Map<uint64_t> pairs_;  // pair key -> merge value
     bool ignore_merges_;
     std::unique_ptr<Literals> literals_;
+    std::shared_ptr<const SuperwordTables> super_;
 };
 
 }  // namespace bpe

@@ -24,6 +24,7 @@
 #include "encoder.h"
 #include "flat.h"
 #include "pretok.h"
+#include "superword.h"
 #include "tables.h"
 
 namespace nb = nanobind;
@@ -276,6 +277,21 @@ class PyEncoder {
         clear_cache();  // the workers' tables copy the seed image, which now holds the tokens
     }
     bool has_literals() const { return enc_->has_literals(); }
+    // A superword tokenizer's second level (Encoder::set_superword), once, before the first encode: the tables as
+    // superword.h's make_superword_tables takes them.
+    void set_superword(const std::vector<uint32_t>& token_len, nb::bytes eligible, nb::bytes letter,
+                       bool run_needs_letter, const std::vector<uint32_t>& left, const std::vector<uint32_t>& right,
+                       const std::vector<uint32_t>& result) {
+        if (enc_->has_superword()) throw nb::value_error("set_superword: this encoder has its second level already");
+        try {
+            enc_->set_superword(make_superword_tables(token_len, std::string_view(eligible.c_str(), eligible.size()),
+                                                      std::string_view(letter.c_str(), letter.size()),
+                                                      run_needs_letter, left, right, result));
+        } catch (const std::invalid_argument& e) {
+            throw nb::value_error(e.what());
+        }
+    }
+    bool has_superword() const { return enc_->has_superword(); }
 
   private:
     // encode_flat's work: the documents on threads without the GIL, then (with it) the documents whose str needs
@@ -711,6 +727,11 @@ void bind_encoder(nb::module_& m) {
         .def("set_literals", &PyEncoder::set_literals, nb::arg("tokens"),
              "Cut every text at these (bytes, id) added tokens, leftmost-longest (once, before the first encode).")
         .def_prop_ro("has_literals", &PyEncoder::has_literals)
+        .def("set_superword", &PyEncoder::set_superword, nb::arg("token_len"), nb::arg("eligible"), nb::arg("letter"),
+             nb::arg("run_needs_letter"), nb::arg("left"), nb::arg("right"), nb::arg("result"),
+             "A superword tokenizer's second level (once, before the first encode): every text's runs of pieces "
+             "that became one eligible word token each get the supermerges (left, right -> result, by rank).")
+        .def_prop_ro("has_superword", &PyEncoder::has_superword)
         .def_prop_ro("cache_size", &PyEncoder::cache_size)
         .def_prop_ro("pair_count", &PyEncoder::pair_count)
         .def_prop_ro("seed_count", &PyEncoder::seed_count,

@@ -90,9 +90,10 @@ nb::object to_numpy(std::vector<T>&& v) {
     return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), {owned->size()}, owner));
 }
 
-// The superword pass of one tokenizer: its tables built once; encode and count over flat columns of documents (their
+// The run count of phase 2 (the encoding of a superword tokenizer is its word encoder's, with the second level
+// attached: Encoder::set_superword): its tables built once; runs counted over flat columns of documents (their
 // UTF-8 bytes with offsets) and of the word model's ids (with offsets). Documents whose ids do not tile their pieces
-// are listed as failed (their output left empty) for the caller's reference path.
+// are listed as failed for the caller's reference path.
 class PySuperwordPass {
   public:
     PySuperwordPass(const std::vector<uint32_t>& token_len, nb::bytes eligible, nb::bytes letter,
@@ -100,29 +101,15 @@ class PySuperwordPass {
                     const std::vector<uint32_t>& result, const std::string& kind)
         : kind_(pretok_from_name(kind)) {
         if (kind_ == Pretok::kNone) throw nb::value_error(("no hand-written pre-tokenizer named '" + kind + "'").c_str());
-        if (eligible.size() != token_len.size() || letter.size() != token_len.size())
-            throw nb::value_error("eligible and letter need one flag per id");
-        if (left.size() != right.size() || left.size() != result.size())
-            throw nb::value_error("left, right and result must be equally long");
-        t_.token_len = token_len;
-        const auto* e = reinterpret_cast<const uint8_t*>(eligible.c_str());
-        t_.eligible.assign(e, e + eligible.size());
-        const auto* l = reinterpret_cast<const uint8_t*>(letter.c_str());
-        t_.letter.assign(l, l + letter.size());
-        t_.run_needs_letter = run_needs_letter;
-        for (size_t r = 0; r < left.size(); ++r) {
-            const uint64_t key = uint64_t(left[r]) << 32 | right[r];
-            if (!t_.merges.find(key)) t_.merges[key] = uint64_t(r) << 32 | result[r];
+        try {
+            t_ = make_superword_tables(token_len, std::string_view(eligible.c_str(), eligible.size()),
+                                       std::string_view(letter.c_str(), letter.size()), run_needs_letter, left,
+                                       right, result);
+        } catch (const std::invalid_argument& e) {
+            throw nb::value_error(e.what());
         }
     }
 
-    nb::tuple encode(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
-        return encode_docs(array_docs(data, doc_offsets, ids, id_offsets), ids, id_offsets);
-    }
-    nb::tuple encode_texts(nb::handle texts, const Ids& ids, const Offsets64& id_offsets) {
-        nb::object keep;
-        return encode_docs(list_docs(texts, ids, id_offsets, keep), ids, id_offsets);
-    }
     nb::tuple count(const Bytes& data, const Offsets64& doc_offsets, const Ids& ids, const Offsets64& id_offsets) {
         return count_docs(array_docs(data, doc_offsets, ids, id_offsets), ids, id_offsets);
     }
@@ -178,43 +165,6 @@ class PySuperwordPass {
         return docs;
     }
 
-    nb::tuple encode_docs(const Docs& docs, const Ids& ids, const Offsets64& id_offsets) {
-        const size_t n_docs = docs.ptr.size();
-        std::vector<uint32_t> out(ids.data(), ids.data() + ids.shape(0));
-        std::vector<int64_t> offsets(n_docs + 1, 0);
-        std::vector<int64_t> failed;
-        {
-            nb::gil_scoped_release release;
-            SuperwordScratch s;
-            std::vector<std::pair<size_t, size_t>> runs;
-            size_t w = 0;
-            for (size_t d = 0; d < n_docs; ++d) {
-                const int64_t a = id_offsets.data()[d], b = id_offsets.data()[d + 1];
-                uint32_t* doc = out.data() + a;
-                runs.clear();
-                const bool ok = docs.ptr[d] && for_each_run(kind_, docs.ptr[d], docs.len[d], doc,
-                                                            static_cast<size_t>(b - a), t_, s,
-                                                            [&](size_t start, size_t len) { runs.emplace_back(start, len); });
-                if (!ok) {
-                    failed.push_back(static_cast<int64_t>(d));
-                    offsets[d + 1] = static_cast<int64_t>(w);
-                    continue;
-                }
-                size_t k = 0;
-                for (const auto& [start, len] : runs) {
-                    while (k < start) out[w++] = doc[k++];
-                    const size_t kept = merge_run(doc + start, len, t_, s);
-                    for (size_t i = 0; i < kept; ++i) out[w++] = doc[start + i];
-                    k = start + len;
-                }
-                while (k < static_cast<size_t>(b - a)) out[w++] = doc[k++];
-                offsets[d + 1] = static_cast<int64_t>(w);
-            }
-            out.resize(w);
-        }
-        return nb::make_tuple(to_numpy(std::move(out)), to_numpy(std::move(offsets)), to_numpy(std::move(failed)));
-    }
-
     // (run ids, run offsets, counts, failed documents): the runs of these documents, each distinct run once, sorted
     // by key (the little-endian u32 bytes; equal to sorting the id sequences as bytes).
     nb::tuple count_docs(const Docs& docs, const Ids& ids, const Offsets64& id_offsets) {
@@ -229,7 +179,7 @@ class PySuperwordPass {
                 const int64_t a = id_offsets.data()[d], b = id_offsets.data()[d + 1];
                 const uint32_t* doc = ids.data() + a;
                 const bool ok = docs.ptr[d] && for_each_run(kind_, docs.ptr[d], docs.len[d], doc,
-                                                            static_cast<size_t>(b - a), t_, s,
+                                                            static_cast<size_t>(b - a), *t_, s,
                                                             [&](size_t start, size_t len) {
                                                                 ++table[std::string(
                                                                     reinterpret_cast<const char*>(doc + start),
@@ -266,7 +216,7 @@ class PySuperwordPass {
     }
 
     Pretok kind_;
-    SuperwordTables t_;
+    std::shared_ptr<const SuperwordTables> t_;
 };
 
 }  // namespace
@@ -281,10 +231,7 @@ void bind_superword(nb::module_& m) {
                       const std::vector<uint32_t>&, const std::vector<uint32_t>&, const std::string&>(),
              nb::arg("token_len"), nb::arg("eligible"), nb::arg("letter"), nb::arg("run_needs_letter"),
              nb::arg("left"), nb::arg("right"), nb::arg("result"), nb::arg("kind"))
-        .def("encode", &PySuperwordPass::encode, nb::arg("data"), nb::arg("doc_offsets"), nb::arg("ids"),
-             nb::arg("id_offsets"))
         .def("count", &PySuperwordPass::count, nb::arg("data"), nb::arg("doc_offsets"), nb::arg("ids"),
              nb::arg("id_offsets"))
-        .def("encode_texts", &PySuperwordPass::encode_texts, nb::arg("texts"), nb::arg("ids"), nb::arg("id_offsets"))
         .def("count_texts", &PySuperwordPass::count_texts, nb::arg("texts"), nb::arg("ids"), nb::arg("id_offsets"));
 }

@@ -12,11 +12,20 @@ from bpe_core.pretokenize.text import as_str as _as_str
 from bpe_core.superword.reference import Supermerges, SuperwordPass, WordModel, encode_reference
 
 
+def _is_bytes(text: Text) -> bool:
+    return isinstance(text, (bytes, bytearray, memoryview))
+
+
 class SuperwordBackend:
     """The engine of a superword tokenizer, built from its two levels: ``word``, the first level's engine
-    (bpe_core/encode/engines.py), for the ids of each pre-token, then the superword pass over the second level's
-    supermerges (native where it aligns, else the reference); decoding is ``plain``'s, the engine of the second
-    level's tables (the whole vocabulary)."""
+    (bpe_core/encode/engines.py), and the second level's supermerges; decoding is ``plain``'s, the engine of the
+    second level's tables (the whole vocabulary).
+
+    Where the core can align ids with pieces (``SuperwordPass.native_pass``: a hand-written pre-tokenizer, no
+    normalizer), the second level is attached to the word engine's own native encoder (issue 37 item 6): it applies
+    the supermerges to each run as it writes the word ids, so every call (one text, a batch, flat, Arrow) is the
+    word engine's call, with no second split and no second buffer. That engine is this backend's own (made for it
+    by Tokenizer._make_backend), so nothing else sees its ids. Elsewhere the reference encodes."""
 
     def __init__(self, word: Any, plain: Any, finder: Any, supermerges: Supermerges) -> None:
         self._word = word
@@ -26,87 +35,68 @@ class SuperwordBackend:
         self.name = plain.name
         self._model = WordModel(word.level, finder, word.pretokenizer, word)
         self._pass = SuperwordPass(self._model, supermerges)
+        self._attached = False
 
     @property
     def kind(self) -> str | None:
         return getattr(self._word, "kind", None)
 
+    def _fused(self) -> Any:
+        """The word engine with the second level attached, or None where the reference encodes."""
+        if self._pass.native_pass is None:
+            return None
+        if not self._attached:
+            self._pass.attach(self._word.encoder())
+            self._attached = True
+        return self._word
+
+    def ready(self) -> None:
+        """The encoder built (and its second level attached) at load, as NativeBackend.ready: a build that fails
+        is left to the first call, which raises its error."""
+        try:
+            self._fused()
+        except Exception:  # noqa: BLE001 - raised again by the first encode
+            pass
+
     def encoder(self) -> Any:
-        return self._word.encoder()
+        return self._fused().encoder() if self._pass.native_pass is not None else self._word.encoder()
 
     def decoder(self) -> Any:
         return self._plain.decoder()
 
     # ------------------------------------------------------------------------------------------- encoding
     def encode(self, text: Text, allowed: frozenset[str], disallowed: frozenset[str]) -> list[int]:
+        fused = self._fused()
+        if fused is not None:
+            return fused.encode(text, allowed, disallowed)
         self._finder.check_disallowed(_as_str(text), disallowed)
-        return self._segments(text, allowed)
+        return encode_reference(self._model, self._supermerges, bytes(text) if _is_bytes(text) else text, allowed)
 
     def encode_ordinary(self, text: Text) -> list[int]:
-        return self._segments(text, frozenset())
-
-    def _segments(self, text: Text, allowed: frozenset[str]) -> list[int]:
-        """Bytes stay bytes to the pass (invalid UTF-8 reads as its surrogateescape characters, as the plain engine
-        reads it); a str's lone surrogates read as U+FFFD (the reference, through as_str)."""
-        sup = self._supermerges
-        raw = isinstance(text, (bytes, bytearray, memoryview))
-        if raw:
-            text = bytes(text)
-        if self._pass.native_pass is None:
-            return encode_reference(self._model, sup, text, allowed)
-        segments = list(self._finder.segments(_as_str(text), allowed))
-        pieces = [s.encode("utf-8", "surrogateescape") if raw else s for s in segments if not isinstance(s, int)]
-        ids, offsets = self._pass.encode_flat(pieces, 1)
-        bounds = offsets.tolist()
-        out: list[int] = []
-        k = 0
-        for s in segments:
-            if isinstance(s, int):
-                out.append(s)
-            else:
-                out += ids[bounds[k] : bounds[k + 1]].tolist()
-                k += 1
-        return out
+        fused = self._fused()
+        if fused is not None:
+            return fused.encode_ordinary(text)
+        return encode_reference(self._model, self._supermerges, bytes(text) if _is_bytes(text) else text)
 
     def batch(
         self, texts: Iterable[Text], allowed: frozenset[str], disallowed: frozenset[str], threads: int
     ) -> list[list[int]]:
-        texts = list(texts)
-        if not self.splits_whole_texts(allowed):
-            return [self.encode(t, allowed, disallowed) for t in texts]
-        for text in texts if disallowed else ():
-            self._finder.check_disallowed(_as_str(text), disallowed)
-        ids, offsets = self._pass.encode_flat(texts, threads)
-        bounds = offsets.tolist()
-        return [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        fused = self._fused()
+        if fused is not None:
+            return fused.batch(texts, allowed, disallowed, threads)
+        return [self.encode(t, allowed, disallowed) for t in texts]
 
     def splits_whole_texts(self, allowed: frozenset[str]) -> bool:
-        return self._pass.native_pass is not None and self._word.splits_whole_texts(allowed)
+        fused = self._fused()
+        return fused is not None and fused.splits_whole_texts(allowed)
 
     def flat(self, texts: list, disallowed: frozenset[str], threads: int, dtype: Any) -> tuple:
-        for text in texts if disallowed else ():
-            self._finder.check_disallowed(_as_str(text), disallowed)
-        ids, offsets = self._pass.encode_flat(texts, threads)
-        return ids.astype(dtype, copy=False), offsets
+        return self._fused().flat(texts, disallowed, threads, dtype)
 
     def flat_arrow(
         self, offsets_addr: int, width: int, data_addr: int, data_size: int, n: int, threads: int, dtype: Any
     ) -> tuple:
-        """The Arrow array read in place by the word model's engine, its bytes viewed for the pass."""
-        import ctypes
-
-        import numpy as np
-
-        result = self._word.flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, np.uint32)
-        if result[0] is None:
-            return result
-        kind = ctypes.c_int64 if width == 8 else ctypes.c_int32
-        offsets = np.ctypeslib.as_array((kind * (n + 1)).from_address(offsets_addr)).astype(np.int64)
-        data = np.ctypeslib.as_array((ctypes.c_uint8 * max(data_size, 1)).from_address(data_addr or 1))
-        data = data[offsets[0] : offsets[-1]] if data_size else np.zeros(0, dtype=np.uint8)
-        texts = [bytes(data[a:b]) for a, b in zip((offsets - offsets[0])[:-1], (offsets - offsets[0])[1:], strict=True)]
-        ids, out_offsets = self._pass.encode_flat(texts, threads, word_flat=lambda _docs: (result[0], result[1]))
-        return ids.astype(dtype, copy=False), out_offsets
+        return self._fused().flat_arrow(offsets_addr, width, data_addr, data_size, n, threads, dtype)
 
     def merge_piece(self, data: bytes, stats: list[int] | None) -> list[int]:
         return self._word.merge_piece(data, stats)

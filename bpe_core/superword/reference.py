@@ -258,11 +258,12 @@ class SuperwordPass:
         pre = word.pretokenizer
         kind = None if pre is None or pre.normalizer else getattr(pre, "native_kind", None)
         self.native_pass = None
+        self._tables: tuple = ()
         if kind is not None and native.available() and word.engine.name == "native":
             id_to_bytes = word.level.token_bytes
             merges = supermerges.merges if supermerges else ()
             results = supermerges.results if supermerges else ()
-            self.native_pass = native.core().SuperwordPass(
+            self._tables = (
                 [len(b or b"") for b in id_to_bytes],
                 bytes(eligible_table(id_to_bytes, self.rule)),
                 bytes(letter_table(id_to_bytes)),
@@ -270,8 +271,15 @@ class SuperwordPass:
                 [a for a, _ in merges],
                 [b for _, b in merges],
                 list(results),
-                kind,
             )
+            self.native_pass = native.core().SuperwordPass(*self._tables, kind)
+
+    def attach(self, encoder: Any) -> None:
+        """The supermerges as the second level of ``encoder``, the word model's native encoder (only where
+        ``native_pass`` is set): from then on it encodes whole texts to superword ids itself."""
+        if self.native_pass is None:
+            raise ValueError("the core cannot align this word model's ids with its pieces: no native second level")
+        encoder.set_superword(*self._tables)
 
     def _word_ids(self, texts: Sequence[Text], num_threads: int | None, word_flat=None):
         """(docs, ids, id_offsets): the texts as str or bytes (the core reads a str's cached UTF-8 in place) and the
@@ -291,22 +299,6 @@ class SuperwordPass:
             np.cumsum([len(x) for x in lists], out=id_offsets[1:])
             ids = np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(id_offsets[-1]))
         return docs, np.ascontiguousarray(ids, dtype=np.uint32), np.asarray(id_offsets, dtype=np.int64)
-
-    def encode_flat(self, texts: Sequence[Text], num_threads: int | None = None, word_flat=None):
-        """(ids uint32, offsets int64) of whole texts (ordinary: no special or added token is looked for). A text
-        the pass cannot align (a lone surrogate, which the word model reads as U+FFFD) takes the reference."""
-        import numpy as np
-
-        docs, ids, id_offsets = self._word_ids(texts, num_threads, word_flat)
-        out, offsets, failed = self.native_pass.encode_texts(docs, ids, id_offsets)
-        if not len(failed):
-            return out, offsets
-        lists = [out[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-        for i in failed.tolist():
-            lists[i] = encode_reference(self.word, self.supermerges, docs[i])
-        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in lists], out=offsets[1:])
-        return np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(offsets[-1])), offsets
 
     def count_runs(self, texts: Sequence[Text], num_threads: int | None = None) -> dict[bytes, int]:
         """:func:`count_runs` through the native pass (documents it cannot align go through the reference)."""

@@ -29,6 +29,7 @@ ENTRY_POINTS = {
     "validate_arrow_strings": "test_flat_entry_points", "pretok_compile": "test_pretok_compiled_every_llamacpp_list",
     "pretok_split_ends": "test_block_splitter_equals_the_scalar_one",
     "pretok_blocks_tier": "test_block_splitter_equals_the_scalar_one",
+    "SuperwordPass": "test_superword_entry_points", "train_supermerges": "test_superword_entry_points",
 }  # fmt: skip
 
 
@@ -181,6 +182,26 @@ def test_train_entry_points():
     assert native._core.estimate_train_memory(n_words, n_tokens) > 0
     with pytest.raises((TypeError, ValueError)):
         native._core.train_sizes({"not bytes": 1})
+
+
+def test_superword_entry_points():
+    """Phase 2 (runs counted natively, supermerges trained natively) on the adversarial texts, then the encoder
+    with its second level attached on every text with every cut tail (runs merged in the output buffer as they
+    close), against the reference."""
+    from bpe_core.superword import reference as sw
+
+    texts = all_texts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = bpe_core.train_superword(bpe_core.count_chunks(texts, "cl100k"), 900, 300, texts)
+    arguments = sw.word_model_arguments(tok)
+    word = bpe_core.Tokenizer(arguments.pop("vocab"), **arguments)
+    supermerges = tok._backend._supermerges
+    assert tok._encoder().has_superword
+    docs = with_tails(texts[::7])
+    ids, offsets = tok.encode_ordinary_flat(docs, num_threads=2)
+    got = [ids[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+    assert got == [sw.encode_reference(word, supermerges, d) for d in docs]
 
 
 def test_hostile_bytes_cases_round_trip():
