@@ -479,10 +479,12 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
     auto literal = [](size_t e) { return kTagged && (e & kLiteralTag); };
     auto literal_id = [](size_t e) { return uint32_t((e & ~kLiteralTag) >> kLiteralShift); };
     int missing = -1;
+    RunTracker::State run;  // (kSuper) the open run, in locals for the loop
+    if constexpr (kSuper) run = runs->state();
     if (!cache) {
         for (size_t j = 0; j < count; start = at(ends[j]), ++j) {
             if (literal(ends[j])) {
-                if constexpr (kSuper) dst = runs->close(dst, dst);
+                if constexpr (kSuper) dst = runs->close(run, dst, dst);
                 *dst++ = literal_id(ends[j]);
                 continue;
             }
@@ -491,9 +493,10 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
                 *bad = BadPiece{text + start, ends[j] - start};
                 return nullptr;
             }
-            if constexpr (kSuper) next = runs->piece(dst, next);
+            if constexpr (kSuper) next = runs->piece(run, dst, next);
             dst = next;
         }
+        if constexpr (kSuper) runs->save(run);
         return dst;
     }
     attach(cache);
@@ -522,14 +525,14 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
             if (j + kProbeAhead < m) __builtin_prefetch(keyed[j + kProbeAhead].line, 0, 3);
             if (uint32_t* next = PieceTable::emit(keyed[j].line, keyed[j].k, dst)) {
                 if constexpr (kSuper) {  // (an added token's tagged key: never one of a run's tokens)
-                    if (literal(e[j])) next = runs->close(dst, next);
-                    else next = runs->piece(dst, next);
+                    if (literal(e[j])) next = runs->close(run, dst, next);
+                    else next = runs->piece(run, dst, next);
                 }
                 dst = next;
                 continue;
             }
             if (literal(e[j])) {  // over 15 bytes, or its key's slot displaced
-                if constexpr (kSuper) dst = runs->close(dst, dst);
+                if constexpr (kSuper) dst = runs->close(run, dst, dst);
                 *dst++ = literal_id(e[j]);
                 continue;
             }
@@ -538,7 +541,7 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
                 *bad = BadPiece{text + s, e[j] - s};
                 return nullptr;
             }
-            if constexpr (kSuper) next = runs->piece(dst, next);
+            if constexpr (kSuper) next = runs->piece(run, dst, next);
             dst = next;
             if (__builtin_expect(cache->table_.view().slots != table.slots, 0)) {  // it grew: the lines moved
                 table = cache->table_.view();
@@ -547,6 +550,7 @@ uint32_t* Encoder::pieces_to(const uint8_t* text, size_t n, size_t start, const 
         }
         start = at(e[m - 1]);
     }
+    if constexpr (kSuper) runs->save(run);
     return dst;
 }
 

@@ -74,6 +74,15 @@ bool list_crossable(const std::vector<uint32_t>& left, const std::vector<uint32_
     return true;
 }
 
+// ids[from, end) moved down to ids[to, ...) (to <= from), by a loop: a few ids, where memmove is a library call.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+__attribute__((always_inline)) inline void move_down(uint32_t* ids, size_t to, size_t from, size_t end) {
+    if (to == from) return;
+    for (size_t k = from; k < end; ++k) ids[to++] = ids[k];
+}
+
 // One sub-run's supermerges, in place (the merge kernels over the supermerges' lookup): its new length.
 size_t merge_sub(uint32_t* run, size_t len, const SuperwordTables& t) {
     auto value = [&t](uint32_t a, uint32_t b) {
@@ -133,7 +142,7 @@ size_t merge_run(uint32_t* run, size_t len, const SuperwordTables& t) {
         if (j - i == 1) {
             run[out++] = run[i];
         } else {
-            if (out != i) std::memmove(run + out, run + i, (j - i) * sizeof(uint32_t));
+            move_down(run, out, i, j);
             out += merge_sub(run + out, j - i, t);
         }
         i = j;
@@ -146,25 +155,22 @@ size_t merge_run_bits(uint32_t* run, size_t len, uint64_t cross, const Superword
     while (cross) {
         const size_t first = size_t(__builtin_ctzll(cross)) - 1;    // a sub-run from token `first`
         const size_t end = first + 1 + size_t(__builtin_ctzll(~(cross >> (first + 1))));  // to `end`
-        if (out != i) std::memmove(run + out, run + i, (first - i) * sizeof(uint32_t));
+        move_down(run, out, i, end);  // the tokens alone before it, and it
         out += first - i;
-        if (out != first) std::memmove(run + out, run + first, (end - first) * sizeof(uint32_t));
         out += merge_sub(run + out, end - first, t);
         i = end;
         cross = end >= 64 ? 0 : cross & (~uint64_t(0) << end);
     }
-    if (out != i) std::memmove(run + out, run + i, (len - i) * sizeof(uint32_t));
+    move_down(run, out, i, len);
     return out + (len - i);
 }
 
-uint32_t* RunTracker::close(uint32_t* from, uint32_t* to) {
-    const size_t len = len_;
-    const uint64_t cross = cross_;
-    len_ = 0, cross_ = 0;
-    if (!cross || (t_.run_needs_letter && !letter_)) return to;  // (a run of one token has no boundary)
-    const size_t kept = cross & 1 ? merge_run(start_, len, t_) : merge_run_bits(start_, len, cross, t_);
+uint32_t* RunTracker::close_run(uint32_t* start, size_t len, uint64_t cross, bool letter, uint32_t* from,
+                                uint32_t* to) const {
+    if (!cross || (t_.run_needs_letter && !letter)) return to;  // (a run of one token has no boundary)
+    const size_t kept = cross & 1 ? merge_run(start, len, t_) : merge_run_bits(start, len, cross, t_);
     if (kept == len) return to;
-    std::memmove(start_ + kept, from, size_t(to - from) * sizeof(uint32_t));
+    move_down(start, kept, len, len + size_t(to - from));  // the closing piece's ids, after the run's
     return to - (len - kept);
 }
 

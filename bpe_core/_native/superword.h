@@ -118,42 +118,58 @@ size_t merge_run_bits(uint32_t* run, size_t len, uint64_t cross, const Superword
 // finds by aligning ids with the pieces of a second split.
 class RunTracker {
   public:
+    // The open run: a plain struct, which a loop copies into locals (state()) and back (save()), so that its fields
+    // stay in registers across the pieces of a batch.
+    struct State {
+        uint32_t* start = nullptr;
+        size_t len = 0;
+        uint64_t cross = 0;  // bit k: the run's tokens k - 1 and k may join (SuperwordTables::may_cross)
+        uint32_t last = 0;   // the run's last token and its flags
+        uint8_t last_flags = 0;
+        bool letter = false;
+    };
+
     explicit RunTracker(const SuperwordTables& t) : t_(t), flags_(t.flags.data()), words_(t.flags.size()) {}
 
     // The ids of one piece were written at [from, to), right after the open run's: the end of the ids.
-    uint32_t* piece(uint32_t* from, uint32_t* to) {
+    __attribute__((always_inline)) uint32_t* piece(State& s, uint32_t* from, uint32_t* to) const {
         if (to == from + 1) {
             const uint32_t id = *from;
             if (id < words_) {
                 const uint8_t f = flags_[id];
                 if (f & SuperwordTables::kEligible) {
-                    if (!len_) {
-                        start_ = from, letter_ = false;
-                    } else if (t_.may_cross(uint32_t(last_), last_flags_, id, f)) {
-                        cross_ |= len_ < 64 ? uint64_t(1) << len_ : 1;  // (bit 0: a run past 64 tokens)
+                    if (!s.len) {
+                        s.start = from, s.letter = false;
+                    } else if (t_.may_cross(s.last, s.last_flags, id, f)) {
+                        s.cross |= s.len < 64 ? uint64_t(1) << s.len : 1;  // (bit 0: a run past 64 tokens)
                     }
-                    ++len_;
-                    last_ = id, last_flags_ = f;
-                    letter_ |= (f & SuperwordTables::kLetter) != 0;
+                    ++s.len;
+                    s.last = id, s.last_flags = f;
+                    s.letter |= (f & SuperwordTables::kLetter) != 0;
                     return to;
                 }
             }
         }
-        return len_ ? close(from, to) : to;
+        return close(s, from, to);
     }
     // Closes the open run, whose ids end at `from` ([from, to): ids written after it): the end of the ids.
-    uint32_t* close(uint32_t* from, uint32_t* to);
+    __attribute__((always_inline)) uint32_t* close(State& s, uint32_t* from, uint32_t* to) const {
+        if (!s.len) return to;
+        uint32_t* end = close_run(s.start, s.len, s.cross, s.letter, from, to);
+        s.len = 0, s.cross = 0;
+        return end;
+    }
+    uint32_t* close(uint32_t* from, uint32_t* to) { return close(state_, from, to); }
+    State state() const { return state_; }
+    void save(const State& s) { state_ = s; }
 
   private:
+    uint32_t* close_run(uint32_t* start, size_t len, uint64_t cross, bool letter, uint32_t* from, uint32_t* to) const;
+
     const SuperwordTables& t_;
     const uint8_t* flags_;
     size_t words_;
-    uint32_t* start_ = nullptr;
-    size_t len_ = 0;
-    bool letter_ = false;
-    uint64_t cross_ = 0;  // bit k: the run's tokens k - 1 and k may join (SuperwordTables::may_cross)
-    uint64_t last_ = 0;   // the run's last token (a uint64_t: the ids the encoder stores cannot alias it) and its flags
-    uint8_t last_flags_ = 0;
+    State state_;
 };
 
 }  // namespace bpe
