@@ -2,7 +2,7 @@
 
 - Default runner: the in-process ``FnApiRunner``. Beam's ``DirectRunner`` first tries to download a Prism binary,
   which fails without network.
-- ``--runner DaskRunner`` is accepted by its short name (Beam 2.77 resolves only its full module path).
+- ``--runner DaskRunner`` is accepted by its short name (Beam 2.77 and 2.78 resolve only its full module path).
 - On Dask, ``beam.Create`` puts up to 128 elements in one partition, so every range would go to one worker; unless
   ``--dask_npartitions`` or ``--dask_partition_size`` is given, the ranges get one partition each.
 
