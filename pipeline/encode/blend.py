@@ -59,8 +59,8 @@ def plan_sources(job, spec: BlendSpec, beam_args: list[str]) -> list:
 
 class CountDocumentsFn(beam.DoFn):
     """Document batch -> a file of ``[source index, position, tokens]`` per written document (int64, 3 x n), in the
-    folder of ``count_tokens.rows_folder`` (Dask drops ``finish_bundle`` output; a retried batch writes the same
-    file)."""
+    folder of ``count_tokens.rows_folder`` (Dask drops ``finish_bundle`` output up to Beam 2.77; a retried batch
+    writes the same file)."""
 
     def __init__(self, output: ShardOutput, number: int, folder: str) -> None:
         self.output, self.number, self.folder = output, number, folder

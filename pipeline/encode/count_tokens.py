@@ -6,9 +6,9 @@ options: ``--runner``, ``--direct_running_mode``, ``--workers``, ...).
 
 Each batch is encoded with the job's tokenizer (special-token text as ordinary text, as the local path and the
 encoding pipeline by default) and only its four integers leave the DoFn: no id is kept beyond a batch. The rows
-travel back as small files (Dask's runner has no metrics, and drops ``finish_bundle`` output): in a temporary folder
-on this machine for the local runners, under ``--temp_location`` for remote ones. The result is the local path's
-layout, ``{"files": [...], "total": {...}}``, in the plan's file order, the same on every runner.
+travel back as small files (Dask's runner has no metrics, and up to Beam 2.77 drops ``finish_bundle`` output): in a
+temporary folder on this machine for the local runners, under ``--temp_location`` for remote ones. The result is the
+local path's layout, ``{"files": [...], "total": {...}}``, in the plan's file order, the same on every runner.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ shuffle of ids and no part files: memory is one batch per tokenizer, on every ru
 collection in memory, and only small ``ShardWritten`` records leave the step). Every write goes to a temporary
 name, and the stats file goes last, so a retried unit or a rerun produces the same files and never a half file; a
 unit that finds its shard already complete (a retry) only reports it. Everything is emitted from ``process()``
-(Dask's runner drops ``finish_bundle`` output).
+(Dask's runner drops ``finish_bundle`` output up to Beam 2.77).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 SKIP_IMAGE_CHECK_ENV = "BEAM_BPE_SKIP_IMAGE_CHECK"
 CONNECT_TIMEOUT = 3.0  # seconds: a job endpoint on the network answers a TCP connect in milliseconds
 OFFICIAL_IMAGE = re.compile(r"(^|/)beam_python(?P<py>\d+\.\d+)_sdk$")
-# deploy/build_container.sh tags images {beam-bpe version}-beam{Beam version}-py{Python}, e.g. 0.1.0-beam2.77.0-py3.11
+# deploy/build_container.sh tags images {beam-bpe version}-beam{Beam version}-py{Python}, e.g. 0.1.0-beam2.78.0-py3.11
 OWN_TAG = re.compile(r"^(?P<bpe>[0-9][^-]*)-beam(?P<beam>[0-9][^-]*)-py(?P<py>\d+\.\d+)$")
 
 

@@ -2,14 +2,15 @@
 
 - Default runner: the in-process ``FnApiRunner``. Beam's ``DirectRunner`` first tries to download a Prism binary,
   which fails without network.
-- ``--runner DaskRunner`` is accepted by its short name (Beam 2.77 resolves only its full module path).
+- ``--runner DaskRunner`` is accepted by its short name (Beam 2.77 and 2.78 resolve only its full module path).
 - On Dask, ``beam.Create`` puts up to 128 elements in one partition, so every range would go to one worker; unless
   ``--dask_npartitions`` or ``--dask_partition_size`` is given, the ranges get one partition each.
 
-Beam 2.77's DaskRunner, as measured here (tests/pipeline/test_train_dask.py keeps the measurement): ``finish_bundle``
-output is dropped; only the last branch of a graph is computed; every tagged output of a multi-output ParDo reaches
-the consumer of any one of them; ``Read`` sources crash; there are no metrics (``result.metrics()`` raises), and a
-partition's outputs are held in one list in memory. The pipelines are built around all of these.
+Beam's DaskRunner, as measured here on 2.77 and 2.78 (tests/pipeline/test_train_dask.py keeps the measurement):
+``finish_bundle`` output is dropped (up to 2.77; 2.78 delivers it); only the last branch of a graph is computed;
+every tagged output of a multi-output ParDo reaches the consumer of any one of them; ``Read`` sources crash; there
+are no metrics (``result.metrics()`` raises), and a partition's outputs are held in one list in memory. The
+pipelines are built around all of these.
 """
 
 from __future__ import annotations

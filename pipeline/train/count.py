@@ -32,6 +32,10 @@ SLICE_BYTES = 1 << 20
 MAX_DISTINCT_CHUNKS = 1 << 20
 MERGE_FAN_IN = 16  # pending tables an accumulator holds before one k-way merge: bounds memory and merge passes
 
+# A partial count as the DoFns emit it: (hash shard, sorted Arrow table) or (STATS_KEY, statistics). Beam resolves
+# these string annotations from 2.78 on and checks them: CombinePerKey needs a 2-tuple, which a bare `tuple` is not.
+PartialCount = tuple[int | str, pa.Table | dict[str, int]]
+
 
 def _sum_stats(parts: Iterable[dict]) -> dict:
     total: dict = {}
@@ -91,7 +95,7 @@ class CountChunksFn(beam.DoFn):
         patterns, normalizer, name = self.pre_state
         self.pre = PreTokenizer(patterns, normalizer=normalizer, name=name)
 
-    def process(self, batch: DocumentBatch) -> Iterator[tuple]:
+    def process(self, batch: DocumentBatch) -> Iterator[PartialCount]:
         if self.pre is None:
             self.setup()
         self.batches.inc()
@@ -142,7 +146,7 @@ def _batch_stats(batch: DocumentBatch, occurrences: int) -> dict[str, int]:
     }
 
 
-def _to_record(item: tuple, num_shards: int):
+def _to_record(item: PartialCount, num_shards: int) -> ShardCounts | CorpusStats:
     key, value = item
     return CorpusStats(value) if key == STATS_KEY else ShardCounts(key, num_shards, value)
 

@@ -34,7 +34,7 @@ from pipeline.corpus.records import CorpusStats, DocumentBatch, ShardCounts
 from pipeline.errors import ShardFileError
 from pipeline.storage.files import glob, read_bytes, remove, write_atomic
 from pipeline.storage.paths import join
-from pipeline.train.count import STATS_KEY, MergeCountsFn
+from pipeline.train.count import STATS_KEY, MergeCountsFn, PartialCount, _to_record
 from pipeline.train.counts_files import SCHEMA, _record_batches, _sizes, _system_memory_pool, table_columns
 
 NAMESPACE = "beam_bpe.count_runs"
@@ -61,7 +61,7 @@ class CountRunsFn(beam.DoFn):
         word = Tokenizer.from_data(loads_artifact(self.word_artifact, "<word model>"))
         self.runs = SuperwordPass(word, None, self.rule)
 
-    def process(self, batch: DocumentBatch) -> Iterator[tuple]:
+    def process(self, batch: DocumentBatch) -> Iterator[PartialCount]:
         if self.runs is None:
             self.setup()
         counts = self.runs.count_runs(batch.texts, num_threads=1)  # one thread: the runner runs one per core
@@ -77,11 +77,6 @@ class CountRunsFn(beam.DoFn):
             yield shard, pa.table([pa.array(keys, pa.binary()), pa.array(values, pa.int64())], schema=SCHEMA)
         self.documents.inc(len(batch.texts))
         yield STATS_KEY, {"documents_counted": len(batch.texts), "run_occurrences": occurrences}
-
-
-def _to_record(item: tuple, num_shards: int):
-    key, value = item
-    return CorpusStats(value) if key == STATS_KEY else ShardCounts(key, num_shards, value)
 
 
 class CountRuns(beam.PTransform):

@@ -1,7 +1,7 @@
 """Stage: write the reduced counts, the dead letters and the corpus statistics: the pipeline's one terminal step.
 
 The stage writes its own files (temporary name, then rename) instead of using Beam's file sinks, and it takes all
-the pipeline's results flattened into one collection: Dask's runner (Beam 2.77) computes only the last branch of
+the pipeline's results flattened into one collection: Dask's runner (Beam 2.77, 2.78) computes only the last branch of
 a graph, so every output must flow into this step.
 """
 
