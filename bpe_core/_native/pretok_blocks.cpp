@@ -8,10 +8,11 @@
 //  1. Classify the 64 bytes into u64 masks: L (ASCII letter), N (digit), W (\s: 9-13 and 32), NL (\r \n), SP (32),
 //     AP ('), HI (>= 0x80). SSE2 4x16 bytes, or AVX2 2x32 (per-function target attribute, chosen once per process).
 //  2. Non-ASCII characters are decoded and classified by the Unicode tables (flags_of), their class spread over
-//     their bytes: letters join L (the o200k family: by case too), the rest O. V = the first that is a digit or a
-//     space (their rules count characters), an o200k mark, or a character cut by the block's edge; bytes >= V are
-//     unknown to the algebra. A block of well-formed 2- and 3-byte characters is checked by vector masks and
-//     decoded without the strict decoder; the classes of the characters the last block read are kept (WideMemo).
+//     their bytes: letters join L (the o200k family: by case too, its marks as letters of both cases), the rest O.
+//     V = the first that is a digit or a space (their rules count characters), a character cut by the block's edge,
+//     or an o200k mark inside an O run's piece (o200k_mark_cut); bytes >= V are unknown to the algebra. A block of
+//     well-formed 2- and 3-byte characters is checked by vector masks and decoded without the strict decoder; the
+//     classes of the characters the last block read are kept (WideMemo).
 //  3. Boundary algebra (piece starts T) with shifts: for the cl100k family (cl100k, llama3, qwen2):
 //       O = not L, N, W            Wnl = W & ~NL            prev(x) = x << 1 (bit j = bit j-1 of x)
 //       Ostart  = O & ~prev(O | SP)        ` ?O++`: an O run starts a piece unless a space before it took it
@@ -138,7 +139,7 @@ BPE_AVX2 Masks classify_avx2(const uint8_t* p) {
 struct Wide {
     uint64_t letters, cont;  // bytes of non-ASCII letters; continuation bytes of the classified characters
     uint64_t ps, x, zone;    // deepseek-v3 (above); the o200k family: ps its upper-case letters (only in
-                             // [\p{Lu}\p{Lt}...]), x those of both cases (\p{Lm}, \p{Lo}), zone unused
+                             // [\p{Lu}\p{Lt}...]), x those of both cases (\p{Lm}, \p{Lo}, \p{M}), zone its marks
     unsigned cut;
 };
 
@@ -159,12 +160,12 @@ struct Utf8Masks {
     uint64_t ua, ub;
 };
 
-// Lead bytes all of whose characters take one class in a family (no digit, space or cutting mark among them, the same
-// classes from the family's add()): in the cl100k family Cyrillic's D0, D1 and D3, Latin Extended's C4-CA, the CJK
-// ideographs' E5-E9, Hangul's EB and EC (which leads qualify is computed from the Unicode tables, per family). Two
-// sets, A and B, each with the class of its leads; a block's leads in them are classified by one nibble lookup per 32
-// bytes instead of a decode and a table load each (callgrind, the split alone on multi_udhr's Russian, AVX2 tier:
-// cl100k 25.9 -> 15.7 Ir/B, deepseek-v3 30.3 -> 18.8).
+// Lead bytes all of whose characters take one class in a family (no digit or space among them, the same classes from
+// the family's add()): in the cl100k family Cyrillic's D0, D1 and D3, Latin Extended's C4-CA, the CJK ideographs'
+// E5-E9, Hangul's EB and EC (which leads qualify is computed from the Unicode tables, per family). Two sets, A and
+// B, each with the class of its leads; a block's leads in them are classified by one nibble lookup per 32 bytes
+// instead of a decode and a table load each (callgrind, the split alone on multi_udhr's Russian, AVX2 tier: cl100k
+// 25.9 -> 15.7 Ir/B, deepseek-v3 30.3 -> 18.8).
 // Membership of byte x: lo[x & 15] & hi[x >> 4], set A in bits 0-2 (hi nibble C, D, E), set B in bits 3-5.
 constexpr int kLeadSetMin = 4;  // leads in a block from which the sets are looked up
 struct LeadSets {
@@ -272,21 +273,20 @@ BPE_INLINE uint64_t spread_leads(uint64_t leads, uint64_t cont) {
 // A block whose characters (from where the memo ends) are all well-formed 2- and 3-byte sequences takes the fast way:
 // the tier's masks (utf8_masks_*) check the form, each character is decoded without checks, add() sees its lead's
 // bit alone, and the classes are spread over the characters' bytes at the end. Any other block (4-byte characters,
-// invalid bytes) goes one character at a time through the strict decoder. kCutMarks: a mark cuts too (o200k's marks
-// are in both of its letter classes and its prefix class at once, which the algebra does not model).
+// invalid bytes) goes one character at a time through the strict decoder.
 using Utf8MasksFn = Utf8Masks (*)(const uint8_t*, const LeadSets&);
 
-BPE_INLINE bool wide_cuts(uint8_t f, bool marks) { return (f & (kFlagN | kFlagS)) || (marks && flags_mark(f)); }
+BPE_INLINE bool wide_cuts(uint8_t f) { return f & (kFlagN | kFlagS); }
 
-// The LeadSets of a family (its add() and kCutMarks, as each_wide takes them), from the BMP's flags: a lead qualifies
-// where every character it leads gets the same classes from add() and none cuts. Set A holds the leads of the class
-// that has the most of them, set B those of the next (ties: the smaller class code).
-template <bool kCutMarks, class Add>
+// The LeadSets of a family (its add(), as each_wide takes it), from the BMP's flags: a lead qualifies where every
+// character it leads gets the same classes from add() and none cuts. Set A holds the leads of the class that has the
+// most of them, set B those of the next (ties: the smaller class code).
+template <class Add>
 LeadSets make_lead_sets(Add add) {
     const uint8_t* bmp = flags_bmp().f;
     auto code_of = [&](uint32_t cp) {  // -1: the character cuts
         const uint8_t fz = bmp[cp], f = fz & uint8_t(~kBmpZone);
-        if (wide_cuts(f, kCutMarks)) return -1;
+        if (wide_cuts(f)) return -1;
         Wide t{};
         add(t, f, (fz & kBmpZone) != 0, 1);
         return int(t.letters & 1) | int(t.ps & 1) << 1 | int(t.x & 1) << 2 | int(t.zone & 1) << 3;
@@ -332,7 +332,7 @@ LeadSets make_lead_sets(Add add) {
     return sets;
 }
 
-template <Utf8MasksFn UM, class Add, bool kCutMarks = false>
+template <Utf8MasksFn UM, class Add>
 inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo, Wide& w, Add add,
                       const LeadSets& sets) {
     const uintptr_t at = reinterpret_cast<uintptr_t>(s);
@@ -375,7 +375,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
                                               : ((b0 & 0x0Fu) << 12) | (b1 << 6) | (s[j + 2] & 0x3Fu);
                 const uint8_t fz = bmp[cp], f = fz & uint8_t(~kBmpZone);
                 const bool zone = fz & kBmpZone;  // (no 2-byte character is in deepseek-v3's CJK zone)
-                if (wide_cuts(f, kCutMarks)) {
+                if (wide_cuts(f)) {
                     cut = j;
                     break;
                 }
@@ -398,7 +398,7 @@ inline void each_wide(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& mem
         uint32_t len;
         const uint32_t cp = utf8_decode(s, avail, j, len);
         const uint8_t f = flags_of(cp);
-        if (j + len > 64 || wide_cuts(f, kCutMarks)) {
+        if (j + len > 64 || wide_cuts(f)) {
             w.cut = j;
             break;
         }
@@ -417,7 +417,7 @@ __attribute__((noinline)) Wide classify_wide(const uint8_t* s, size_t avail, uin
     auto add = [](Wide& t, uint8_t f, bool, uint64_t bits) {
         if ((f & kFlagL) || (kMarks && flags_mark(f))) t.letters |= bits;
     };
-    static const LeadSets sets = make_lead_sets<false>(add);
+    static const LeadSets sets = make_lead_sets(add);
     each_wide<UM>(s, avail, hi, memo, w, add, sets);
     return w;
 }
@@ -437,28 +437,29 @@ __attribute__((noinline)) Wide classify_wide_dsv3(const uint8_t* s, size_t avail
             t.x |= bits;
         if (zone) t.zone |= bits;
     };
-    static const LeadSets sets = make_lead_sets<false>(add);
+    static const LeadSets sets = make_lead_sets(add);
     each_wide<UM>(s, avail, hi, memo, w, add, sets);
     return w;
 }
 
 // The same for the o200k family: its letters by case, U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and W =
-// [\p{Ll}\p{Lm}\p{Lo}\p{M}]: those only in U (upper case) in ps, those in both (\p{Lm}, \p{Lo}) in x, the rest of the
-// letters (\p{Ll}) only in letters; a mark cuts. kLlama: llama.cpp's classes (`(?=[\p{L}])[^a-z]`, `[^A-Z]`),
-// where every letter above ASCII is in both and a mark is no letter (O).
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}]: those only in U (upper case) in ps, those in both (\p{Lm}, \p{Lo}, \p{M}) in x, the rest
+// of the letters (\p{Ll}) only in letters; the marks also in zone (block_starts: o200k_mark_cut). kLlama: llama.cpp's
+// classes (`(?=[\p{L}])[^a-z]`, `[^A-Z]`), where every letter above ASCII is in both and a mark is no letter (O).
 template <bool kLlama, Utf8MasksFn UM>
 __attribute__((noinline)) Wide classify_wide_o200k(const uint8_t* s, size_t avail, uint64_t hi, WideMemo& memo) {
     Wide w{};
     auto add = [](Wide& t, uint8_t f, bool, uint64_t bits) {
-        if (!(f & kFlagL)) return;
+        if (!(f & (kLlama ? kFlagL : kFlagL | kFlagU | kFlagW))) return;  // (U and W hold the letters and marks)
         t.letters |= bits;
         if (kLlama || (f & (kFlagU | kFlagW)) == (kFlagU | kFlagW))
             t.x |= bits;
         else if (f & kFlagU)
             t.ps |= bits;
+        if (!kLlama && !(f & kFlagL)) t.zone |= bits;  // a mark
     };
-    static const LeadSets sets = make_lead_sets<!kLlama>(add);
-    each_wide<UM, decltype(add), !kLlama>(s, avail, hi, memo, w, add, sets);
+    static const LeadSets sets = make_lead_sets(add);
+    each_wide<UM>(s, avail, hi, memo, w, add, sets);
     return w;
 }
 
@@ -529,6 +530,24 @@ BPE_INLINE unsigned contraction_end(const uint8_t* s, unsigned j, unsigned v) {
     return 0;
 }
 
+// Where the o200k family's marks (the bytes `marks`) end what the block knows (v when they do not). A mark is in both
+// letter classes, as \p{Lm} and \p{Lo} are, but also in the prefix `[^\r\n\p{L}\p{N}]?` and in ` ?[^\s\p{L}\p{N}]+`.
+// After a letter, a space, a digit, a newline, at the block's start (a piece's), or after the first character of an O
+// run that no space precedes (a prefix: `U*W+` takes the mark next) it is a letter of both cases to every rule; after
+// an O inside an O run's piece (` ?O+`, which takes marks too) it is not: the first such mark is the cut. Each rule
+// here looks back only, so which O start a piece below that mark is known from the bytes before it. (callgrind, the
+// split alone, AVX2, against a cut at every mark: o200k on multi_udhr 16.58 -> 12.78 Ir/B, on its French, whose
+// accents are combining marks, 69.9 -> 21.7.)
+BPE_INLINE unsigned o200k_mark_cut(const Masks& m, uint64_t wide_letters, uint64_t cont, uint64_t marks, unsigned v) {
+    const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
+    const uint64_t O = valid & ~(m.l | wide_letters | m.n | m.w), NL = m.nl & valid;
+    const uint64_t o = O & ~smear_up(NL & (O << 1), NL | (m.sl & valid));
+    const uint64_t o_start = o & ~((o | m.sp) << 1);
+    const uint64_t o_start_chars = cont ? smear_up(o_start, cont & o) : o_start;
+    const uint64_t in_o_run = marks & valid & ((o & ~o_start_chars) << 1);
+    return in_o_run ? unsigned(__builtin_ctzll(in_o_run)) : v;
+}
+
 // s[j] (j < 63) is ASCII punctuation or a symbol and s[j + 1] an ASCII letter: deepseek-v3's `[PS][A-Za-z]+`.
 BPE_INLINE bool ps_then_ascii_letter(const uint8_t* s, const Masks& m, unsigned j) {
     return s[j] > 32 && s[j] < 127 && !(((m.l | m.n) >> j) & 1) && ((m.l >> (j + 1)) & 1);
@@ -540,11 +559,11 @@ template <Family F, int kGroup, bool kMarks, Utf8MasksFn UM>
 BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m, WideMemo& memo, TailRun& tail) {
     unsigned v = 64;
     uint64_t wide_letters = 0, cont = 0;
-    uint64_t wide_ps = 0, wide_x = 0, zone = 0;
+    uint64_t wide_ps = 0, wide_x = 0, zone = 0, marks = 0;
     if (m.hi) {
         if (F == kFamO200k || F == kFamO200kBare) {  // (kMarks: llama.cpp's letter classes)
             const Wide w = classify_wide_o200k<kMarks, UM>(s, avail, m.hi, memo);
-            v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x;
+            v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x, marks = w.zone;
         } else if (F == kFamDsv3) {
             const Wide w = classify_wide_dsv3<UM>(s, avail, m.hi, memo);
             v = w.cut, wide_letters = w.letters, cont = w.cont, wide_ps = w.ps, wide_x = w.x, zone = w.zone;
@@ -554,6 +573,7 @@ BPE_INLINE uint64_t block_starts(const uint8_t* s, size_t avail, const Masks& m,
         }
     }
     if (avail < 64) v = std::min(v, unsigned(avail));  // a text's last bytes (walk's tail block): the end is v
+    if (marks) v = o200k_mark_cut(m, wide_letters, cont, marks, v);
     const uint64_t valid = v == 64 ? ~uint64_t(0) : (uint64_t(1) << v) - 1;
     const uint64_t L = (m.l | wide_letters) & valid, N = m.n & valid, W = m.w & valid, SP = m.sp & valid;
     const uint64_t O = valid & ~(L | N | W);
@@ -788,9 +808,9 @@ __attribute__((noinline)) size_t run_end(const uint8_t* s, size_t n, size_t i, c
 }
 
 // The o200k family's long letter runs: those of letters of both cases (\p{Lm}, \p{Lo}: Chinese, Japanese, Korean,
-// Thai written without spaces) after one character (a prefix, or a letter of either case). U* takes them all, W+
-// gives back the last: the piece ends at the first byte that is no letter (nor a mark, nor an apostrophe that may
-// start a contraction suffix). Where a letter of one case, a mark or an apostrophe comes first, 0: the piece is the
+// Thai written without spaces, and the marks) after one character (a prefix, or a letter of either case). U* takes
+// them all, W+ gives back the last: the piece ends at the first byte that is none of them, nor a letter of one case,
+// nor an apostrophe that may start a contraction suffix. Where one of those two comes first, 0: the piece is the
 // scalar's (one of both cases, then one case, can go either way). kLlama: llama.cpp's classes (every letter above
 // ASCII is of both cases there, and a mark is no letter).
 template <Family F, bool kLlama, Masks (*Classify)(const uint8_t*), Utf8MasksFn UM>
@@ -809,10 +829,10 @@ __attribute__((noinline)) size_t run_follow_o200k(const uint8_t* s, size_t n, si
             if ((((mq.l | w.letters) >> j) & 1) || (F == kFamO200k && p[j] == '\'')) return 0;
             return q + j;
         }
-        if (v < 64) {  // a wide digit or space ends the run; a mark continues it (unknown here); or cut by the edge
+        if (v < 64) {  // a wide digit or space ends the run, or the character was cut by the edge
             uint32_t len;
-            const uint32_t cp = utf8_decode(s, n, q + v, len);
-            if (v + len <= 64) return kLlama || !flags_mark(flags_of(cp)) ? q + v : 0;
+            utf8_decode(s, n, q + v, len);
+            if (v + len <= 64) return q + v;
         }
         q += v;
     }
