@@ -82,7 +82,7 @@ def rate(corpora: dict[str, list[str]], rounds: int) -> None:
     word = bpe_core.Tokenizer(args.pop("vocab"), **args)
     size = sum(len(d.encode("utf-8", "surrogateescape")) for d in docs)
     ref_ids, ref_offsets = tok.encode_ordinary_flat(docs, num_threads=3)
-    expected = [sw.encode_reference(word, tok._backend._supermerges, d) for d in docs[::50]]
+    expected = [sw.encode_reference(word, tok.superword, d) for d in docs[::50]]
     got = [ref_ids[a:b].tolist() for a, b in zip(ref_offsets[:-1], ref_offsets[1:], strict=True)][::50]
     assert got == expected, "the superword ids differ from the reference's"
     best = {"word": float("inf"), "plain": float("inf"), "superword": float("inf")}

@@ -196,7 +196,7 @@ def test_superword_entry_points():
         tok = bpe_core.train_superword(bpe_core.count_chunks(texts, "cl100k"), 900, 300, texts)
     arguments = sw.word_model_arguments(tok)
     word = bpe_core.Tokenizer(arguments.pop("vocab"), **arguments)
-    supermerges = tok._backend._supermerges
+    supermerges = tok.superword
     assert tok._encoder().has_superword
     docs = with_tails(texts[::7])
     ids, offsets = tok.encode_ordinary_flat(docs, num_threads=2)

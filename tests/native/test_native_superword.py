@@ -86,7 +86,7 @@ def _lists(ids, offsets):
 
 
 def _reference(word, tok, docs):
-    supermerges = tok._backend._supermerges
+    supermerges = tok.superword
     return [sw.encode_reference(word, supermerges, d) for d in docs]
 
 
@@ -132,7 +132,7 @@ def test_runs_close_at_added_tokens_the_core_cuts_at():
     word2 = bpe_core.Tokenizer(arguments.pop("vocab"), **arguments)
     assert tok2._encoder().has_superword and tok2._backend._word._literals  # the core cuts at the added tokens
     texts = ["the cat<sep>sat on the mat", "the cat  sat on<sep><sep>the mat " * 50, "<sep>the cat", "x" * 3000]
-    supermerges = tok2._backend._supermerges
+    supermerges = tok2.superword
     expected = [sw.encode_reference(word2, supermerges, t) for t in texts]
     assert _lists(*tok2.encode_ordinary_flat(texts, num_threads=1)) == expected
     assert [tok2.encode_ordinary(t) for t in texts] == expected
